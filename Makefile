@@ -1,0 +1,120 @@
+# msda-doctor: build doctor and cross-arch packager for Multi-Scale Deformable Attention.
+#
+#   make              build ./msda-doctor (installs missing Debian packages first)
+#   make run          build, then run the main job on this machine
+#   make check        build the sanitizer variant and run every test
+#   make install      install the binary and the man page (PREFIX, DESTDIR)
+#   make clean
+#
+# Set MSDA_NO_INSTALL=1 to skip the package check (e.g. on a non-Debian system).
+
+VERSION  := 0.1.0
+PREFIX   ?= /usr/local
+BINDIR   ?= $(PREFIX)/bin
+MANDIR   ?= $(PREFIX)/share/man
+BUILD    ?= build
+NVCC     ?= nvcc
+PKG_CONFIG ?= pkg-config
+
+PKGS := libcurl jansson libelf libarchive libcrypto libzstd liblz4
+
+WARN   := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+          -Wvla -Wformat=2 -Wno-format-nonliteral -Wno-format-truncation
+CSTD   := -std=c11 -D_GNU_SOURCE
+OPT    ?= -O2 -g
+SAN    := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+INCS   := -Isrc -Isrc/lib -I$(BUILD)/gen
+DEFS   := -DMSDA_DOCTOR_VERSION='"$(VERSION)"'
+
+# pkg-config is asked lazily so that `make clean` works before the packages are installed.
+PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+
+LIB_SRCS := $(sort $(wildcard src/lib/*.c))
+CLI_SRCS := $(sort $(wildcard src/cli/*.c))
+RECIPES  := $(sort $(wildcard recipes/*.json))
+GEN_SRCS := $(BUILD)/gen/recipes_data.c
+
+REL_OBJS := $(patsubst %.c,$(BUILD)/rel/%.o,$(LIB_SRCS) $(CLI_SRCS)) $(BUILD)/rel/gen/recipes_data.o
+SAN_LIB_OBJS := $(patsubst %.c,$(BUILD)/san/%.o,$(LIB_SRCS)) $(BUILD)/san/gen/recipes_data.o
+SAN_CLI_OBJS := $(patsubst %.c,$(BUILD)/san/%.o,$(CLI_SRCS))
+
+all: msda-doctor
+
+.PHONY: all run check install uninstall clean deps test-deps FORCE
+.DELETE_ON_ERROR:
+
+deps:
+	@[ -n "$(MSDA_NO_INSTALL)" ] || scripts/install-deps
+test-deps:
+	@[ -n "$(MSDA_NO_INSTALL)" ] || scripts/install-deps --test
+
+# ---- the embedded recipes (DESIGN.md decision 6) ---------------------------------------------
+$(BUILD)/host/embed: tools/embed.c | deps
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(WARN) -O2 -o $@ $<
+
+$(BUILD)/gen/recipes_data.c: $(BUILD)/host/embed $(RECIPES)
+	@mkdir -p $(@D)
+	$(BUILD)/host/embed $@ $(RECIPES)
+
+# ---- release build -----------------------------------------------------------------------------
+$(BUILD)/rel/%.o: %.c | deps $(GEN_SRCS)
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(WARN) $(OPT) $(INCS) $(DEFS) $(PKG_CFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/rel/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(WARN) $(OPT) $(INCS) $(CFLAGS) -c -o $@ $<
+
+msda-doctor: $(REL_OBJS)
+	$(CC) $(OPT) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+# ---- sanitizer build, used by every test -------------------------------------------------------
+$(BUILD)/san/%.o: %.c | deps $(GEN_SRCS)
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) $(INCS) $(DEFS) $(PKG_CFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+$(BUILD)/san/gen/%.o: $(BUILD)/gen/%.c
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) $(INCS) -c -o $@ $<
+
+$(BUILD)/san/msda-doctor: $(SAN_LIB_OBJS) $(SAN_CLI_OBJS)
+	$(CC) $(SAN) -o $@ $^ $(PKG_LIBS)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# ---- tests -------------------------------------------------------------------------------------
+# Every suite writes its counts to $(RESULTS)/<suite>; `check` sums them and fails on any failure
+# or on a suite that left no counts (it crashed).
+RESULTS := $(BUILD)/test-results
+RUN_SUITE := tests/run-suite $(RESULTS)
+CHECK_SUITES := unit cli
+
+include tests/tests.mk
+-include kernels/kernels.mk
+
+check: test-deps
+	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
+	@$(MAKE) --no-print-directory $(addprefix check-,$(CHECK_SUITES))
+	@tests/summarize $(RESULTS) $(CHECK_SUITES)
+
+# ---- the main job ------------------------------------------------------------------------------
+# What GPU code the binaries built here carry, and where they run.
+RUN_GPUS := --gpu m40 --gpu p40 --gpu tx2 --gpu xavier --gpu t4 --gpu a100 --gpu orin --gpu h100
+run: msda-doctor $(FIXTURES)/.stamp
+	./msda-doctor --version
+	@# exit 1 only says that some code cannot run on some of these GPUs: that is the report
+	-./msda-doctor inspect $(RUN_GPUS) $(FIXTURES)
+
+# ---- install -----------------------------------------------------------------------------------
+install: msda-doctor
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
+	install -m 0755 msda-doctor $(DESTDIR)$(BINDIR)/msda-doctor
+	install -m 0644 man/msda-doctor.1 $(DESTDIR)$(MANDIR)/man1/msda-doctor.1
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/msda-doctor $(DESTDIR)$(MANDIR)/man1/msda-doctor.1
+
+clean:
+	rm -rf $(BUILD) msda-doctor

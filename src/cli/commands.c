@@ -1,0 +1,31 @@
+/* The command table: adding a command is one file, one row here, one section in the man page. */
+#include <string.h>
+#include "cli.h"
+
+const md_command md_commands[] = {
+    { "inspect", cmd_inspect,
+      "Tell what GPU code a binary carries and where it can run",
+      "inspect [--json] [-v] [--gpu ARCH]... FILE|DIR...",
+      "  FILE|DIR         ELF executable, shared object or object, .fatbin, .cubin, .whl, or a\n"
+      "                   directory searched for them\n"
+      "  --gpu ARCH       also say whether the code runs there and whether each kernel's\n"
+      "                   registers fit one block (sm_61, 6.1, or a name: p40, tx2, orin, h100);\n"
+      "                   repeatable\n"
+      "  --json           print JSON instead of text\n"
+      "  -v, --verbose    list every fatbin entry and kernel\n"
+      "  -h, --help       show this help\n" },
+    { "help", cmd_help,
+      "Show the help of msda-doctor or of one command",
+      "help [--json] [COMMAND]",
+      "  COMMAND          the command to describe\n"
+      "  --json           print the commands and their usage as JSON\n" },
+    { NULL, NULL, NULL, NULL, NULL }
+};
+
+const md_command *md_command_find(const char *name)
+{
+    for (const md_command *c = md_commands; c->name; c++)
+        if (strcmp(c->name, name) == 0)
+            return c;
+    return NULL;
+}

@@ -1,0 +1,171 @@
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+
+#define PROGRAM "msda-doctor"
+
+static void verror(const char *fmt, va_list ap)
+{
+    fputs(PROGRAM ": error: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
+void md_cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verror(fmt, ap);
+    va_end(ap);
+}
+
+int md_cli_usage_error(const char *command, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verror(fmt, ap);
+    va_end(ap);
+    if (command)
+        fprintf(stderr, "Try '" PROGRAM " %s --help' for more information.\n", command);
+    else
+        fprintf(stderr, "Try '" PROGRAM " --help' for more information.\n");
+    return MD_EXIT_USAGE;
+}
+
+int md_cli_option_error(const char *command, char **argv, int c)
+{
+    const char *arg = optind > 0 ? argv[optind - 1] : "?";
+    if (c == ':')
+        return md_cli_usage_error(command, "option '%s' needs a value", arg);
+    return md_cli_usage_error(command, "unknown option '%s'", arg);
+}
+
+/* Usage lines: "usage: msda-doctor X" then "       msda-doctor Y" for a multi-line synopsis. */
+static void print_synopsis(FILE *out, const char *synopsis, bool *first)
+{
+    const char *line = synopsis;
+    while (*line) {
+        const char *nl = strchr(line, '\n');
+        int len = nl ? (int)(nl - line) : (int)strlen(line);
+        fprintf(out, "%s" PROGRAM " %.*s\n", *first ? "usage: " : "       ", len, line);
+        *first = false;
+        line += len + (nl ? 1 : 0);
+    }
+}
+
+void md_cli_print_help(FILE *out, const md_command *command)
+{
+    bool first = true;
+    if (command) {
+        print_synopsis(out, command->synopsis, &first);
+        fprintf(out, "\n%s.\n\n%s", command->summary, command->options);
+        return;
+    }
+    print_synopsis(out, "[--version] [--help] COMMAND [ARGS]", &first);
+    for (const md_command *c = md_commands; c->name; c++)
+        print_synopsis(out, c->synopsis, &first);
+    fprintf(out, "\nBuild doctor and cross-arch packager for Multi-Scale Deformable Attention.\n\n"
+                 "Commands:\n");
+    for (const md_command *c = md_commands; c->name; c++)
+        fprintf(out, "  %-10s %s\n", c->name, c->summary);
+    fprintf(out, "\nRun '" PROGRAM " COMMAND --help' for a command's options; see msda-doctor(1).\n");
+}
+
+int md_cli_print_json(json_t *doc)
+{
+    if (!doc) {
+        md_cli_error("out of memory");
+        return MD_EXIT_INTERNAL;
+    }
+    int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(doc);
+    if (rc != 0 || fputc('\n', stdout) == EOF) {
+        md_cli_error("cannot write the JSON output");
+        return MD_EXIT_INTERNAL;
+    }
+    return MD_EXIT_OK;
+}
+
+md_exit md_cli_exit_for(md_status st)
+{
+    switch (st) {
+    case MD_OK: return MD_EXIT_OK;
+    case MD_ERR_IO:
+    case MD_ERR_FORMAT:
+    case MD_ERR_UNKNOWN_TYPE: return MD_EXIT_INPUT;
+    case MD_ERR_ARGUMENT: return MD_EXIT_USAGE;
+    case MD_ERR_NOMEM:
+    case MD_ERR_INTERNAL: return MD_EXIT_INTERNAL;
+    }
+    return MD_EXIT_INTERNAL;
+}
+
+int md_cli_finish(int code)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, PROGRAM ": error: cannot write the output: %s\n", strerror(errno));
+        return MD_EXIT_INTERNAL;
+    }
+    return code;
+}
+
+int cmd_help(int argc, char **argv)
+{
+    static const struct option options[] = {
+        { "json", no_argument, NULL, 'j' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 }
+    };
+    bool json = false;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = true; break;
+        case 'h': md_cli_print_help(stdout, md_command_find("help")); return MD_EXIT_OK;
+        default: return md_cli_option_error("help", argv, c);
+        }
+    }
+    if (argc - optind > 1)
+        return md_cli_usage_error("help", "too many arguments");
+    const md_command *cmd = NULL;
+    if (optind < argc && !(cmd = md_command_find(argv[optind])))
+        return md_cli_usage_error(NULL, "unknown command '%s'", argv[optind]);
+    if (!json) {
+        md_cli_print_help(stdout, cmd);
+        return MD_EXIT_OK;
+    }
+    json_t *list = json_array();
+    for (const md_command *c2 = md_commands; c2->name; c2++) {
+        if (cmd && c2 != cmd)
+            continue;
+        json_array_append_new(list, json_pack("{s:s, s:s, s:s}", "name", c2->name, "summary", c2->summary,
+                                              "synopsis", c2->synopsis));
+    }
+    return md_cli_print_json(json_pack("{s:s, s:o}", "version", MSDA_DOCTOR_VERSION, "commands", list));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return md_cli_usage_error(NULL, "no command given");
+    const char *first = argv[1];
+    if (strcmp(first, "--help") == 0 || strcmp(first, "-h") == 0) {
+        md_cli_print_help(stdout, NULL);
+        return md_cli_finish(MD_EXIT_OK);
+    }
+    if (strcmp(first, "--version") == 0 || strcmp(first, "-V") == 0) {
+        printf(PROGRAM " %s\n", MSDA_DOCTOR_VERSION);
+        return md_cli_finish(MD_EXIT_OK);
+    }
+    if (first[0] == '-')
+        return md_cli_usage_error(NULL, "unknown option '%s'", first);
+    const md_command *cmd = md_command_find(first);
+    if (!cmd)
+        return md_cli_usage_error(NULL, "unknown command '%s'", first);
+    opterr = 0; /* our own messages: one line, then the "Try" hint */
+    return md_cli_finish(cmd->run(argc - 1, argv + 1));
+}

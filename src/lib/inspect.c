@@ -1,0 +1,377 @@
+#include "inspect.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fts.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ZIP_MAGIC "PK\003\004"
+#define ZIP_EMPTY_MAGIC "PK\005\006"
+
+typedef enum { SOURCE_ARGUMENT, SOURCE_DIRECTORY, SOURCE_WHEEL } file_source;
+
+static md_inspected *add_item(md_inspection *out, const char *path)
+{
+    md_inspected *grown = realloc(out->items, (out->count + 1) * sizeof *grown);
+    if (!grown)
+        return NULL;
+    out->items = grown;
+    md_inspected *it = &out->items[out->count];
+    memset(it, 0, sizeof *it);
+    it->bin.path = strdup(path);
+    if (!it->bin.path)
+        return NULL;
+    out->count++;
+    return it;
+}
+
+static void drop_last_item(md_inspection *out)
+{
+    md_binary_free(&out->items[--out->count].bin);
+}
+
+void md_inspection_free(md_inspection *ins)
+{
+    for (size_t i = 0; i < ins->count; i++)
+        md_binary_free(&ins->items[i].bin);
+    free(ins->items);
+    memset(ins, 0, sizeof *ins);
+}
+
+static bool is_zip(const uint8_t *data, size_t size)
+{
+    return size >= 4 && (memcmp(data, ZIP_MAGIC, 4) == 0 || memcmp(data, ZIP_EMPTY_MAGIC, 4) == 0);
+}
+
+/* A host ELF: the fatbin sections. Executables and shared objects carry .nv_fatbin; objects
+ * built with -rdc carry __nv_relfatbin. */
+static md_status read_host_elf(const uint8_t *data, size_t size, md_binary *bin, md_error *err)
+{
+    if (elf_version(EV_CURRENT) == EV_NONE)
+        return md_fail(err, MD_ERR_INTERNAL, "libelf: %s", elf_errmsg(-1));
+    md_status st = MD_OK;
+    Elf *elf = elf_memory((char *)(uintptr_t)data, size);
+    size_t shstrndx;
+    if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getshdrstrndx(elf, &shstrndx) != 0) {
+        st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF file: %s", elf_errmsg(-1));
+        goto end;
+    }
+    /* A file cut short loses its section headers (they come last) or the data they describe;
+     * libelf then shows fewer sections, so check the extents ourselves. */
+    GElf_Ehdr ehdr;
+    if (!gelf_getehdr(elf, &ehdr)) {
+        st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF header: %s", elf_errmsg(-1));
+        goto end;
+    }
+    /* The header's own count: libelf reports 0 sections when the table is cut off. With more
+     * than 0xff00 sections e_shnum is 0 and the real count is in section 0, so at least one. */
+    uint64_t shnum = ehdr.e_shnum ? ehdr.e_shnum : ehdr.e_shoff ? 1 : 0;
+    if (ehdr.e_shoff > size || shnum * ehdr.e_shentsize > size - ehdr.e_shoff) {
+        st = md_fail(err, MD_ERR_FORMAT, "truncated ELF file: section headers end past its %zu bytes", size);
+        goto end;
+    }
+    Elf_Scn *scn = NULL;
+    while ((scn = elf_nextscn(elf, scn)) != NULL) {
+        GElf_Shdr shdr;
+        const char *name;
+        if (!gelf_getshdr(scn, &shdr) || !(name = elf_strptr(elf, shstrndx, shdr.sh_name))) {
+            st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF section header: %s", elf_errmsg(-1));
+            goto end;
+        }
+        if (shdr.sh_type != SHT_NOBITS && (shdr.sh_offset > size || shdr.sh_size > size - shdr.sh_offset)) {
+            st = md_fail(err, MD_ERR_FORMAT, "section '%s' points outside the file (offset %llu, size %llu)",
+                         name, (unsigned long long)shdr.sh_offset, (unsigned long long)shdr.sh_size);
+            goto end;
+        }
+        if (strcmp(name, ".nv_fatbin") != 0 && strcmp(name, "__nv_relfatbin") != 0)
+            continue;
+        if (shdr.sh_type == SHT_NOBITS || shdr.sh_size == 0)
+            continue;
+        st = md_fatbin_read(data + shdr.sh_offset, shdr.sh_size, bin, err);
+        if (st != MD_OK)
+            goto end;
+    }
+end:
+    if (elf)
+        elf_end(elf);
+    return st;
+}
+
+/* Reads a mapped file of a known kind. *recognised is false for anything that is not ELF,
+ * fatbin or cubin (zip is handled by the caller). */
+static md_status read_mapped(const uint8_t *data, size_t size, md_binary *bin, bool *recognised,
+                             md_error *err)
+{
+    *recognised = true;
+    if (md_is_fatbin(data, size)) {
+        bin->type = MD_FILE_FATBIN;
+        return md_fatbin_read(data, size, bin, err);
+    }
+    if (size >= SELFMAG && memcmp(data, ELFMAG, SELFMAG) == 0) {
+        if (md_is_cubin(data, size)) {
+            bin->type = MD_FILE_CUBIN;
+            md_code_entry *e = md_binary_add_entry(bin);
+            if (!e)
+                return md_fail(err, MD_ERR_NOMEM, "out of memory");
+            e->kind = MD_CODE_SASS;
+            e->size = e->uncompressed_size = size;
+            return md_cubin_read(data, size, e, err);
+        }
+        bin->type = MD_FILE_ELF;
+        return read_host_elf(data, size, bin, err);
+    }
+    *recognised = false;
+    return MD_OK;
+}
+
+static md_status read_wheel(int fd, const char *wheel_path, md_inspection *out, md_error *err);
+
+/* Reads the open file FD (closed by the caller) shown as PATH. */
+static md_status inspect_fd(int fd, const char *path, file_source source, md_inspection *out,
+                            md_error *err)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return md_fail(err, MD_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
+    md_inspected *it = add_item(out, path);
+    if (!it)
+        return md_fail(err, MD_ERR_NOMEM, "out of memory");
+    if (!S_ISREG(st.st_mode) || st.st_size == 0) {
+        if (source == SOURCE_ARGUMENT) {
+            it->status = MD_ERR_UNKNOWN_TYPE;
+            snprintf(it->message, sizeof it->message, "'%s': %s", path,
+                     S_ISREG(st.st_mode) ? "empty file" : "not a regular file");
+        } else {
+            drop_last_item(out);
+            out->skipped++;
+        }
+        return MD_OK;
+    }
+    size_t size = (size_t)st.st_size;
+    /* Private and writable: libelf may adjust its view; the file is never changed. Pages are
+     * read on demand, so a 1 GB library costs only what is touched. */
+    void *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) {
+        it->status = MD_ERR_IO;
+        snprintf(it->message, sizeof it->message, "cannot map '%s': %s", path, strerror(errno));
+        return MD_OK;
+    }
+    const uint8_t *data = map;
+    md_error ferr;
+    md_error_clear(&ferr);
+    bool recognised = false;
+    md_status rc = MD_OK;
+    if (is_zip(data, size)) {
+        munmap(map, size);
+        drop_last_item(out); /* the members are the items */
+        size_t before = out->count;
+        rc = read_wheel(fd, path, out, err);
+        if (rc == MD_OK && out->count == before && source == SOURCE_ARGUMENT) {
+            /* A wheel without GPU code is still worth one line. */
+            if (!(it = add_item(out, path)))
+                return md_fail(err, MD_ERR_NOMEM, "out of memory");
+            it->bin.type = MD_FILE_WHEEL;
+        }
+        return rc;
+    }
+    rc = read_mapped(data, size, &it->bin, &recognised, &ferr);
+    munmap(map, size);
+    if (rc == MD_ERR_NOMEM)
+        return md_fail(err, rc, "%s", ferr.message);
+    if (!recognised || (source == SOURCE_DIRECTORY && rc == MD_OK && it->bin.n_entries == 0)) {
+        if (source == SOURCE_ARGUMENT) {
+            it->status = MD_ERR_UNKNOWN_TYPE;
+            snprintf(it->message, sizeof it->message,
+                     "'%s': not an ELF file, fatbin, cubin or wheel", path);
+        } else {
+            drop_last_item(out);
+            out->skipped++;
+        }
+        return MD_OK;
+    }
+    if (rc != MD_OK) {
+        it->status = rc;
+        snprintf(it->message, sizeof it->message, "'%s': %s", path, ferr.message);
+    }
+    return MD_OK;
+}
+
+static bool is_code_member(const char *name)
+{
+    size_t n = strlen(name);
+    return (n > 3 && strcmp(name + n - 3, ".so") == 0) || strstr(name, ".so.") ||
+           (n > 6 && strcmp(name + n - 6, ".cubin") == 0) ||
+           (n > 7 && strcmp(name + n - 7, ".fatbin") == 0);
+}
+
+/* Streams one archive member into an unlinked temporary file, to be mapped like any file. */
+static int spool_member(struct archive *ar, md_error *err)
+{
+    FILE *tmp = tmpfile();
+    if (!tmp) {
+        md_fail(err, MD_ERR_IO, "cannot create a temporary file: %s", strerror(errno));
+        return -1;
+    }
+    const void *block;
+    size_t len;
+    la_int64_t offset;
+    int r;
+    while ((r = archive_read_data_block(ar, &block, &len, &offset)) == ARCHIVE_OK) {
+        if (fseeko(tmp, (off_t)offset, SEEK_SET) != 0 || fwrite(block, 1, len, tmp) != len) {
+            md_fail(err, MD_ERR_IO, "cannot write a temporary file: %s", strerror(errno));
+            fclose(tmp);
+            return -1;
+        }
+    }
+    if (r != ARCHIVE_EOF) {
+        md_fail(err, MD_ERR_FORMAT, "corrupt archive member: %s", archive_error_string(ar));
+        fclose(tmp);
+        return -1;
+    }
+    if (fflush(tmp) != 0) {
+        md_fail(err, MD_ERR_IO, "cannot write a temporary file: %s", strerror(errno));
+        fclose(tmp);
+        return -1;
+    }
+    int fd = dup(fileno(tmp));
+    fclose(tmp);
+    if (fd < 0)
+        md_fail(err, MD_ERR_IO, "dup: %s", strerror(errno));
+    return fd;
+}
+
+static md_status read_wheel(int fd, const char *wheel_path, md_inspection *out, md_error *err)
+{
+    md_status st = MD_OK;
+    struct archive *ar = archive_read_new();
+    if (!ar)
+        return md_fail(err, MD_ERR_NOMEM, "out of memory");
+    archive_read_support_format_zip(ar);
+    int dfd = dup(fd);
+    if (dfd < 0 || lseek(dfd, 0, SEEK_SET) != 0 || archive_read_open_fd(ar, dfd, 65536) != ARCHIVE_OK) {
+        md_inspected *it = add_item(out, wheel_path);
+        if (!it) {
+            st = md_fail(err, MD_ERR_NOMEM, "out of memory");
+        } else {
+            it->status = MD_ERR_FORMAT;
+            snprintf(it->message, sizeof it->message, "'%s': corrupt zip archive: %s", wheel_path,
+                     archive_error_string(ar) ? archive_error_string(ar) : strerror(errno));
+        }
+        goto end;
+    }
+    struct archive_entry *entry;
+    int r;
+    while ((r = archive_read_next_header(ar, &entry)) == ARCHIVE_OK) {
+        const char *name = archive_entry_pathname(entry);
+        if (!name || archive_entry_filetype(entry) != AE_IFREG || !is_code_member(name))
+            continue;
+        char member_path[4096];
+        snprintf(member_path, sizeof member_path, "%s!%s", wheel_path, name);
+        md_error merr;
+        md_error_clear(&merr);
+        int mfd = spool_member(ar, &merr);
+        if (mfd < 0) {
+            md_inspected *it = add_item(out, member_path);
+            if (!it) {
+                st = md_fail(err, MD_ERR_NOMEM, "out of memory");
+                goto end;
+            }
+            it->status = merr.code;
+            snprintf(it->message, sizeof it->message, "'%s': %s", member_path, merr.message);
+            if (merr.code == MD_ERR_FORMAT)
+                goto end; /* the archive stream cannot be trusted past a corrupt member */
+            continue;
+        }
+        st = inspect_fd(mfd, member_path, SOURCE_WHEEL, out, err);
+        close(mfd);
+        if (st != MD_OK)
+            goto end;
+    }
+    if (r != ARCHIVE_EOF) {
+        md_inspected *it = add_item(out, wheel_path);
+        if (!it) {
+            st = md_fail(err, MD_ERR_NOMEM, "out of memory");
+            goto end;
+        }
+        it->status = MD_ERR_FORMAT;
+        snprintf(it->message, sizeof it->message, "'%s': corrupt zip archive: %s", wheel_path,
+                 archive_error_string(ar) ? archive_error_string(ar) : "unreadable entry");
+    }
+end:
+    archive_read_free(ar); /* closes dfd */
+    return st;
+}
+
+static int compare_fts(const FTSENT **a, const FTSENT **b)
+{
+    return strcmp((*a)->fts_name, (*b)->fts_name);
+}
+
+static md_status inspect_directory(const char *path, md_inspection *out, md_error *err)
+{
+    char *roots[] = { (char *)(uintptr_t)path, NULL };
+    FTS *fts = fts_open(roots, FTS_PHYSICAL | FTS_NOCHDIR, compare_fts);
+    if (!fts)
+        return md_fail(err, MD_ERR_IO, "cannot read directory '%s': %s", path, strerror(errno));
+    md_status st = MD_OK;
+    FTSENT *ent;
+    while (st == MD_OK && (ent = fts_read(fts)) != NULL) {
+        if (ent->fts_info == FTS_DNR || ent->fts_info == FTS_ERR) {
+            md_inspected *it = add_item(out, ent->fts_path);
+            if (!it) {
+                st = md_fail(err, MD_ERR_NOMEM, "out of memory");
+                break;
+            }
+            it->status = MD_ERR_IO;
+            snprintf(it->message, sizeof it->message, "cannot read '%s': %s", ent->fts_path,
+                     strerror(ent->fts_errno));
+            continue;
+        }
+        if (ent->fts_info != FTS_F)
+            continue;
+        int fd = open(ent->fts_accpath, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            md_inspected *it = add_item(out, ent->fts_path);
+            if (!it) {
+                st = md_fail(err, MD_ERR_NOMEM, "out of memory");
+                break;
+            }
+            it->status = MD_ERR_IO;
+            snprintf(it->message, sizeof it->message, "cannot open '%s': %s", ent->fts_path,
+                     strerror(errno));
+            continue;
+        }
+        st = inspect_fd(fd, ent->fts_path, SOURCE_DIRECTORY, out, err);
+        close(fd);
+    }
+    fts_close(fts);
+    return st;
+}
+
+md_status md_inspect_path(const char *path, md_inspection *out, md_error *err)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        return inspect_directory(path, out, err);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        md_inspected *it = add_item(out, path);
+        if (!it)
+            return md_fail(err, MD_ERR_NOMEM, "out of memory");
+        it->status = MD_ERR_IO;
+        snprintf(it->message, sizeof it->message, "cannot open '%s': %s", path, strerror(errno));
+        return MD_OK;
+    }
+    md_status rc = inspect_fd(fd, path, SOURCE_ARGUMENT, out, err);
+    close(fd);
+    return rc;
+}

@@ -1,0 +1,20 @@
+#include "recipes.h"
+
+#include <string.h>
+#include "recipes_data.h"
+
+json_t *md_recipe_load(const char *name, md_error *err)
+{
+    for (const struct md_recipe_blob *b = md_recipe_blobs; b->name; b++) {
+        if (strcmp(b->name, name) != 0)
+            continue;
+        json_error_t jerr;
+        json_t *doc = json_loadb(b->text, b->size, 0, &jerr);
+        if (!doc)
+            md_fail(err, MD_ERR_INTERNAL, "embedded recipe '%s' is not valid JSON: line %d: %s",
+                    name, jerr.line, jerr.text);
+        return doc;
+    }
+    md_fail(err, MD_ERR_INTERNAL, "no embedded recipe named '%s'", name);
+    return NULL;
+}

@@ -1,0 +1,29 @@
+/* Status codes and error details returned by every library function.
+ * The library never prints and never exits: a failing call fills an md_error and returns its
+ * code; the CLI decides what to print and which exit status that means. */
+#ifndef MD_STATUS_H
+#define MD_STATUS_H
+
+typedef enum {
+    MD_OK = 0,
+    MD_ERR_IO,          /* a file or directory cannot be opened or read */
+    MD_ERR_FORMAT,      /* the input is recognised but malformed: truncated, bad sizes, corrupt */
+    MD_ERR_UNKNOWN_TYPE,/* the input is none of the formats the function reads */
+    MD_ERR_ARGUMENT,    /* a caller-supplied value is invalid (unknown architecture, ...) */
+    MD_ERR_NOMEM,
+    MD_ERR_INTERNAL     /* broken embedded data or an invariant that cannot fail */
+} md_status;
+
+typedef struct {
+    md_status code;
+    char message[512];  /* one line, lowercase, no trailing full stop */
+} md_error;
+
+/* Records CODE with a printf-style message in ERR (which may be NULL) and returns CODE. */
+md_status md_fail(md_error *err, md_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Clears ERR to MD_OK with an empty message. */
+void md_error_clear(md_error *err);
+
+#endif

@@ -1,0 +1,135 @@
+#!/usr/bin/env bats
+# inspect on binaries that nvcc built at test time: the architectures are exactly the -gencode
+# sets, and the --gpu verdicts are right.
+load helpers
+
+archs_json() { doctor inspect --json "$1" | jq -r '.files[0] | "sass:" + (.sass | map(" " + .) | join("")), "ptx:" + (.ptx | map(" " + .) | join(""))'; }
+
+@test "CUDA 13 binaries: inspect --json lists exactly the -gencode architectures" {
+  for f in f13-multi.so f13-sm80.so f13-ptx-only.so f13-compressed.fatbin f13-uncompressed.fatbin f13-sm90.cubin f13-sm90a.cubin; do
+    want=$(cat "$(fix "${f%.*}.archs")")
+    got=$(archs_json "$(fix "$f")")
+    [ "$want" = "$got" ] || { echo "$f: want '$want' got '$got'" >&2; return 1; }
+  done
+}
+
+@test "CUDA 11.8 binaries: inspect --json lists exactly the -gencode architectures" {
+  have_cuda118 || [ -n "${MSDA_ALLOW_NO_CUDA118:-}" ] || { echo "CUDA 11.8 fixtures missing" >&2; return 1; }
+  have_cuda118 || skip "CUDA 11.8 waived"
+  for f in f118-multi.so f118-sm52.so f118-sm61-ptx.so f118-compressed.fatbin f118-regs40.fatbin; do
+    want=$(cat "$(fix "${f%.*}.archs")")
+    got=$(archs_json "$(fix "$f")")
+    [ "$want" = "$got" ] || { echo "$f: want '$want' got '$got'" >&2; return 1; }
+  done
+}
+
+@test "text mode prints one summary line per file" {
+  run --separate-stderr doctor inspect "$(fix f13-multi.so)" "$(fix f13-ptx-only.so)"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "$(fix f13-multi.so): SASS sm_75 sm_80 sm_86 sm_90; PTX compute_90" ]
+  [ "${lines[1]}" = "$(fix f13-ptx-only.so): PTX compute_75" ]
+  [ "${#lines[@]}" -eq 2 ]
+}
+
+@test "-v lists entries with compression and kernels with registers" {
+  run --separate-stderr doctor inspect -v "$(fix f13-compressed.fatbin)"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"SASS sm_90, "*"compressed (zstd), 4 kernels"* ]]
+  [[ "$output" == *"_Z12probe_sharedPfi: "*"launch bounds 256 threads, 1200 bytes static shared"* ]]
+}
+
+@test "JSON kernel registers equal what ptxas -v reported" {
+  doctor inspect --json "$(fix f13-sm90.cubin)" > "$BATS_TEST_TMPDIR/out.json"
+  while read -r arch kernel regs smem; do
+    got=$(jq -r --arg k "$kernel" '.files[0].entries[0].kernels[] | select(.name | test("^_Z[0-9]+" + $k + "P")) | "\(.registers) \(.shared_bytes)"' "$BATS_TEST_TMPDIR/out.json")
+    [ "$got" = "$regs $smem" ] || { echo "$arch $kernel: want '$regs $smem' got '$got'" >&2; return 1; }
+  done < "$(fix f13-sm90.ptxas)"
+}
+
+@test "sm_52-only code cannot run on 6.1 (exit 1)" {
+  have_cuda118 || skip "needs CUDA 11.8 fixtures (checked above)"
+  run --separate-stderr doctor inspect --gpu 6.1 "$(fix f118-sm52.so)"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"sm_61: cannot run"*"no kernel image is available"* ]]
+  run --separate-stderr doctor inspect --json --gpu p40 "$(fix f118-sm52.so)"
+  [ "$status" -eq 1 ]
+  [ "$(jq -r '.files[0].gpus[0] | .gpu + " " + .runs' <<<"$output")" = "Tesla P40 (sm_61) cannot-run" ]
+}
+
+@test "sm_61 SASS + compute_61 PTX runs on 8.6 through PTX JIT (exit 0)" {
+  have_cuda118 || skip "needs CUDA 11.8 fixtures (checked above)"
+  run --separate-stderr doctor inspect --json --gpu 8.6 --gpu 6.1 "$(fix f118-sm61-ptx.so)"
+  [ "$status" -eq 0 ]
+  [ "$(jq -r '.files[0].gpus | map(.runs + ":" + .code) | join(",")' <<<"$output")" = "ptx-jit:compute_61,sass:sm_61" ]
+}
+
+@test "sm_80 SASS runs on 8.6 as SASS" {
+  run --separate-stderr doctor inspect --json --gpu 8.6 "$(fix f13-sm80.so)"
+  [ "$status" -eq 0 ]
+  [ "$(jq -r '.files[0].gpus[0] | .runs + ":" + .code' <<<"$output")" = "sass:sm_80" ]
+}
+
+@test "a 40-register kernel at 1024 threads: too many resources on 6.2, fits on 8.6" {
+  have_cuda118 || skip "needs CUDA 11.8 fixtures (checked above)"
+  run --separate-stderr doctor inspect --json --gpu tx2 --gpu 8.6 "$(fix f118-regs40.fatbin)"
+  [ "$status" -eq 1 ]
+  q='.files[0].gpus[] | .arch as $a | .kernels[] | select(.name | test("probe_regs")) | "\($a) \(.registers) \(.threads) \(.fits) \(.max_threads_that_fit)"'
+  [ "$(jq -r "$q" <<<"$output" | tr '\n' ';')" = "sm_62 40 1024 false 800;sm_86 40 1024 true 1024;" ]
+  run --separate-stderr doctor inspect --gpu tx2 "$(fix f118-regs40.fatbin)"
+  [[ "$output" == *"probe_regs"*"40960 of 32768 registers per block"*"at most 800 threads fit"* ]]
+}
+
+@test "the CUDA 13 40-register cubin fits on 8.6 and has no SASS for 6.2" {
+  run --separate-stderr doctor inspect --json --gpu 8.6 --gpu 6.2 "$(fix f13-regs40.cubin)"
+  [ "$status" -eq 1 ]
+  [ "$(jq -r '.files[0].gpus | map(.runs) | join(",")' <<<"$output")" = "sass,cannot-run" ]
+}
+
+@test "sm_90a code runs on an H100 and not on a B200" {
+  run --separate-stderr doctor inspect --json --gpu h100 --gpu b200 "$(fix f13-sm90a.cubin)"
+  [ "$status" -eq 1 ]
+  [ "$(jq -r '.files[0].sass[0]' <<<"$output")" = "sm_90a" ]
+  [ "$(jq -r '.files[0].gpus | map(.runs) | join(",")' <<<"$output")" = "sass,cannot-run" ]
+}
+
+@test "an unknown --gpu is a usage error" {
+  run --separate-stderr doctor inspect --gpu p41 "$(fix f13-sm80.so)"
+  [ "$status" -eq 2 ]
+  [[ "$stderr" == *"unknown GPU or architecture 'p41'"* ]]
+}
+
+@test "a plain ELF file has no CUDA device code and that is not an error" {
+  run --separate-stderr doctor inspect /bin/true
+  [ "$status" -eq 0 ]
+  [ "$output" = "/bin/true: no CUDA device code" ]
+}
+
+@test "a directory is searched: files with GPU code are listed, others skipped" {
+  d="$BATS_TEST_TMPDIR/tree"
+  mkdir -p "$d/a/b"
+  cp "$(fix f13-sm80.so)" "$d/a/b/lib1.so"
+  cp "$(fix f13-compressed.fatbin)" "$d/a/k.fatbin"
+  cp /bin/true "$d/a/plain"
+  echo hello > "$d/README"
+  run --separate-stderr doctor inspect --json "$d"
+  [ "$status" -eq 0 ]
+  [ "$(jq -r '.files | map(.path | sub(".*/tree/"; "")) | join(",")' <<<"$output")" = "a/b/lib1.so,a/k.fatbin" ]
+  [ "$(jq -r '.skipped' <<<"$output")" = 2 ]
+}
+
+@test "a wheel: every shared object inside is read without unpacking" {
+  w="$BATS_TEST_TMPDIR/msda-0.1.0-py3-none-manylinux_2_17_x86_64.whl"
+  python3 - "$w" "$(fix f13-multi.so)" "$(fix f13-sm80.so)" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
+    z.write(sys.argv[2], "msda/libmsda.so")
+    z.write(sys.argv[3], "msda/sub/libother.so.1")
+    z.writestr("msda/__init__.py", "")
+    z.writestr("msda-0.1.0.dist-info/RECORD", "")
+PY
+  run --separate-stderr doctor inspect "$w"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "$w!msda/libmsda.so: SASS sm_75 sm_80 sm_86 sm_90; PTX compute_90" ]
+  [ "${lines[1]}" = "$w!msda/sub/libother.so.1: SASS sm_80" ]
+  [ "${#lines[@]}" -eq 2 ]
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bats
+# Malformed and random inputs: one clear line on stderr, a documented non-zero exit (3), no
+# sanitizer report, no hang.
+load helpers
+
+t() { printf '%s/%s' "$BATS_TEST_TMPDIR" "$1"; }
+
+expect_input_error() {
+  run --separate-stderr timeout 60 "$MSDA_DOCTOR" inspect "$@"
+  [ "$status" -eq 3 ] || { echo "status $status, stderr: $stderr" >&2; return 1; }
+  assert_one_line_error
+}
+
+@test "a missing file" {
+  expect_input_error "$(t nothing-here.so)"
+  [[ "$stderr" == *"cannot open"*"No such file or directory"* ]]
+}
+
+@test "an empty file" {
+  : > "$(t empty.so)"
+  expect_input_error "$(t empty.so)"
+  [[ "$stderr" == *"empty file"* ]]
+}
+
+@test "a text file is of no known kind" {
+  echo "hello" > "$(t hello.txt)"
+  expect_input_error "$(t hello.txt)"
+  [[ "$stderr" == *"not an ELF file, fatbin, cubin or wheel"* ]]
+}
+
+@test "random bytes" {
+  for i in 1 2 3 4 5 6 7 8; do
+    head -c $((i * 997)) /dev/urandom > "$(t random.bin)"
+    printf 'XX' | dd of="$(t random.bin)" bs=1 conv=notrunc 2>/dev/null  # never a valid magic
+    expect_input_error "$(t random.bin)"
+  done
+}
+
+@test "a truncated shared object" {
+  size=$(stat -c %s "$(fix f13-multi.so)")
+  for cut in 16 64 1000 $((size / 3)) $((size / 2)) $((size - 100)); do
+    head -c "$cut" "$(fix f13-multi.so)" > "$(t trunc.so)"
+    run --separate-stderr timeout 60 "$MSDA_DOCTOR" inspect "$(t trunc.so)"
+    # Cutting the section headers off leaves an ELF that cannot be read: error 3. A cut that
+    # keeps them but loses the data they point to is also error 3.
+    [ "$status" -eq 3 ] || { echo "cut $cut: status $status: $output $stderr" >&2; return 1; }
+    assert_one_line_error
+  done
+}
+
+@test "a truncated fatbin" {
+  size=$(stat -c %s "$(fix f13-uncompressed.fatbin)")
+  for cut in 8 20 100 $((size / 2)) $((size - 1)); do
+    head -c "$cut" "$(fix f13-uncompressed.fatbin)" > "$(t trunc.fatbin)"
+    expect_input_error "$(t trunc.fatbin)"
+  done
+}
+
+@test "a fatbin with a corrupted magic, a huge size, a zero header size" {
+  cp "$(fix f13-uncompressed.fatbin)" "$(t bad.fatbin)"
+  printf '\x50\xed\x55\xba\x01\x00\x10\x00\xff\xff\xff\xff\xff\xff\xff\xff' | dd of="$(t bad.fatbin)" bs=1 conv=notrunc 2>/dev/null
+  expect_input_error "$(t bad.fatbin)"
+  [[ "$stderr" == *"truncated fatbin container"* ]]
+  printf '\x50\xed\x55\xba\x01\x00\x00\x00' | dd of="$(t bad.fatbin)" bs=1 conv=notrunc 2>/dev/null
+  expect_input_error "$(t bad.fatbin)"
+  [[ "$stderr" == *"header size"* ]]
+}
+
+@test "a fatbin entry whose payload size points outside its container" {
+  cp "$(fix f13-uncompressed.fatbin)" "$(t bad.fatbin)"
+  # first entry header starts at 16; payload_size at +8
+  printf '\xff\xff\xff\xff\xff\xff\xff\x7f' | dd of="$(t bad.fatbin)" bs=1 seek=24 conv=notrunc 2>/dev/null
+  expect_input_error "$(t bad.fatbin)"
+  [[ "$stderr" == *"runs past its container"* ]]
+}
+
+@test "an ELF whose .nv_fatbin section points outside the file" {
+  cp "$(fix f13-sm80.so)" "$(t bad.so)"
+  python3 - "$(t bad.so)" <<'PY'
+import struct, sys
+p = sys.argv[1]
+d = bytearray(open(p, "rb").read())
+shoff, = struct.unpack_from("<Q", d, 0x28)
+shentsize, shnum, shstrndx = struct.unpack_from("<HHH", d, 0x3a)
+stroff, = struct.unpack_from("<Q", d, shoff + shstrndx * shentsize + 0x18)
+for i in range(shnum):
+    h = shoff + i * shentsize
+    name, = struct.unpack_from("<I", d, h)
+    if d[stroff + name:stroff + name + 11] == b".nv_fatbin\0":
+        struct.pack_into("<Q", d, h + 0x20, 1 << 40)   # sh_size
+open(p, "wb").write(d)
+PY
+  expect_input_error "$(t bad.so)"
+}
+
+@test "a corrupt wheel" {
+  head -c 300 /dev/urandom > "$(t junk)"
+  { printf 'PK\x03\x04'; cat "$(t junk)"; } > "$(t bad.whl)"
+  expect_input_error "$(t bad.whl)"
+  [[ "$stderr" == *"corrupt"* ]]
+}
+
+@test "good and bad files together: the good are listed, exit 3" {
+  echo nope > "$(t nope.txt)"
+  run --separate-stderr "$MSDA_DOCTOR" inspect "$(fix f13-sm80.so)" "$(t nope.txt)"
+  [ "$status" -eq 3 ]
+  [ "$output" = "$(fix f13-sm80.so): SASS sm_80" ]
+  assert_one_line_error
+}

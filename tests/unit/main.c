@@ -1,0 +1,14 @@
+#include <stdlib.h>
+#include "unit.h"
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite_arch());
+    srunner_add_suite(sr, suite_runs_on());
+    srunner_add_suite(sr, suite_fatbin());
+    srunner_add_suite(sr, suite_fixtures());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,80 @@
+#include <string.h>
+#include "arch.h"
+#include "unit.h"
+
+static md_gpu_target parse_ok(const char *text)
+{
+    md_gpu_target t;
+    md_error err;
+    md_error_clear(&err);
+    ck_assert_msg(md_gpu_target_parse(text, &t, &err) == MD_OK, "'%s': %s", text, err.message);
+    return t;
+}
+
+START_TEST(parses_sm_cc_and_names)
+{
+    ck_assert_uint_eq(parse_ok("sm_61").arch->sm, 61);
+    ck_assert_uint_eq(parse_ok("6.1").arch->sm, 61);
+    ck_assert_uint_eq(parse_ok("61").arch->sm, 61);
+    ck_assert_uint_eq(parse_ok("compute_86").arch->sm, 86);
+    ck_assert_uint_eq(parse_ok("sm_90a").arch->sm, 90);
+    ck_assert_uint_eq(parse_ok("12.0").arch->sm, 120);
+    ck_assert_uint_eq(parse_ok("sm_121").arch->sm, 121);
+    ck_assert_uint_eq(parse_ok("p40").arch->sm, 61);
+    ck_assert_uint_eq(parse_ok("Tesla P40").arch->sm, 61);
+    ck_assert_uint_eq(parse_ok("tx2").arch->sm, 62);
+    ck_assert_uint_eq(parse_ok("orin").arch->sm, 87);
+    ck_assert_uint_eq(parse_ok("H100").arch->sm, 90);
+    ck_assert_uint_eq(parse_ok("xavier").arch->sm, 72);
+    ck_assert_str_eq(parse_ok("p40").label, "Tesla P40 (sm_61)");
+    ck_assert_str_eq(parse_ok("8.6").label, "sm_86");
+}
+END_TEST
+
+START_TEST(rejects_unknown)
+{
+    const char *bad[] = { "sm_99", "9.9", "p41", "", "sm_", "sm_61x", "6.", "abc", "sm_5" };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        md_gpu_target t;
+        md_error err;
+        md_error_clear(&err);
+        ck_assert_msg(md_gpu_target_parse(bad[i], &t, &err) == MD_ERR_ARGUMENT, "'%s' accepted", bad[i]);
+        ck_assert_msg(strstr(err.message, bad[i]) != NULL, "message does not name '%s': %s", bad[i], err.message);
+    }
+}
+END_TEST
+
+START_TEST(table_facts)
+{
+    md_error err;
+    ck_assert_int_eq(md_arch_table_load(&err), MD_OK);
+    ck_assert_uint_eq(md_arch_by_sm(53)->registers_per_block, 32768);
+    ck_assert_uint_eq(md_arch_by_sm(62)->registers_per_block, 32768);
+    ck_assert_uint_eq(md_arch_by_sm(61)->registers_per_block, 65536);
+    ck_assert_uint_eq(md_arch_by_sm(86)->registers_per_block, 65536);
+    ck_assert(!md_arch_by_sm(61)->fp16_fast);
+    ck_assert(md_arch_by_sm(70)->half_atomic_add);
+    ck_assert(!md_arch_by_sm(61)->half_atomic_add);
+    ck_assert(md_arch_by_sm(60)->half2_atomic_add);
+    ck_assert(md_arch_by_sm(80)->bf16 && !md_arch_by_sm(75)->bf16);
+    ck_assert(md_arch_by_sm(90)->bf16_atomic_native && !md_arch_by_sm(89)->bf16_atomic_native);
+    ck_assert(md_arch_by_sm(62)->jetson && md_arch_by_sm(87)->jetson && !md_arch_by_sm(86)->jetson);
+    ck_assert_ptr_null(md_arch_by_sm(99));
+    unsigned n;
+    const md_arch *all = md_arch_all(&n);
+    ck_assert_uint_eq(n, 19);
+    ck_assert_uint_eq(all[0].sm, 50);
+    ck_assert_uint_eq(all[n - 1].sm, 121);
+}
+END_TEST
+
+Suite *suite_arch(void)
+{
+    Suite *s = suite_create("arch");
+    TCase *tc = tcase_create("parse");
+    tcase_add_test(tc, parses_sm_cc_and_names);
+    tcase_add_test(tc, rejects_unknown);
+    tcase_add_test(tc, table_facts);
+    suite_add_tcase(s, tc);
+    return s;
+}

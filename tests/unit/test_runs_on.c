@@ -1,0 +1,175 @@
+/* The --gpu verdicts, on binaries described directly (the fixture tests check real ones). */
+#include <stdlib.h>
+#include <string.h>
+#include "runs_on.h"
+#include "unit.h"
+
+static md_binary bin;
+
+static void add(md_code_kind kind, unsigned sm, char variant)
+{
+    md_code_entry *e = md_binary_add_entry(&bin);
+    ck_assert_ptr_nonnull(e);
+    e->kind = kind;
+    e->sm = sm;
+    e->variant = variant;
+}
+
+static void add_kernel(unsigned registers, unsigned max_threads)
+{
+    md_code_entry *e = &bin.entries[bin.n_entries - 1];
+    e->kernels = realloc(e->kernels, (e->n_kernels + 1) * sizeof *e->kernels);
+    md_kernel *k = &e->kernels[e->n_kernels++];
+    memset(k, 0, sizeof *k);
+    k->name = strdup("kernel");
+    k->registers = registers;
+    k->max_threads = max_threads;
+}
+
+static md_verdict verdict_on(unsigned sm)
+{
+    md_error err;
+    ck_assert_int_eq(md_arch_table_load(&err), MD_OK);
+    md_verdict v;
+    ck_assert_int_eq(md_runs_on(&bin, md_arch_by_sm(sm), &v, &err), MD_OK);
+    return v;
+}
+
+static void setup(void) { memset(&bin, 0, sizeof bin); }
+static void teardown(void) { md_binary_free(&bin); }
+
+START_TEST(sm52_only_cannot_run_on_61)
+{
+    add(MD_CODE_SASS, 52, 0);
+    md_verdict v = verdict_on(61);
+    ck_assert_int_eq(v.how, MD_RUNS_NOT);
+    md_verdict_free(&v);
+    v = verdict_on(53); /* same major, higher minor: runs */
+    ck_assert_int_eq(v.how, MD_RUNS_SASS);
+    md_verdict_free(&v);
+}
+END_TEST
+
+START_TEST(sm61_with_ptx_runs_on_86_through_jit)
+{
+    add(MD_CODE_SASS, 61, 0);
+    add(MD_CODE_PTX, 61, 0);
+    md_verdict v = verdict_on(86);
+    ck_assert_int_eq(v.how, MD_RUNS_PTX_JIT);
+    ck_assert_uint_eq(v.code_sm, 61);
+    md_verdict_free(&v);
+    v = verdict_on(61);
+    ck_assert_int_eq(v.how, MD_RUNS_SASS);
+    md_verdict_free(&v);
+    v = verdict_on(60); /* PTX above the device: not even JIT */
+    ck_assert_int_eq(v.how, MD_RUNS_NOT);
+    md_verdict_free(&v);
+}
+END_TEST
+
+START_TEST(sm80_runs_on_86_and_not_on_90)
+{
+    add(MD_CODE_SASS, 80, 0);
+    md_verdict v = verdict_on(86);
+    ck_assert_int_eq(v.how, MD_RUNS_SASS);
+    ck_assert_uint_eq(v.code_sm, 80);
+    md_verdict_free(&v);
+    v = verdict_on(90);
+    ck_assert_int_eq(v.how, MD_RUNS_NOT);
+    md_verdict_free(&v);
+}
+END_TEST
+
+START_TEST(newest_compatible_sass_wins)
+{
+    add(MD_CODE_SASS, 80, 0);
+    add(MD_CODE_SASS, 86, 0);
+    add(MD_CODE_SASS, 89, 0);
+    add(MD_CODE_PTX, 89, 0);
+    md_verdict v = verdict_on(87);
+    ck_assert_int_eq(v.how, MD_RUNS_SASS);
+    ck_assert_uint_eq(v.code_sm, 86);
+    md_verdict_free(&v);
+}
+END_TEST
+
+START_TEST(arch_specific_code_only_on_its_own_cc)
+{
+    add(MD_CODE_SASS, 90, 'a');
+    add(MD_CODE_PTX, 90, 'a');
+    md_verdict v = verdict_on(90);
+    ck_assert_int_eq(v.how, MD_RUNS_SASS);
+    ck_assert_int_eq(v.code_variant, 'a');
+    md_verdict_free(&v);
+    v = verdict_on(100);
+    ck_assert_int_eq(v.how, MD_RUNS_NOT);
+    md_verdict_free(&v);
+}
+END_TEST
+
+START_TEST(regs40_1024_threads_too_many_on_62_fits_on_86)
+{
+    add(MD_CODE_SASS, 62, 0);
+    add_kernel(40, 1024);
+    add(MD_CODE_SASS, 86, 0);
+    add_kernel(40, 1024);
+    md_verdict v = verdict_on(62);
+    ck_assert_int_eq(v.how, MD_RUNS_SASS);
+    ck_assert_uint_eq(v.n_kernels, 1);
+    ck_assert(!v.kernels[0].fits);
+    ck_assert_uint_eq(v.kernels[0].registers_needed, 40960);
+    ck_assert_uint_eq(v.kernels[0].registers_per_block, 32768);
+    ck_assert_uint_eq(v.kernels[0].max_threads_that_fit, 800);
+    ck_assert_uint_eq(v.n_not_fitting, 1);
+    md_verdict_free(&v);
+    v = verdict_on(86);
+    ck_assert(v.kernels[0].fits);
+    ck_assert_uint_eq(v.n_not_fitting, 0);
+    md_verdict_free(&v);
+}
+END_TEST
+
+START_TEST(no_bounds_is_checked_at_1024_threads)
+{
+    add(MD_CODE_SASS, 62, 0);
+    add_kernel(33, 0);
+    add_kernel(32, 0);
+    md_verdict v = verdict_on(62);
+    ck_assert_uint_eq(v.n_kernels, 2);
+    ck_assert(!v.kernels[0].bounds_declared);
+    ck_assert_uint_eq(v.kernels[0].threads, 1024);
+    ck_assert(!v.kernels[0].fits); /* 33*32 = 1056 rounds up to 1280 per warp: 40960 */
+    ck_assert(v.kernels[1].fits);  /* exactly 32K */
+    md_verdict_free(&v);
+}
+END_TEST
+
+START_TEST(block_register_arithmetic)
+{
+    ck_assert_uint_eq(md_block_registers(40, 1024), 40960);
+    ck_assert_uint_eq(md_block_registers(32, 1024), 32768);
+    ck_assert_uint_eq(md_block_registers(33, 1024), 40960); /* 33*32=1056 -> 1280 per warp */
+    ck_assert_uint_eq(md_block_registers(255, 32), 8192);
+    ck_assert_uint_eq(md_block_registers(10, 1), 512);
+    ck_assert_uint_eq(md_threads_that_fit(64, 65536, 1024), 1024);
+    ck_assert_uint_eq(md_threads_that_fit(64, 32768, 1024), 512);
+    ck_assert_uint_eq(md_threads_that_fit(255, 32768, 1024), 128);
+}
+END_TEST
+
+Suite *suite_runs_on(void)
+{
+    Suite *s = suite_create("runs_on");
+    TCase *tc = tcase_create("verdicts");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, sm52_only_cannot_run_on_61);
+    tcase_add_test(tc, sm61_with_ptx_runs_on_86_through_jit);
+    tcase_add_test(tc, sm80_runs_on_86_and_not_on_90);
+    tcase_add_test(tc, newest_compatible_sass_wins);
+    tcase_add_test(tc, arch_specific_code_only_on_its_own_cc);
+    tcase_add_test(tc, regs40_1024_threads_too_many_on_62_fits_on_86);
+    tcase_add_test(tc, no_bounds_is_checked_at_1024_threads);
+    tcase_add_test(tc, block_register_arithmetic);
+    suite_add_tcase(s, tc);
+    return s;
+}

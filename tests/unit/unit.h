@@ -1,0 +1,11 @@
+/* The unit-test suites (Check framework), one per library part. */
+#ifndef MD_UNIT_H
+#define MD_UNIT_H
+#include <check.h>
+
+Suite *suite_arch(void);
+Suite *suite_runs_on(void);
+Suite *suite_fatbin(void);
+Suite *suite_fixtures(void);
+
+#endif
