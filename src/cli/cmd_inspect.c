@@ -43,6 +43,8 @@ static const char *status_name(md_status st)
     case MD_ERR_ARGUMENT: return "argument";
     case MD_ERR_NOMEM: return "out-of-memory";
     case MD_ERR_INTERNAL: return "internal";
+    case MD_ERR_UNSUPPORTED: return "unsupported";
+    case MD_ERR_BUILD: return "build";
     }
     return "internal";
 }

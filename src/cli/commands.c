@@ -14,6 +14,23 @@ const md_command md_commands[] = {
       "  --json           print JSON instead of text\n"
       "  -v, --verbose    list every fatbin entry and kernel\n"
       "  -h, --help       show this help\n" },
+    { "build", cmd_build,
+      "Compile the MSDA kernels for every architecture and package them per CPU platform",
+      "build [--json] [--dry-run] [--arch all|native|LIST] [--platform LIST] [--toolkit DIR]... [-j N]\n"
+      "      [--source DIR] [--out DIR] [--cache DIR]",
+      "  --arch SPEC      all (every architecture the toolkits target, plus PTX of the newest),\n"
+      "                   native (the GPUs here), or a list: sm_61,8.6,orin; '+PTX' after an\n"
+      "                   architecture adds its PTX (default: all)\n"
+      "  --platform LIST  x86_64, aarch64 or both (default: this machine's, and the other when its\n"
+      "                   cross compiler is installed)\n"
+      "  --toolkit DIR    a CUDA toolkit (DIR/bin/nvcc) to use beside those found; repeatable\n"
+      "  -j, --jobs N     compilations at a time (default: the number of cores)\n"
+      "  --source DIR     the project folder with kernels/ and wheels/ (default: .)\n"
+      "  --out DIR        where the wheels go (default: wheels/dist)\n"
+      "  --cache DIR      compiled objects by content (default: build/msda-cache)\n"
+      "  --dry-run        print the plan and the exact commands, run nothing\n"
+      "  --json           print JSON instead of text\n"
+      "  -h, --help       show this help\n" },
     { "help", cmd_help,
       "Show the help of msda-doctor or of one command",
       "help [--json] [COMMAND]",

@@ -100,6 +100,8 @@ md_exit md_cli_exit_for(md_status st)
     case MD_ERR_ARGUMENT: return MD_EXIT_USAGE;
     case MD_ERR_NOMEM:
     case MD_ERR_INTERNAL: return MD_EXIT_INTERNAL;
+    case MD_ERR_UNSUPPORTED:
+    case MD_ERR_BUILD: return MD_EXIT_BUILD;
     }
     return MD_EXIT_INTERNAL;
 }

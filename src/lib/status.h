@@ -11,7 +11,9 @@ typedef enum {
     MD_ERR_UNKNOWN_TYPE,/* the input is none of the formats the function reads */
     MD_ERR_ARGUMENT,    /* a caller-supplied value is invalid (unknown architecture, ...) */
     MD_ERR_NOMEM,
-    MD_ERR_INTERNAL     /* broken embedded data or an invariant that cannot fail */
+    MD_ERR_INTERNAL,    /* broken embedded data or an invariant that cannot fail */
+    MD_ERR_UNSUPPORTED, /* this machine cannot do it: no toolkit for an architecture, no GPU */
+    MD_ERR_BUILD        /* a compiler, linker or packaging step failed */
 } md_status;
 
 typedef struct {

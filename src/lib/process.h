@@ -1,0 +1,37 @@
+/* Running other programs: always from an argument vector (posix_spawn), never through a shell. */
+#ifndef MD_PROCESS_H
+#define MD_PROCESS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include "status.h"
+
+typedef struct {
+    int exit_code;     /* the program's exit status; -1 when it was killed or could not start */
+    char *output;      /* stdout and stderr together, NUL-terminated; owned, free with free() */
+    size_t length;
+    int timed_out;
+} md_run_result;
+
+/* Runs ARGV[0] (searched on PATH when it has no '/') with ARGV and the environment ENVP (NULL:
+ * ours), capturing at most MAX_OUTPUT bytes of its output, killing it after TIMEOUT_S seconds.
+ * Returns MD_OK when the program ran (whatever its exit status), MD_ERR_IO when it could not be
+ * started (the message says why). */
+md_status md_run_capture(char *const argv[], char *const envp[], unsigned timeout_s, size_t max_output,
+                         md_run_result *res, md_error *err);
+
+void md_run_result_free(md_run_result *res);
+
+/* Starts ARGV with ENVP (NULL: ours), its stdout and stderr appended to LOG_PATH; *PID receives
+ * the child. The caller waits for it (waitpid). */
+md_status md_spawn_logged(char *const argv[], char *const envp[], const char *log_path, pid_t *pid,
+                          md_error *err);
+
+/* A copy of our environment with PATH set to PATH_VALUE; free with md_env_free. */
+char **md_env_with_path(const char *path_value);
+void md_env_free(char **env);
+
+/* The absolute path of NAME found on PATH into OUT (size SIZE); returns 0, or -1 if not found. */
+int md_which(const char *name, char *out, size_t size);
+
+#endif
