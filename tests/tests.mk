@@ -27,3 +27,17 @@ check-unit: $(UNIT_BIN) $(FIXTURES)/.stamp
 check-cli: $(BUILD)/san/msda-doctor $(FIXTURES)/.stamp
 	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) MSDA_FIXTURES=$(abspath $(FIXTURES)) \
 	  $(RUN_SUITE) cli tap bats --tap tests/cli
+
+# The fake CUDA driver (tests/fakes/README.md), loaded through MSDA_LIBCUDA. Not sanitized: it
+# is dlopened by the sanitized msda-doctor, whose runtime is already loaded.
+FAKE_LIBCUDA := $(BUILD)/fakes/libcuda.so.1
+$(FAKE_LIBCUDA): tests/fakes/fakecuda.c | deps
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -fvisibility=hidden -Wl,-soname,libcuda.so.1 \
+	  $(shell $(PKG_CONFIG) --cflags jansson) -o $@ $< $(shell $(PKG_CONFIG) --libs jansson) -pthread
+
+CHECK_SUITES += plan
+.PHONY: check-plan
+check-plan: $(BUILD)/san/msda-doctor $(FAKE_LIBCUDA)
+	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) MSDA_FAKE_LIBCUDA=$(abspath $(FAKE_LIBCUDA)) \
+	  $(RUN_SUITE) plan tap bats --tap tests/cli/plan

@@ -1,6 +1,7 @@
 /* msda-doctor build: plan per architecture, compile in parallel with a cache, one library per
  * CPU platform with the device code embedded. */
 #include <getopt.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -162,7 +163,19 @@ int cmd_build(int argc, char **argv)
     if (optind < argc)
         return md_cli_usage_error("build", "unexpected argument '%s'", argv[optind]);
 
-    md_build_config cfg = { .jobs = opt.jobs, .dry_run = opt.dry_run, .out_dir = opt.out, .cache_dir = opt.cache };
+    md_build_config cfg = { .jobs = opt.jobs, .dry_run = opt.dry_run, .out_dir = opt.out, .cache_dir = opt.cache,
+                            .version = MSDA_DOCTOR_VERSION };
+    const char *epoch = getenv("SOURCE_DATE_EPOCH");
+    if (epoch && *epoch) {
+        char *end;
+        long long v = strtoll(epoch, &end, 10);
+        if (*end || v < 0)
+            return md_cli_usage_error("build", "SOURCE_DATE_EPOCH must be a number of seconds, not '%s'", epoch);
+        cfg.source_date_epoch = (time_t)v;
+    }
+    /* libarchive writes zip dates in local time: UTC makes the wheel the same everywhere. */
+    setenv("TZ", "UTC", 1);
+    tzset();
     int rc = parse_platforms(opt.platforms, &cfg);
     if (rc != 0)
         return rc;
@@ -217,8 +230,9 @@ int cmd_build(int argc, char **argv)
                                                    "output", result.steps[i].output, "cached", result.steps[i].cached));
         }
         for (size_t i = 0; i < result.n_outputs && !opt.dry_run && st == MD_OK; i++)
-            json_array_append_new(outputs, json_pack("{s:s, s:s}", "platform", result.outputs[i].platform, "library",
-                                                     result.outputs[i].library));
+            json_array_append_new(outputs, json_pack("{s:s, s:s, s:s, s:s}", "platform", result.outputs[i].platform,
+                                                     "library", result.outputs[i].library, "platform_tag",
+                                                     result.outputs[i].platform_tag, "wheel", result.outputs[i].wheel));
         rc = md_cli_print_json(json_pack("{s:b, s:o, s:o, s:o, s:i, s:i, s:o}", "dry_run", opt.dry_run, "plan",
                                          plan_json(&plan), "steps", steps, "outputs", outputs, "compiled",
                                          (int)result.n_compiled, "cached", (int)result.n_cached, "error",
@@ -235,9 +249,10 @@ int cmd_build(int argc, char **argv)
         for (size_t i = 0; i < result.n_steps; i++)
             print_command(result.steps[i].argv);
     } else {
-        printf("Compiled %zu, reused %zu from the cache (%s)\n", result.n_compiled, result.n_cached, opt.cache);
+        printf("Compiled %zu, reused %zu from the cache (%s); linked and packed %zu platform%s\n", result.n_compiled,
+               result.n_cached, opt.cache, result.n_outputs, result.n_outputs == 1 ? "" : "s");
         for (size_t i = 0; i < result.n_outputs; i++)
-            printf("%s: %s\n", result.outputs[i].platform, result.outputs[i].library);
+            printf("%s: %s\n", result.outputs[i].platform, result.outputs[i].wheel);
     }
     md_build_result_free(&result);
     md_plan_free(&plan);

@@ -16,8 +16,7 @@ const md_command md_commands[] = {
       "  -h, --help       show this help\n" },
     { "build", cmd_build,
       "Compile the MSDA kernels for every architecture and package them per CPU platform",
-      "build [--json] [--dry-run] [--arch all|native|LIST] [--platform LIST] [--toolkit DIR]... [-j N]\n"
-      "      [--source DIR] [--out DIR] [--cache DIR]",
+      "build [--json] [--dry-run] [--arch SPEC] [--platform LIST] [--toolkit DIR]... [-j N] [--source DIR] [--out DIR] [--cache DIR]",
       "  --arch SPEC      all (every architecture the toolkits target, plus PTX of the newest),\n"
       "                   native (the GPUs here), or a list: sm_61,8.6,orin; '+PTX' after an\n"
       "                   architecture adds its PTX (default: all)\n"

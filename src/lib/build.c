@@ -11,7 +11,10 @@
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "elf_glibc.h"
 #include "process.h"
+#include "recipes.h"
+#include "wheel.h"
 
 #define MAX_SOURCES 64
 #define MAX_ARGS 64
@@ -113,7 +116,7 @@ static void source_closure(const char *dir, const char *file, char (*list)[PATH_
 
 /* sha256 over the tool version, the command (without its output path) and the sources. */
 static bool content_key(const char *tool_version, char *const *argv, size_t skip_arg, const char *dir,
-                        const char *source, char key[65])
+                        const char *source, const char *extra_file, char key[65])
 {
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
@@ -131,6 +134,8 @@ static bool content_key(const char *tool_version, char *const *argv, size_t skip
         source_closure(dir, source, files, &n);
     for (size_t i = 0; ok && i < n; i++)
         ok = hash_file(ctx, files[i]);
+    if (ok && extra_file)
+        ok = hash_file(ctx, extra_file);
     free(files);
     unsigned char md[32];
     unsigned len = 0;
@@ -202,6 +207,7 @@ static md_build_step *add_step(step_list *s, strv *argv, char **env, const char 
     argv->n = 0;
     snprintf(st->what, sizeof st->what, "%s", what);
     snprintf(st->output, sizeof st->output, "%s", output);
+    st->cacheable = cacheable;
     st->cached = cacheable && access(output, R_OK) == 0;
     s->envs[s->n] = env;
     s->n++;
@@ -291,7 +297,7 @@ static md_status run_steps(step_list *s, const char *log_dir, unsigned jobs, md_
         md_build_step *step = &s->steps[i];
         snprintf(log, sizeof log, "%s/step-%zu.log", log_dir, i);
         if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && (!s->tmp[i][0] || rename(s->tmp[i], step->output) == 0)) {
-            result->n_compiled++;
+            result->n_compiled += step->cacheable;
             continue;
         }
         if (s->tmp[i][0])
@@ -363,7 +369,7 @@ static md_status add_device_steps(const md_build_config *cfg, step_list *s, md_e
                   strv_add(&v, "-DMSDA_BF16_ATOMIC=%d", (int)t->bf16_atomic) && strv_add(&v, "-o") &&
                   strv_add(&v, "OUTPUT") && strv_add(&v, "%s", source);
         char key[65];
-        ok = ok && content_key(tk->version_text, v.items, v.n - 2, cfg->kernels_dir, source, key);
+        ok = ok && content_key(tk->version_text, v.items, v.n - 2, cfg->kernels_dir, source, NULL, key);
         if (!ok) {
             strv_free(v.items);
             return md_fail(err, MD_ERR_NOMEM, "out of memory");
@@ -428,19 +434,20 @@ static char **host_sources(const char *dir)
 }
 
 static md_status add_host_object_steps(const md_build_config *cfg, const char *platform, const char *cc,
-                                       const char *cc_version, char **sources, strv *objects, step_list *s,
-                                       md_error *err)
+                                       const char *cc_version, const char *pins, char **sources, strv *objects,
+                                       step_list *s, md_error *err)
 {
     const char *cuda_inc = cuda_include_dir(cfg->plan);
     if (!cuda_inc)
         return md_fail(err, MD_ERR_UNSUPPORTED, "no toolkit with cuda.h found (needed to compile the host library)");
     for (size_t i = 0; sources[i]; i++) {
         strv v = { 0 };
-        bool ok = strv_add(&v, "%s", cc) && strv_add_all(&v, HOST_CFLAGS) && strv_add(&v, "-I%s", cfg->kernels_dir) &&
+        bool ok = strv_add(&v, "%s", cc) && strv_add_all(&v, HOST_CFLAGS) && strv_add(&v, "-include") &&
+                  strv_add(&v, "%s", pins) && strv_add(&v, "-I%s", cfg->kernels_dir) &&
                   strv_add(&v, "-I%s", cuda_inc) && strv_add(&v, "-c") && strv_add(&v, "-o") &&
                   strv_add(&v, "OUTPUT") && strv_add(&v, "%s", sources[i]);
         char key[65];
-        ok = ok && content_key(cc_version, v.items, v.n - 2, cfg->kernels_dir, sources[i], key);
+        ok = ok && content_key(cc_version, v.items, v.n - 2, cfg->kernels_dir, sources[i], pins, key);
         char output[PATH_MAX], what[96];
         snprintf(output, sizeof output, "%s/%s.o", cfg->cache_dir, key);
         ok = ok && strv_add(objects, "%s", output);
@@ -488,6 +495,157 @@ static void move_steps(step_list *from, md_build_result *result)
     memset(from, 0, sizeof *from);
 }
 
+/* ---- glibc floor and wheels ---------------------------------------------------------------------- */
+
+/* A header binding the functions glibc 2.34 moved into libc to the platform's base version
+ * (recipes/platforms.json), given to every host compilation with -include. */
+static md_status write_glibc_pins(const char *platform, const char *path, bool dry_run, md_error *err)
+{
+    if (dry_run)
+        return MD_OK;
+    json_t *doc = md_recipe_load("platforms.json", err);
+    if (!doc)
+        return err->code;
+    const char *base = NULL;
+    size_t i;
+    json_t *item;
+    json_array_foreach(json_object_get(doc, "platforms"), i, item)
+        if (strcmp(json_string_value(json_object_get(item, "name")), platform) == 0)
+            base = json_string_value(json_object_get(item, "glibc_base"));
+    md_status st = MD_OK;
+    char tmp[PATH_MAX + 8];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = base ? fopen(tmp, "w") : NULL;
+    if (!f) {
+        st = base ? md_fail(err, MD_ERR_IO, "cannot write '%s': %s", tmp, strerror(errno))
+                  : md_fail(err, MD_ERR_INTERNAL, "platforms.json has no glibc_base for %s", platform);
+        goto end;
+    }
+    fprintf(f, "/* generated by msda-doctor build: keep the glibc floor at %s */\n", base);
+    json_array_foreach(json_object_get(doc, "glibc_pinned_symbols"), i, item) {
+        const char *sym = json_string_value(item);
+        fprintf(f, "__asm__(\".symver %s,%s@GLIBC_%s\");\n", sym, sym, base);
+    }
+    /* The objects' content keys hash this file, so rewriting the same text rebuilds nothing. */
+    if (fclose(f) != 0 || rename(tmp, path) != 0)
+        st = md_fail(err, MD_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+end:
+    json_decref(doc);
+    return st;
+}
+
+static md_status check_manylinux(md_build_output *out, md_error *err)
+{
+    md_elf_glibc info;
+    md_status st = md_elf_glibc_read_file(out->library, 2, 17, &info, err);
+    if (st != MD_OK)
+        return st;
+    if ((st = md_elf_check_libraries(&info, err)) != MD_OK)
+        goto end;
+    out->glibc_major = info.glibc.major;
+    out->glibc_minor = info.glibc.minor;
+    if (info.n_above > 0 || info.glibc_private) {
+        char symbols[256] = "";
+        for (size_t i = 0; i < info.n_above && i < 6; i++)
+            snprintf(symbols + strlen(symbols), sizeof symbols - strlen(symbols), "%s%s@%s", i ? ", " : "",
+                     info.above[i].symbol, info.above[i].version_name);
+        st = md_fail(err, MD_ERR_BUILD,
+                     "%s: needs %s (%s): a manylinux_2_17 wheel would lie; pin these in recipes/platforms.json",
+                     out->library, info.glibc_private ? "GLIBC_PRIVATE" : info.glibc_name, symbols);
+        goto end;
+    }
+    for (size_t i = 0; i < info.n_needed; i++) {
+        if (!info.needed[i].allowed) {
+            st = md_fail(err, MD_ERR_BUILD, "%s: links %s, which manylinux_2_17 does not allow", out->library,
+                         info.needed[i].soname);
+            goto end;
+        }
+    }
+    st = md_wheel_platform_tag(out->platform, 2, 17, out->platform_tag, sizeof out->platform_tag, err);
+end:
+    md_elf_glibc_free(&info);
+    return st;
+}
+
+/* The Python package: the folders of DIR that hold an __init__.py and DIR's own *.py files,
+ * without caches; paths relative to DIR. */
+static bool collect_package(const char *dir, const char *rel, bool top, strv *paths)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s%s%s", dir, rel[0] ? "/" : "", rel);
+    DIR *d = opendir(path);
+    if (!d)
+        return false;
+    struct dirent *e;
+    bool ok = true;
+    while (ok && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || strcmp(e->d_name, "__pycache__") == 0 || (top && strcmp(e->d_name, "tests") == 0))
+            continue;
+        char child[PATH_MAX], full[PATH_MAX * 2];
+        snprintf(child, sizeof child, "%s%s%s", rel, rel[0] ? "/" : "", e->d_name);
+        snprintf(full, sizeof full, "%s/%s", dir, child);
+        struct stat st;
+        if (stat(full, &st) != 0)
+            continue;
+        size_t len = strlen(e->d_name);
+        if (S_ISDIR(st.st_mode)) {
+            char init[PATH_MAX * 2 + 16];
+            snprintf(init, sizeof init, "%s/__init__.py", full);
+            if (!top || access(init, R_OK) == 0)
+                ok = collect_package(dir, child, false, paths);
+        } else if (S_ISREG(st.st_mode) && !(len > 4 && strcmp(e->d_name + len - 4, ".pyc") == 0) &&
+                   (!top || (len > 3 && strcmp(e->d_name + len - 3, ".py") == 0))) {
+            ok = strv_add(paths, "%s", child);
+        }
+    }
+    closedir(d);
+    return ok;
+}
+
+static md_status write_wheel(const md_build_config *cfg, md_build_output *out, md_error *err)
+{
+    strv paths = { 0 };
+    if (!collect_package(cfg->package_dir, "", true, &paths) || paths.n == 0) {
+        strv_free(paths.items);
+        return md_fail(err, MD_ERR_IO, "no Python package (a folder with __init__.py) in '%s'", cfg->package_dir);
+    }
+    md_wheel_file *files = calloc(paths.n + 1, sizeof *files);
+    char (*sources)[PATH_MAX] = calloc(paths.n, sizeof *sources);
+    if (!files || !sources) {
+        free(files);
+        free(sources);
+        strv_free(paths.items);
+        return md_fail(err, MD_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < paths.n; i++) {
+        snprintf(sources[i], PATH_MAX, "%s/%s", cfg->package_dir, paths.items[i]);
+        files[i] = (md_wheel_file){ .path = paths.items[i], .source_path = sources[i] };
+    }
+    files[paths.n] = (md_wheel_file){ .path = "msda/libmsda.so", .source_path = out->library, .executable = true };
+    md_wheel_spec spec = {
+        .dist = "msda",
+        .version = cfg->version,
+        .python_tag = "py3",
+        .abi_tag = "none",
+        .platform_tag = out->platform_tag,
+        .output_dir = cfg->out_dir,
+        .summary = "Multi-Scale Deformable Attention (Deformable-DETR's MSDeformAttn) for any torch and any Python",
+        .requires_python = ">=3.8",
+        .files = files,
+        .n_files = paths.n + 1,
+        .source_date_epoch = cfg->source_date_epoch,
+    };
+    char *written = NULL;
+    md_status st = md_wheel_write(&spec, &written, err);
+    if (st == MD_OK)
+        snprintf(out->wheel, sizeof out->wheel, "%s", written);
+    free(written);
+    free(files);
+    free(sources);
+    strv_free(paths.items);
+    return st;
+}
+
 md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_error *err)
 {
     memset(result, 0, sizeof *result);
@@ -503,7 +661,8 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
         goto end;
     }
     snprintf(log_dir, sizeof log_dir, "%s/logs", cfg->work_dir);
-    if ((st = ensure_dir(cfg->cache_dir, err)) != MD_OK || (st = ensure_dir(log_dir, err)) != MD_OK)
+    if ((st = ensure_dir(cfg->cache_dir, err)) != MD_OK || (st = ensure_dir(log_dir, err)) != MD_OK ||
+        (!cfg->dry_run && (st = ensure_dir(cfg->out_dir, err)) != MD_OK))
         goto end;
     if (!(sources = host_sources(cfg->kernels_dir))) {
         st = md_fail(err, MD_ERR_IO, "no C sources in '%s'", cfg->kernels_dir);
@@ -520,8 +679,11 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
                          cfg->platforms[p], cfg->platforms[p]);
             goto end;
         }
+        char pins[PATH_MAX];
+        snprintf(pins, sizeof pins, "%s/glibc-pins-%s.h", cfg->work_dir, cfg->platforms[p]);
         if ((st = compiler_version(compilers[p], version, sizeof version, err)) != MD_OK ||
-            (st = add_host_object_steps(cfg, cfg->platforms[p], compilers[p], version, sources, &objects[p],
+            (st = write_glibc_pins(cfg->platforms[p], pins, cfg->dry_run, err)) != MD_OK ||
+            (st = add_host_object_steps(cfg, cfg->platforms[p], compilers[p], version, pins, sources, &objects[p],
                                         compile, err)) != MD_OK)
             goto end;
     }
@@ -591,6 +753,10 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
         one.envs[0] = pack->envs[i];
         st = run_steps(&one, log_dir, 1, result, err);
         memcpy(pack->tmp[i], one.tmp[0], sizeof pack->tmp[i]);
+    }
+    for (size_t p = 0; p < result->n_outputs && st == MD_OK; p++) {
+        if ((st = check_manylinux(&result->outputs[p], err)) == MD_OK)
+            st = write_wheel(cfg, &result->outputs[p], err);
     }
 end:
     if (compile)

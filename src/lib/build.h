@@ -19,6 +19,8 @@ typedef struct {
     size_t n_platforms;
     unsigned jobs;                /* parallel compilations, at least 1 */
     bool dry_run;                 /* plan the commands, run nothing */
+    const char *version;          /* the wheel's version */
+    time_t source_date_epoch;     /* the wheel members' time; 0: the writer's fixed default */
 } md_build_config;
 
 typedef struct {
@@ -26,12 +28,15 @@ typedef struct {
     char what[96];                /* "sm_86 (CUDA 13.0)", "x86_64 msda_cpu.c", ... */
     char output[PATH_MAX];        /* the file it makes (in the cache) */
     bool cached;                  /* already there: not run */
+    bool cacheable;               /* a compilation kept in the cache (not a pack or link step) */
 } md_build_step;
 
 typedef struct {
     char platform[16];
     char library[PATH_MAX];       /* the linked libmsda.so */
     unsigned glibc_major, glibc_minor; /* highest GLIBC_ version it needs */
+    char platform_tag[128];       /* computed from the library: manylinux_2_17_x86_64... */
+    char wheel[PATH_MAX];         /* the wheel written */
 } md_build_output;
 
 typedef struct {
@@ -39,11 +44,13 @@ typedef struct {
     size_t n_steps;
     md_build_output outputs[MD_MAX_PLATFORMS];
     size_t n_outputs;
-    size_t n_compiled, n_cached;
+    size_t n_compiled, n_cached;  /* cacheable steps run, and found in the cache */
     char failed_log[PATH_MAX];    /* the log of the step that failed, when one did */
 } md_build_result;
 
-/* Runs (or, with dry_run, only lists) every step. MD_ERR_BUILD when a step fails (the message
+/* Runs (or, with dry_run, only lists) every step, then checks each library's glibc floor and
+ * linked libraries against manylinux_2_17 (MD_ERR_BUILD, naming the symbols, rather than a tag
+ * that would lie) and writes one wheel per platform with the Python package of package_dir. MD_ERR_BUILD when a step fails (the message
  * has the step and the end of its log; failed_log names the log), MD_ERR_UNSUPPORTED when a
  * platform's compiler is missing. Free RESULT with md_build_result_free in every case. */
 md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_error *err);

@@ -117,7 +117,8 @@ static md_status read_verneed(Elf *elf, Elf_Scn *scn, const GElf_Shdr *shdr, nee
         for (unsigned k = 0; k < vn.vn_cnt; k++) {
             GElf_Vernaux vna;
             if (aux < offset || aux > size || aux > INT_MAX || !gelf_getvernaux(data, (int)aux, &vna)) {
-                st = md_fail(err, MD_ERR_FORMAT, "version-needs entry %zu has a version outside its section", file);
+                st = md_fail(err, MD_ERR_FORMAT, "version-needs entry %zu has a version outside its section",
+                             file);
                 goto end;
             }
             const char *name = elf_strptr(elf, shdr->sh_link, vna.vna_name);
@@ -207,8 +208,9 @@ static md_status read_symbols(Elf *elf, Elf_Scn *dynsym, const GElf_Shdr *dynsym
         const needed_version *v = find_version(versions, n_versions, index);
         if (!v || !v->is_glibc)
             continue; /* a version this object defines, or another library's (GLIBCXX_...) */
-        md_glibc_version v2 = { v->version.major, v->version.minor, 0 };
-        if (md_glibc_version_compare(v2, floor) <= 0)
+        /* Tags name major.minor only: GLIBC_2.2.5 is not above a 2.2 floor. */
+        md_glibc_version major_minor = { v->version.major, v->version.minor, 0 };
+        if (md_glibc_version_compare(major_minor, floor) <= 0)
             continue;
         const char *name = elf_strptr(elf, dynsym_shdr->sh_link, sym.st_name);
         if (!name)
@@ -234,7 +236,8 @@ static md_status read_needed(Elf *elf, Elf_Scn *scn, const GElf_Shdr *shdr, md_e
             break;
         if (dyn.d_tag != DT_NEEDED)
             continue;
-        const char *name = dyn.d_un.d_val <= SIZE_MAX ? elf_strptr(elf, shdr->sh_link, (size_t)dyn.d_un.d_val) : NULL;
+        const char *name =
+            dyn.d_un.d_val <= SIZE_MAX ? elf_strptr(elf, shdr->sh_link, (size_t)dyn.d_un.d_val) : NULL;
         if (!name)
             return md_fail(err, MD_ERR_FORMAT, "DT_NEEDED entry %zu has an unreadable name", i);
         md_elf_needed *grown = realloc(out->needed, (out->n_needed + 1) * sizeof *grown);
@@ -304,7 +307,8 @@ md_status md_elf_glibc_read(uint8_t *data, size_t size, unsigned floor_major, un
             continue;
         if (shdr.sh_offset > size || shdr.sh_size > size - shdr.sh_offset) {
             st = md_fail(err, MD_ERR_FORMAT, "section %zu points outside the file (offset %llu, size %llu)",
-                         elf_ndxscn(scn), (unsigned long long)shdr.sh_offset, (unsigned long long)shdr.sh_size);
+                         elf_ndxscn(scn), (unsigned long long)shdr.sh_offset,
+                         (unsigned long long)shdr.sh_size);
             goto end;
         }
         /* The first of each kind: a well-formed object has one. */
@@ -332,9 +336,11 @@ md_status md_elf_glibc_read(uint8_t *data, size_t size, unsigned floor_major, un
         }
     }
     md_glibc_version floor = { floor_major, floor_minor, 0 };
-    if (dynsym && versym &&
-        (st = read_symbols(elf, dynsym, &dynsym_shdr, versym, versions, n_versions, floor, out, err)) != MD_OK)
-        goto end;
+    if (dynsym && versym) {
+        st = read_symbols(elf, dynsym, &dynsym_shdr, versym, versions, n_versions, floor, out, err);
+        if (st != MD_OK)
+            goto end;
+    }
     if (dynamic && (st = read_needed(elf, dynamic, &dynamic_shdr, out, err)) != MD_OK)
         goto end;
 end:

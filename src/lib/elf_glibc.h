@@ -46,7 +46,10 @@ typedef struct {
 
 /* Reads the ELF shared object (or executable) at DATA, SIZE bytes, into OUT, which the caller
  * releases with md_elf_glibc_free (also after a failure). Symbols whose glibc version is above
- * FLOOR_MAJOR.FLOOR_MINOR are listed in OUT->above. GLIBC_ABI_DT_RELR counts as 2.36 (the
+ * FLOOR_MAJOR.FLOOR_MINOR are listed in OUT->above (patch levels are ignored there: GLIBC_2.2.5
+ * is not above 2.2). The floor is taken from the version-needs section alone; an object without
+ * one (no versioned glibc symbol) reports {0,0,0}. Section headers are required (an object
+ * stripped of them by sstrip gives MD_ERR_FORMAT). GLIBC_ABI_DT_RELR counts as 2.36 (the
  * glibc that introduced it). DATA must stay valid and writable during the call (libelf may
  * adjust its view; the bytes are not changed for native byte order).
  * MD_ERR_UNKNOWN_TYPE when DATA is not ELF or is a relocatable object; MD_ERR_FORMAT when it is

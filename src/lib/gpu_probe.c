@@ -21,7 +21,8 @@ enum {
     ATTR_MULTIPROCESSOR_COUNT = 16,
     ATTR_COMPUTE_CAPABILITY_MAJOR = 75,
     ATTR_COMPUTE_CAPABILITY_MINOR = 76,
-    CUDA_ERROR_STUB_LIBRARY = 34
+    CUDA_ERROR_STUB_LIBRARY = 34,
+    CUDA_ERROR_NO_DEVICE = 100
 };
 
 static const char *error_name(void *lib, int code)
@@ -56,6 +57,8 @@ md_status md_gpu_probe_run(md_gpu_probe *out, md_error *err)
         goto end;
     }
     int rc = init(0);
+    if (rc == CUDA_ERROR_NO_DEVICE) /* a working driver on a machine without GPUs */
+        goto end;
     if (rc != 0) {
         st = md_fail(err, MD_ERR_UNSUPPORTED, "cuInit failed: %s (%d)%s", error_name(lib, rc), rc,
                      rc == CUDA_ERROR_STUB_LIBRARY ? ": the toolkit's stub libcuda was loaded, not a driver" : "");

@@ -80,7 +80,7 @@ MAN="$BATS_TEST_DIRNAME/../../man/msda-doctor.1"
 @test "help --json is valid JSON listing the commands" {
   run --separate-stderr doctor help --json
   [ "$status" -eq 0 ]
-  [ "$(jq -r '.commands | map(.name) | join(",")' <<<"$output")" = "inspect,help" ]
+  [ "$(jq -r '.commands | map(.name) | join(",")' <<<"$output")" = "inspect,build,help" ]
 }
 
 @test "a failed write to stdout is reported, not ignored" {

@@ -7,5 +7,7 @@ Suite *suite_arch(void);
 Suite *suite_runs_on(void);
 Suite *suite_fatbin(void);
 Suite *suite_fixtures(void);
+Suite *suite_wheel(void);
+Suite *suite_elf_glibc(void);
 
 #endif

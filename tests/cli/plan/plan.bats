@@ -1,0 +1,105 @@
+#!/usr/bin/env bats
+# The build planner against fake toolkits and host compilers: each case in
+# tests/fixtures/plans/ states the arguments and the exact plan (see its README).
+bats_require_minimum_version 1.5.0
+
+ROOT="$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)"
+CASES="$ROOT/tests/fixtures/plans"
+
+# The real --list-gpu-code of each toolkit version (10.2 has no such option).
+gpu_codes() {
+  case $1 in
+    11.8) echo "sm_35 sm_37 sm_50 sm_52 sm_53 sm_60 sm_61 sm_62 sm_70 sm_72 sm_75 sm_80 sm_86 sm_87 sm_89 sm_90" ;;
+    12.6) echo "sm_50 sm_52 sm_53 sm_60 sm_61 sm_62 sm_70 sm_72 sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a" ;;
+    12.9) echo "sm_50 sm_52 sm_53 sm_60 sm_61 sm_62 sm_70 sm_72 sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a sm_100 sm_100a sm_101 sm_101a sm_103 sm_103a sm_120 sm_120a sm_121 sm_121a" ;;
+    13.0) echo "sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 sm_90 sm_100 sm_110 sm_103 sm_120 sm_121" ;;
+  esac
+}
+
+make_fakes() {
+  local toolkits=$1 gccs=$2 v dirs=""
+  FAKE="$BATS_TEST_TMPDIR/fake"
+  mkdir -p "$FAKE/bin"
+  for v in $toolkits; do
+    mkdir -p "$FAKE/cuda-$v/bin"
+    cat > "$FAKE/cuda-$v/bin/nvcc" <<NVCC
+#!/bin/sh
+case "\$1" in
+  --version) echo "nvcc: NVIDIA (R) Cuda compiler driver"; echo "Cuda compilation tools, release $v, V$v.0" ;;
+  --list-gpu-code) for c in $(gpu_codes "$v"); do echo \$c; done ;;
+  *) exit 1 ;;
+esac
+NVCC
+    chmod +x "$FAKE/cuda-$v/bin/nvcc"
+    dirs="$dirs${dirs:+:}$FAKE/cuda-$v"
+  done
+  TOOLKIT_PATHS=${dirs:-/nonexistent}
+  local first=1 g
+  for g in $gccs; do
+    if [ $first = 1 ]; then name=g++; first=0; else name=g++-$g; fi
+    printf '#!/bin/sh\necho %s.1.0\n' "$g" > "$FAKE/bin/$name"
+    chmod +x "$FAKE/bin/$name"
+  done
+  printf '#!/bin/sh\necho "cc (fake) 12.2.0"\n' > "$FAKE/bin/cc"
+  chmod +x "$FAKE/bin/cc"
+}
+
+field() { sed -n "s/^$1: *//p" "$2" | head -n 1; }
+
+run_case() {
+  local file="$CASES/$1.case"
+  [ -f "$file" ] || { echo "no case $file" >&2; return 1; }
+  make_fakes "$(field toolkits "$file")" "$(field gcc "$file")"
+  local gpus args want_exit want_error
+  gpus=$(field gpus "$file"); args=$(field args "$file")
+  want_exit=$(field exit "$file"); want_error=$(field error "$file")
+  local env=(PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS")
+  [ -n "$gpus" ] && env+=(MSDA_LIBCUDA="$MSDA_FAKE_LIBCUDA" MSDA_FAKE_GPUS="$ROOT/tests/fixtures/gpus/$gpus.json")
+  # shellcheck disable=SC2086
+  run --separate-stderr env "${env[@]}" "$MSDA_DOCTOR" build --dry-run --json --platform x86_64 \
+      --source "$ROOT" --cache "$BATS_TEST_TMPDIR/cache" $args
+  [ "$status" -eq "$want_exit" ] || { echo "exit $status, want $want_exit; stderr: $stderr" >&2; return 1; }
+  if grep -qE 'AddressSanitizer|runtime error:' <<<"$stderr"; then echo "$stderr" >&2; return 1; fi
+  if [ -n "$want_error" ]; then
+    [[ "$stderr" == *"$want_error"* ]] || { echo "stderr '$stderr' lacks '$want_error'" >&2; return 1; }
+    # one line; a usage error (2) adds the "Try ... --help" hint
+    [ "$(grep -c . <<<"$stderr")" -eq $((want_exit == 2 ? 2 : 1)) ] || { echo "lines: $stderr" >&2; return 1; }
+  fi
+  [ "$want_exit" -eq 0 ] || return 0
+  local got want
+  got=$(jq -r '.plan.targets[] | "\(.arch) \(.toolkit) \(.ccbin // "-" | split("/") | last) \(.max_threads) \(.f16_atomic) \(.bf16_atomic)"' <<<"$output")
+  want=$(sed -n '/^expect:/,$p' "$file" | sed '1d' | grep -v '^note:')
+  if [ "$got" != "$want" ]; then diff <(echo "$want") <(echo "$got") >&2; return 1; fi
+  local note
+  while IFS= read -r note; do
+    jq -e --arg n "$note" 'any(.plan.notes[]; contains($n))' <<<"$output" >/dev/null ||
+      { echo "no note '$note'" >&2; return 1; }
+  done < <(sed -n 's/^note: *//p' "$file")
+  # A dry run plans every step and runs none: one nvcc command per target.
+  [ "$(jq '[.steps[] | select(.command[0] | endswith("/nvcc"))] | length' <<<"$output")" -eq "$(jq '.plan.targets | length' <<<"$output")" ]
+  [ "$(jq '.compiled' <<<"$output")" -eq 0 ]
+}
+
+@test "all with CUDA 13.0: every architecture it targets that the table knows, PTX of the newest" { run_case all-cuda13; }
+@test "all with CUDA 13.0 and 11.8: old architectures go to 11.8 with g++-11" { run_case all-cuda13-and-11.8; }
+@test "each architecture goes to the newest toolkit that lists it; +PTX adds PTX" { run_case newest-toolkit-wins; }
+@test "GPU names and compute capabilities, de-duplicated" { run_case named-gpus; }
+@test "an unknown GPU name is a usage error" { run_case unknown-name; }
+@test "architectures no toolkit supports are named with the toolkits that would" { run_case no-toolkit-for-arch; }
+@test "a new architecture with only an old toolkit" { run_case too-new-for-old-toolkit; }
+@test "a gcc too new for nvcc, and no older one installed" { run_case gcc-too-new; }
+@test "all cannot be combined with a list" { run_case all-and-list; }
+@test "only +PTX may follow an architecture" { run_case bad-ptx-suffix; }
+@test "native: the P40 of this machine (fake driver)" { run_case native-p40; }
+@test "native: two different GPUs (fake driver)" { run_case native-two-gpus; }
+@test "native without a GPU" { run_case native-no-gpu; }
+@test "no toolkit at all" { run_case no-toolkit; }
+
+@test "dry-run text shows the plan and the exact nvcc commands" {
+  make_fakes "13.0 11.8" "12 11"
+  run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
+      --platform x86_64 --source "$ROOT" --cache "$BATS_TEST_TMPDIR/cache" --arch tx2
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"sm_62        CUDA 11.8  threads 128"*"-ccbin $FAKE/bin/g++-11"* ]]
+  [[ "$output" == *"$FAKE/cuda-11.8/bin/nvcc -fatbin -gencode arch=compute_62,code=sm_62 "*"-DMSDA_MAX_THREADS=128"*"msda_kernels.cu"* ]]
+}
