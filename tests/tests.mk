@@ -11,7 +11,7 @@ $(BUILD)/san/tests/unit/%.o: tests/unit/%.c | deps $(GEN_SRCS)
 
 $(UNIT_BIN): $(patsubst %.c,$(BUILD)/san/%.o,$(UNIT_SRCS)) $(SAN_LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(SAN) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS)
+	$(CC) $(SAN) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -ldl -lm
 
 # Fixtures are compiled at test time with the local nvcc (tests/fixtures/make-fixtures).
 $(FIXTURES)/.stamp: tests/fixtures/make-fixtures $(wildcard tests/fixtures/src/*.cu)
@@ -41,3 +41,32 @@ CHECK_SUITES += plan
 check-plan: $(BUILD)/san/msda-doctor $(FAKE_LIBCUDA)
 	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) MSDA_FAKE_LIBCUDA=$(abspath $(FAKE_LIBCUDA)) \
 	  $(RUN_SUITE) plan tap bats --tap tests/cli/plan
+
+CHECK_SUITES += wheels
+.PHONY: check-wheels
+check-wheels: $(BUILD)/san/msda-doctor
+	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) $(RUN_SUITE) wheels tap bats --tap tests/cli/wheels
+
+# The Python package from an installed x86_64 wheel, in a virtual environment with torch (from
+# PyPI: about 60 s and 5 GB the first time, kept in build/ afterwards).
+PY_VENV := $(BUILD)/venv-torch
+PY_SITE := $(BUILD)/py-site
+$(PY_VENV)/.stamp:
+	python3 -m venv $(PY_VENV)
+	$(PY_VENV)/bin/pip install -q --upgrade pip
+	$(PY_VENV)/bin/pip install -q torch numpy pytest
+	@touch $@
+
+CHECK_SUITES += python
+.PHONY: check-python
+check-python: $(BUILD)/san/msda-doctor $(PY_VENV)/.stamp
+	@rm -rf $(BUILD)/py-dist $(PY_SITE)
+	$(BUILD)/san/msda-doctor build --arch all --platform x86_64 --out $(BUILD)/py-dist \
+	  --cache $(BUILD)/test-build-cache > $(BUILD)/py-build.log
+	$(PY_VENV)/bin/pip install -q --no-index --no-deps --target $(PY_SITE) $(BUILD)/py-dist/msda-*.whl
+	@# The tests run from a copy outside wheels/, whose pytest.ini would import the sources.
+	@rm -rf $(BUILD)/py-tests && mkdir -p $(BUILD)/py-tests && cp -r wheels/tests $(BUILD)/py-tests/
+	@printf '[pytest]\nmarkers =\n    cuda: needs a CUDA GPU\n    compile: runs torch.compile\n' > $(BUILD)/py-tests/pytest.ini
+	@cd $(BUILD)/py-tests && PYTHONPATH=$(abspath $(PY_SITE)) MSDA_LIBRARY=$(abspath $(PY_SITE))/msda/libmsda.so \
+	  MSDA_EXPECT_INSTALLED=$(abspath $(PY_SITE)) $(abspath $(RUN_SUITE)) python counts \
+	  $(abspath $(PY_VENV))/bin/python -m pytest -q -p no:cacheprovider tests

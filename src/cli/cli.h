@@ -55,6 +55,7 @@ int md_cli_finish(int code);
 /* Command entry points. */
 int cmd_inspect(int argc, char **argv);
 int cmd_build(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
 int cmd_help(int argc, char **argv);
 
 #endif

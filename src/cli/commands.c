@@ -30,6 +30,12 @@ const md_command md_commands[] = {
       "  --dry-run        print the plan and the exact commands, run nothing\n"
       "  --json           print JSON instead of text\n"
       "  -h, --help       show this help\n" },
+    { "verify", cmd_verify,
+      "Check a built wheel here: its RECORD, and its kernels on the CPU and every GPU",
+      "verify [--json] WHEEL",
+      "  WHEEL            a wheel written by 'msda-doctor build'\n"
+      "  --json           print JSON instead of text\n"
+      "  -h, --help       show this help\n" },
     { "help", cmd_help,
       "Show the help of msda-doctor or of one command",
       "help [--json] [COMMAND]",

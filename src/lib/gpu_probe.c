@@ -56,6 +56,8 @@ md_status md_gpu_probe_run(md_gpu_probe *out, md_error *err)
         st = md_fail(err, MD_ERR_UNSUPPORTED, "'%s' lacks the CUDA driver API", path);
         goto end;
     }
+    /* asked before cuInit: it answers without a device, and says which CUDA the driver is for */
+    driver_version(&out->driver_version);
     int rc = init(0);
     if (rc == CUDA_ERROR_NO_DEVICE) /* a working driver on a machine without GPUs */
         goto end;
@@ -64,7 +66,6 @@ md_status md_gpu_probe_run(md_gpu_probe *out, md_error *err)
                      rc == CUDA_ERROR_STUB_LIBRARY ? ": the toolkit's stub libcuda was loaded, not a driver" : "");
         goto end;
     }
-    driver_version(&out->driver_version);
     int n = 0;
     if ((rc = count(&n)) != 0) {
         st = md_fail(err, MD_ERR_UNSUPPORTED, "cuDeviceGetCount failed: %s", error_name(lib, rc));
@@ -95,7 +96,7 @@ md_status md_gpu_probe_run(md_gpu_probe *out, md_error *err)
         out->n_gpus++;
     }
 end:
-    dlclose(lib);
+    /* Not unloaded: drivers are not made for it, and what cuInit allocated would dangle. */
     return st;
 }
 

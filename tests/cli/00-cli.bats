@@ -80,7 +80,7 @@ MAN="$BATS_TEST_DIRNAME/../../man/msda-doctor.1"
 @test "help --json is valid JSON listing the commands" {
   run --separate-stderr doctor help --json
   [ "$status" -eq 0 ]
-  [ "$(jq -r '.commands | map(.name) | join(",")' <<<"$output")" = "inspect,build,help" ]
+  [ "$(jq -r '.commands | map(.name) | join(",")' <<<"$output")" = "inspect,build,verify,diagnose,help" ]
 }
 
 @test "a failed write to stdout is reported, not ignored" {

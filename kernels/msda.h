@@ -1,0 +1,217 @@
+/* libmsda: Multi-Scale Deformable Attention (Deformable-DETR's MSDeformAttn op) as a C library.
+ *
+ * The function (DESIGN.md, "The MSDA op"):
+ *
+ *   value               (N, S, M, D)          S = sum over levels of H_l * W_l
+ *   spatial_shapes      (L, 2)  rows (H_l, W_l)
+ *   level_start         (L,)    level_start[l] = sum of H_k * W_k for k < l
+ *   sampling_locations  (N, Lq, M, L, P, 2)  normalised (x, y), nominally in [0, 1]
+ *   attention_weights   (N, Lq, M, L, P)
+ *   output              (N, Lq, M * D)
+ *
+ *   output[n, q, m*D + d] = sum over l, p of attention_weights[n, q, m, l, p] *
+ *       bilinear(value[n, level_start[l] + ., m, d], h = y * H_l - 0.5, w = x * W_l - 0.5)
+ *
+ * Bilinear sampling uses align_corners=False and zero padding: a corner outside the map
+ * contributes zero, and a point with h <= -1, w <= -1, h >= H_l or w >= W_l (NaN and infinite
+ * locations included) contributes zero to the output and gets zero gradients. The backward
+ * gives the gradients of a scalar loss with respect to value, sampling_locations and
+ * attention_weights, given its gradient with respect to output.
+ *
+ * All tensors are dense and row-major in the shapes above, in one data type. f16 and bf16 are
+ * passed as their 16-bit patterns (IEEE binary16, bfloat16) and computed in f32.
+ *
+ * Two paths compute the same function:
+ *   msda_forward_cuda / msda_backward_cuda: device pointers, launched on the caller's stream in
+ *     the caller's current CUDA context (driver API). libcuda.so.1 is opened at first use, so the
+ *     library loads and its CPU path works where no driver is installed.
+ *   msda_forward_cpu / msda_backward_cpu: host pointers, multithreaded, the reference for the
+ *     GPU tests and the fallback where there is no GPU.
+ *
+ * Every function returns a status; none prints, exits or aborts. Where a call fails and `err`
+ * is not NULL, it is filled with the status, a message, and for CUDA failures the CUresult with
+ * its name and message. The library is thread-safe.
+ *
+ * Compile-time knobs of the device code (the build passes them to nvcc, per architecture);
+ * see kernels/README.md:
+ *   MSDA_MAX_THREADS     the max threads per block in __launch_bounds__ (default 256)
+ *   MSDA_ENABLE_F16      1 (default) or 0: compile the f16 kernels
+ *   MSDA_ENABLE_BF16     1 (default) or 0: compile the bf16 kernels
+ *   MSDA_F16_ATOMIC      how the f16 backward accumulates the value gradient:
+ *   MSDA_BF16_ATOMIC       0 auto (default), 1 native atomics, 2 compare-and-swap, 3 f32 buffer,
+ *                          4 mixed (native on levels with few additions per element, else the
+ *                          f32 buffer); auto is 1 (2 below sm_70) for f16, 4 (3 below sm_80)
+ *                          for bf16. Strategies 3 and 4 use a workspace: see
+ *                          msda_backward_cuda_workspace.
+ *   MSDA_VECTOR_ATOMICS  1 (default) or 0: 16-byte red/atomic instructions on sm_90 and newer
+ */
+#ifndef MSDA_H
+#define MSDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define MSDA_API __attribute__((visibility("default")))
+#else
+#define MSDA_API
+#endif
+
+#define MSDA_VERSION_MAJOR 0
+#define MSDA_VERSION_MINOR 1
+#define MSDA_VERSION_PATCH 0
+#define MSDA_VERSION_STRING "0.1.0"
+
+/* At most this many levels (L). */
+#define MSDA_MAX_LEVELS 16
+
+typedef enum msda_dtype {
+    MSDA_F32 = 0,
+    MSDA_F64 = 1,
+    MSDA_F16 = 2,  /* uint16_t IEEE binary16 patterns */
+    MSDA_BF16 = 3, /* uint16_t bfloat16 patterns */
+} msda_dtype;
+
+/* Values are stable: never renumbered. */
+typedef enum msda_status {
+    MSDA_OK = 0,
+    MSDA_ERR_NULL_ARGUMENT = 1,    /* a required pointer is NULL */
+    MSDA_ERR_BAD_DTYPE = 2,        /* not one of msda_dtype */
+    MSDA_ERR_BAD_SIZE = 3,         /* N, S, M, D, Lq, L or P is not positive, or too large */
+    MSDA_ERR_TOO_MANY_LEVELS = 4,  /* L > MSDA_MAX_LEVELS */
+    MSDA_ERR_BAD_SHAPE = 5,        /* a level's H or W is not positive, or too large */
+    MSDA_ERR_SHAPE_SUM = 6,        /* the sum of H_l * W_l differs from S */
+    MSDA_ERR_LEVEL_START = 7,      /* level_start differs from the prefix sums of H_l * W_l */
+    MSDA_ERR_SIZE_OVERFLOW = 8,    /* a tensor's element count overflows 64-bit indexing */
+    MSDA_ERR_NO_DRIVER = 9,        /* libcuda.so.1 could not be opened */
+    MSDA_ERR_DRIVER_TOO_OLD = 10,  /* libcuda.so.1 lacks an entry point the library needs */
+    MSDA_ERR_NO_CONTEXT = 11,      /* the calling thread has no current CUDA context */
+    MSDA_ERR_NO_KERNEL_IMAGE = 12, /* no embedded device code loads on this device */
+    MSDA_ERR_DTYPE_NOT_BUILT = 13, /* the loaded device code was built without this dtype */
+    MSDA_ERR_CUDA = 14,            /* a CUDA driver call failed: see msda_error */
+    MSDA_ERR_OUT_OF_MEMORY = 15,   /* a host allocation failed */
+    MSDA_ERR_TOO_MANY_CONTEXTS = 16, /* more CUDA contexts than the module cache holds */
+    MSDA_ERR_BAD_ARGUMENT = 17,    /* another invalid argument (e.g. a negative thread count) */
+} msda_status;
+
+#define MSDA_STATUS_COUNT 18
+
+/* Details of a failure. Filled only when a call fails and the pointer is not NULL. */
+typedef struct msda_error {
+    msda_status status;
+    int cuda_result;        /* the CUresult where status is a CUDA failure, else 0 */
+    char cuda_name[64];     /* e.g. "CUDA_ERROR_NO_BINARY_FOR_GPU", else "" */
+    char message[320];      /* one line: what failed and why */
+} msda_error;
+
+/* The sizes. All must be positive. */
+typedef struct msda_sizes {
+    int64_t batch;    /* N */
+    int64_t spatial;  /* S, the sum of H_l * W_l */
+    int64_t heads;    /* M */
+    int64_t channels; /* D, channels per head */
+    int64_t queries;  /* Lq */
+    int64_t levels;   /* L, 1 to MSDA_MAX_LEVELS */
+    int64_t points;   /* P, sampling points per level */
+} msda_sizes;
+
+/* Forward arguments. spatial_shapes (L rows of H, W) and level_start (L) are always in host
+ * memory, so that they are validated before any launch without a device round trip. The four
+ * tensors are device pointers for the CUDA path and host pointers for the CPU path. */
+typedef struct msda_forward_args {
+    msda_dtype dtype;
+    msda_sizes sizes;
+    const int64_t *spatial_shapes;
+    const int64_t *level_start;
+    const void *value;
+    const void *sampling_locations;
+    const void *attention_weights;
+    void *output; /* written entirely */
+} msda_forward_args;
+
+/* Backward arguments: as the forward's, with grad_output in, and the three gradients out.
+ * Each gradient is written entirely (grad_value is zeroed by the call first). */
+typedef struct msda_backward_args {
+    msda_dtype dtype;
+    msda_sizes sizes;
+    const int64_t *spatial_shapes;
+    const int64_t *level_start;
+    const void *value;
+    const void *sampling_locations;
+    const void *attention_weights;
+    const void *grad_output;
+    void *grad_value;
+    void *grad_sampling_locations;
+    void *grad_attention_weights;
+    /* CUDA path, optional: device memory of at least msda_backward_cuda_workspace() bytes that
+     * the call's work may use until the stream passes it (e.g. from the caller's caching
+     * allocator). NULL: where a workspace is needed, the call allocates and frees one itself,
+     * stream-ordered where the driver can (cuMemAllocAsync), which is slower. Ignored by the
+     * CPU path. */
+    void *workspace;
+    size_t workspace_bytes;
+} msda_backward_args;
+
+/* The message for a status: a static string, never NULL ("unknown status" if out of range). */
+MSDA_API const char *msda_status_string(msda_status status);
+
+/* The library's version, MSDA_VERSION_STRING of the build. */
+MSDA_API const char *msda_version(void);
+
+/* Checks sizes, shapes, level starts and pointers, as both paths do before any work. */
+MSDA_API msda_status msda_validate_forward(const msda_forward_args *args, msda_error *err);
+MSDA_API msda_status msda_validate_backward(const msda_backward_args *args, msda_error *err);
+
+/* CPU path. `threads`: 0 uses one thread per online CPU, else at most that many. Returns
+ * MSDA_OK or a validation status, or MSDA_ERR_OUT_OF_MEMORY. The result does not depend on the
+ * thread count (work is split so that no two threads write the same element). */
+MSDA_API msda_status msda_forward_cpu(const msda_forward_args *args, int threads, msda_error *err);
+MSDA_API msda_status msda_backward_cpu(const msda_backward_args *args, int threads,
+                                       msda_error *err);
+
+/* CUDA path. `stream` is a CUstream of the current context (NULL: the legacy default stream).
+ * The call is asynchronous: it validates, loads the device code for the current context on its
+ * first use there, and enqueues the work. A returned MSDA_OK means the launches were accepted;
+ * errors of the running kernels surface at the caller's next synchronisation, as in CUDA. */
+MSDA_API msda_status msda_forward_cuda(const msda_forward_args *args, void *stream,
+                                       msda_error *err);
+MSDA_API msda_status msda_backward_cuda(const msda_backward_args *args, void *stream,
+                                        msda_error *err);
+
+/* Sets *bytes to the device workspace msda_backward_cuda wants for these arguments in the
+ * current context: N*S*M*D*4 where the loaded device code sums this dtype's value gradient in an
+ * f32 buffer (bf16 by default; MSDA_*_ATOMIC=3), else 0. Validates and loads like the call. */
+MSDA_API msda_status msda_backward_cuda_workspace(const msda_backward_args *args, size_t *bytes,
+                                                  msda_error *err);
+
+/* Loads the device code into the current context now (else the first call does). */
+MSDA_API msda_status msda_cuda_prepare(msda_error *err);
+
+/* One code image embedded in the library. */
+typedef struct msda_arch {
+    int arch;        /* e.g. 90 for sm_90 or compute_90 */
+    int is_ptx;      /* 1: PTX (compute_XX, JIT-compiled by the driver), 0: SASS (sm_XX) */
+    int fatbin;      /* index of the embedded fatbin that carries it */
+} msda_arch;
+
+/* Number of embedded fatbins (the loader tries them in order and keeps the first that loads). */
+MSDA_API int msda_fatbin_count(void);
+
+/* Lists the code images of the embedded fatbins, de-duplicated, in the order found. Writes at
+ * most `cap` entries to `out` (which may be NULL when cap is 0) and returns how many there are
+ * in all, or -1 if an embedded fatbin is malformed. */
+MSDA_API int msda_embedded_archs(msda_arch *out, int cap);
+
+/* The same as text, e.g. "sm_75 sm_80 ... compute_121", NUL-terminated and truncated to fit
+ * `size`. Returns the length the whole text needs (as snprintf), or -1 if malformed. */
+MSDA_API int msda_embedded_archs_string(char *buf, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MSDA_H */

@@ -1,0 +1,161 @@
+/* The CPU path: forward and backward, multithreaded with POSIX threads. */
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "msda_half.h"
+#include "msda_internal.h"
+
+#define CPU_MAX_THREADS 256
+
+#define CPU_T float
+#define CPU_A float
+#define CPU_LOAD(x) (x)
+#define CPU_STORE(a) (a)
+#define CPU_FLOOR floorf
+#define CPU_NAME(x) x##_f32
+#include "msda_cpu_impl.h"
+#undef CPU_T
+#undef CPU_A
+#undef CPU_LOAD
+#undef CPU_STORE
+#undef CPU_FLOOR
+#undef CPU_NAME
+
+#define CPU_T double
+#define CPU_A double
+#define CPU_LOAD(x) (x)
+#define CPU_STORE(a) (a)
+#define CPU_FLOOR floor
+#define CPU_NAME(x) x##_f64
+#include "msda_cpu_impl.h"
+#undef CPU_T
+#undef CPU_A
+#undef CPU_LOAD
+#undef CPU_STORE
+#undef CPU_FLOOR
+#undef CPU_NAME
+
+#define CPU_T uint16_t
+#define CPU_A float
+#define CPU_LOAD(x) msda_f16_to_f32(x)
+#define CPU_STORE(a) msda_f32_to_f16(a)
+#define CPU_FLOOR floorf
+#define CPU_NAME(x) x##_f16
+#include "msda_cpu_impl.h"
+#undef CPU_LOAD
+#undef CPU_STORE
+#undef CPU_NAME
+
+#define CPU_LOAD(x) msda_bf16_to_f32(x)
+#define CPU_STORE(a) msda_f32_to_bf16(a)
+#define CPU_NAME(x) x##_bf16
+#include "msda_cpu_impl.h"
+#undef CPU_T
+#undef CPU_A
+#undef CPU_LOAD
+#undef CPU_STORE
+#undef CPU_FLOOR
+#undef CPU_NAME
+
+/* One thread's share: items [begin, end) of a forward or a backward. */
+typedef struct cpu_task {
+    const msda_problem *pb;
+    const msda_forward_args *fwd; /* exactly one of fwd, bwd is set */
+    const msda_backward_args *bwd;
+    int64_t begin, end;
+    size_t scratch_bytes;
+    int out_of_memory;
+} cpu_task;
+
+static void *cpu_task_run(void *arg) {
+    cpu_task *t = arg;
+    void *scratch = malloc(t->scratch_bytes);
+    if (!scratch) {
+        t->out_of_memory = 1;
+        return NULL;
+    }
+    if (t->fwd) {
+        switch (t->pb->dtype) {
+        case MSDA_F32: forward_f32(t->pb, t->fwd, t->begin, t->end, scratch); break;
+        case MSDA_F64: forward_f64(t->pb, t->fwd, t->begin, t->end, scratch); break;
+        case MSDA_F16: forward_f16(t->pb, t->fwd, t->begin, t->end, scratch); break;
+        case MSDA_BF16: forward_bf16(t->pb, t->fwd, t->begin, t->end, scratch); break;
+        }
+    } else {
+        switch (t->pb->dtype) {
+        case MSDA_F32: backward_f32(t->pb, t->bwd, t->begin, t->end, scratch); break;
+        case MSDA_F64: backward_f64(t->pb, t->bwd, t->begin, t->end, scratch); break;
+        case MSDA_F16: backward_f16(t->pb, t->bwd, t->begin, t->end, scratch); break;
+        case MSDA_BF16: backward_bf16(t->pb, t->bwd, t->begin, t->end, scratch); break;
+        }
+    }
+    free(scratch);
+    return NULL;
+}
+
+static int thread_count(int requested, int64_t items) {
+    int64_t n = requested;
+    if (n == 0) {
+        const long online = sysconf(_SC_NPROCESSORS_ONLN);
+        n = online > 0 ? online : 1;
+    }
+    if (n > CPU_MAX_THREADS) n = CPU_MAX_THREADS;
+    if (n > items) n = items;
+    return (int)n;
+}
+
+/* Splits `items` into contiguous shares, runs them on threads (the caller's thread takes the
+ * first share, and any share whose thread could not be started), and waits for all. */
+static msda_status run_tasks(const cpu_task *proto, int64_t items, int threads, msda_error *err) {
+    cpu_task tasks[CPU_MAX_THREADS];
+    pthread_t ids[CPU_MAX_THREADS];
+    int started[CPU_MAX_THREADS];
+    const int n = thread_count(threads, items);
+    for (int i = 0; i < n; i++) {
+        tasks[i] = *proto;
+        tasks[i].begin = items * i / n;
+        tasks[i].end = items * (i + 1) / n;
+        started[i] = 0;
+    }
+    for (int i = 1; i < n; i++) started[i] = pthread_create(&ids[i], NULL, cpu_task_run, &tasks[i]) == 0;
+    cpu_task_run(&tasks[0]);
+    for (int i = 1; i < n; i++) {
+        if (started[i])
+            pthread_join(ids[i], NULL);
+        else
+            cpu_task_run(&tasks[i]);
+    }
+    for (int i = 0; i < n; i++)
+        if (tasks[i].out_of_memory)
+            return msda_fail(err, MSDA_ERR_OUT_OF_MEMORY, "cannot allocate %zu bytes of scratch",
+                             proto->scratch_bytes);
+    return MSDA_OK;
+}
+
+static size_t acc_size(msda_dtype dtype) { return dtype == MSDA_F64 ? sizeof(double) : sizeof(float); }
+
+msda_status msda_forward_cpu(const msda_forward_args *a, int threads, msda_error *err) {
+    msda_problem pb;
+    msda_status st = msda_validate_forward(a, err);
+    if (st != MSDA_OK) return st;
+    if (threads < 0) return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "threads is %d", threads);
+    msda_check_problem(a->dtype, &a->sizes, a->spatial_shapes, a->level_start, &pb, err);
+    const cpu_task proto = {.pb = &pb, .fwd = a, .scratch_bytes = (size_t)pb.D * acc_size(pb.dtype)};
+    return run_tasks(&proto, pb.N * pb.Lq * pb.M, threads, err);
+}
+
+msda_status msda_backward_cpu(const msda_backward_args *a, int threads, msda_error *err) {
+    msda_problem pb;
+    msda_status st = msda_validate_backward(a, err);
+    if (st != MSDA_OK) return st;
+    if (threads < 0) return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "threads is %d", threads);
+    msda_check_problem(a->dtype, &a->sizes, a->spatial_shapes, a->level_start, &pb, err);
+    const int64_t acc_elems = pb.S * pb.D + pb.D;
+    if ((uint64_t)acc_elems > SIZE_MAX / acc_size(pb.dtype))
+        return msda_fail(err, MSDA_ERR_OUT_OF_MEMORY, "S*D is too large for host scratch");
+    const cpu_task proto = {.pb = &pb, .bwd = a, .scratch_bytes = (size_t)acc_elems * acc_size(pb.dtype)};
+    return run_tasks(&proto, pb.N * pb.M, threads, err);
+}

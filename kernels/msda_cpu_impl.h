@@ -1,0 +1,126 @@
+/* The CPU forward and backward for one element type: the formula of msda.h, written plainly.
+ * Included by msda_cpu.c once per type, with these defined:
+ *   CPU_T        the storage type          CPU_A       the accumulation type
+ *   CPU_LOAD(x)  CPU_T -> CPU_A            CPU_STORE(a) CPU_A -> CPU_T
+ *   CPU_FLOOR    floor for CPU_A           CPU_NAME(x) x with the type's suffix
+ * Each function handles a range of work items and writes nothing outside its own items. */
+
+typedef struct {
+    int64_t off[4]; /* corners, in spatial positions from the level's start */
+    CPU_A wt[4];
+    int in[4];
+    CPU_A lh, lw, hh, hw;
+} CPU_NAME(corners);
+
+/* As the device code's locate(): h = y*H - 0.5 rounded step by step (the library is compiled
+ * with -ffp-contract=off), nothing indexed for points outside (-1, H) x (-1, W) or NaN. */
+static int CPU_NAME(locate)(CPU_A x, CPU_A y, int64_t H, int64_t W, CPU_NAME(corners) *b) {
+    const CPU_A h = y * (CPU_A)H - (CPU_A)0.5, w = x * (CPU_A)W - (CPU_A)0.5;
+    if (!(h > (CPU_A)-1 && w > (CPU_A)-1 && h < (CPU_A)H && w < (CPU_A)W)) return 0;
+    const CPU_A hf = CPU_FLOOR(h), wf = CPU_FLOOR(w);
+    const int64_t h0 = (int64_t)hf, w0 = (int64_t)wf;
+    b->lh = h - hf;
+    b->lw = w - wf;
+    b->hh = (CPU_A)1 - b->lh;
+    b->hw = (CPU_A)1 - b->lw;
+    b->wt[0] = b->hh * b->hw;
+    b->wt[1] = b->hh * b->lw;
+    b->wt[2] = b->lh * b->hw;
+    b->wt[3] = b->lh * b->lw;
+    b->in[0] = h0 >= 0 && w0 >= 0;
+    b->in[1] = h0 >= 0 && w0 + 1 < W;
+    b->in[2] = h0 + 1 < H && w0 >= 0;
+    b->in[3] = h0 + 1 < H && w0 + 1 < W;
+    b->off[0] = h0 * W + w0;
+    b->off[1] = b->off[0] + 1;
+    b->off[2] = b->off[0] + W;
+    b->off[3] = b->off[0] + W + 1;
+    return 1;
+}
+
+/* Groups g0..g1-1 of (n, q, m); scratch holds D accumulators. */
+static void CPU_NAME(forward)(const msda_problem *pb, const msda_forward_args *a, int64_t g0,
+                              int64_t g1, void *scratch) {
+    const CPU_T *value = a->value, *loc = a->sampling_locations, *wgt = a->attention_weights;
+    CPU_T *out = a->output;
+    CPU_A *acc = scratch;
+    const int64_t D = pb->D, M = pb->M, row = M * D, LP = pb->L * pb->P;
+    for (int64_t g = g0; g < g1; g++) {
+        const int64_t m = g % M, n = g / (pb->Lq * M);
+        const CPU_T *vnm = value + (n * pb->S * M + m) * D;
+        for (int64_t d = 0; d < D; d++) acc[d] = 0;
+        for (int64_t l = 0, lp = 0; l < pb->L; l++) {
+            const CPU_T *vl = vnm + pb->level_start[l] * row;
+            for (int64_t p = 0; p < pb->P; p++, lp++) {
+                CPU_NAME(corners) b;
+                const CPU_A aw = CPU_LOAD(wgt[g * LP + lp]);
+                if (!CPU_NAME(locate)(CPU_LOAD(loc[2 * (g * LP + lp)]),
+                                      CPU_LOAD(loc[2 * (g * LP + lp) + 1]), pb->level_h[l],
+                                      pb->level_w[l], &b))
+                    continue;
+                for (int j = 0; j < 4; j++) {
+                    if (!b.in[j]) continue;
+                    const CPU_T *v = vl + b.off[j] * row;
+                    const CPU_A f = aw * b.wt[j];
+                    for (int64_t d = 0; d < D; d++) acc[d] += f * CPU_LOAD(v[d]);
+                }
+            }
+        }
+        for (int64_t d = 0; d < D; d++) out[g * D + d] = CPU_STORE(acc[d]);
+    }
+}
+
+/* Pairs nm0..nm1-1 of (n, m): every query of that batch item and head, so that the pair's
+ * slice of grad_value belongs to one thread. scratch holds S*D + D accumulators. */
+static void CPU_NAME(backward)(const msda_problem *pb, const msda_backward_args *a, int64_t nm0,
+                               int64_t nm1, void *scratch) {
+    const CPU_T *value = a->value, *loc = a->sampling_locations, *wgt = a->attention_weights;
+    const CPU_T *gout = a->grad_output;
+    CPU_T *gvalue = a->grad_value, *gloc = a->grad_sampling_locations;
+    CPU_T *gwgt = a->grad_attention_weights;
+    const int64_t D = pb->D, M = pb->M, S = pb->S, row = M * D, LP = pb->L * pb->P;
+    CPU_A *gv = scratch, *go = gv + S * D;
+    for (int64_t nm = nm0; nm < nm1; nm++) {
+        const int64_t n = nm / M, m = nm % M;
+        const CPU_T *vnm = value + (n * S * M + m) * D;
+        for (int64_t i = 0; i < S * D; i++) gv[i] = 0;
+        for (int64_t q = 0; q < pb->Lq; q++) {
+            const int64_t g = (n * pb->Lq + q) * M + m;
+            for (int64_t d = 0; d < D; d++) go[d] = CPU_LOAD(gout[g * D + d]);
+            for (int64_t l = 0, lp = 0; l < pb->L; l++) {
+                const int64_t H = pb->level_h[l], W = pb->level_w[l], start = pb->level_start[l];
+                for (int64_t p = 0; p < pb->P; p++, lp++) {
+                    const int64_t at = g * LP + lp;
+                    CPU_NAME(corners) b;
+                    const CPU_A aw = CPU_LOAD(wgt[at]);
+                    if (!CPU_NAME(locate)(CPU_LOAD(loc[2 * at]), CPU_LOAD(loc[2 * at + 1]), H, W,
+                                          &b)) {
+                        gloc[2 * at] = gloc[2 * at + 1] = gwgt[at] = CPU_STORE((CPU_A)0);
+                        continue;
+                    }
+                    CPU_A dot[4] = {0, 0, 0, 0};
+                    for (int j = 0; j < 4; j++) {
+                        if (!b.in[j]) continue;
+                        const CPU_T *v = vnm + (start + b.off[j]) * row;
+                        CPU_A *gvj = gv + (start + b.off[j]) * D;
+                        const CPU_A f = aw * b.wt[j];
+                        for (int64_t d = 0; d < D; d++) {
+                            dot[j] += go[d] * CPU_LOAD(v[d]);
+                            gvj[d] += f * go[d];
+                        }
+                    }
+                    const CPU_A d_weight =
+                        b.wt[0] * dot[0] + b.wt[1] * dot[1] + b.wt[2] * dot[2] + b.wt[3] * dot[3];
+                    const CPU_A d_lw = b.hh * (dot[1] - dot[0]) + b.lh * (dot[3] - dot[2]);
+                    const CPU_A d_lh = b.hw * (dot[2] - dot[0]) + b.lw * (dot[3] - dot[1]);
+                    gloc[2 * at] = CPU_STORE(aw * d_lw * (CPU_A)W);
+                    gloc[2 * at + 1] = CPU_STORE(aw * d_lh * (CPU_A)H);
+                    gwgt[at] = CPU_STORE(d_weight);
+                }
+            }
+        }
+        for (int64_t s = 0; s < S; s++)
+            for (int64_t d = 0; d < D; d++)
+                gvalue[((n * S + s) * M + m) * D + d] = CPU_STORE(gv[s * D + d]);
+    }
+}

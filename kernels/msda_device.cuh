@@ -1,0 +1,349 @@
+// Device helpers of the MSDA kernels: element types, vector loads and stores, and the atomic
+// additions of the value gradient, chosen per architecture by the knobs of msda.h.
+#ifndef MSDA_DEVICE_CUH
+#define MSDA_DEVICE_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+
+#include "msda_kparams.h"
+
+#ifndef MSDA_MAX_THREADS
+#define MSDA_MAX_THREADS 256
+#endif
+#ifndef MSDA_ENABLE_F16
+#define MSDA_ENABLE_F16 1
+#endif
+#ifndef MSDA_ENABLE_BF16
+#define MSDA_ENABLE_BF16 1
+#endif
+#ifndef MSDA_F16_ATOMIC
+#define MSDA_F16_ATOMIC MSDA_ATOMIC_AUTO
+#endif
+#ifndef MSDA_BF16_ATOMIC
+#define MSDA_BF16_ATOMIC MSDA_ATOMIC_AUTO
+#endif
+#ifndef MSDA_VECTOR_ATOMICS
+#define MSDA_VECTOR_ATOMICS 1
+#endif
+
+#if MSDA_MAX_THREADS < 32 || MSDA_MAX_THREADS > 1024 || MSDA_MAX_THREADS % 32 != 0
+#error "MSDA_MAX_THREADS must be a multiple of 32 from 32 to 1024"
+#endif
+
+// The architecture of this compilation pass (0 in a host pass, where no kernel body is built).
+#ifdef __CUDA_ARCH__
+#define MSDA_ARCH (__CUDA_ARCH__ / 10)
+#else
+#define MSDA_ARCH 0
+#endif
+
+// The strategies in effect. Auto: for f16, the native instruction where the hardware has it
+// (atomicAdd on __half from sm_70, on __half2 from sm_60), else CAS. For bf16, mixed from sm_80
+// (native bf16 atomics exist), else the f32 buffer: bf16's 8-bit mantissa loses too much where
+// many points add to one value element (measured on an H200, Deformable-DETR encoder: relative
+// error 1.9e-2 with bf16 atomics or CAS on every level, 2.5e-5 with the f32 buffer; f16
+// atomics: 2.5e-3), so the coarse levels, where that happens, go through the buffer.
+#if MSDA_F16_ATOMIC == MSDA_ATOMIC_AUTO
+#define MSDA_F16_STRATEGY (MSDA_ARCH >= 70 ? MSDA_ATOMIC_NATIVE : MSDA_ATOMIC_CAS)
+#else
+#define MSDA_F16_STRATEGY MSDA_F16_ATOMIC
+#endif
+#if MSDA_BF16_ATOMIC == MSDA_ATOMIC_AUTO
+#define MSDA_BF16_STRATEGY (MSDA_ARCH >= 80 ? MSDA_ATOMIC_MIXED : MSDA_ATOMIC_F32_BUFFER)
+#else
+#define MSDA_BF16_STRATEGY MSDA_BF16_ATOMIC
+#endif
+#if defined(__CUDA_ARCH__) && MSDA_F16_ATOMIC == MSDA_ATOMIC_NATIVE && __CUDA_ARCH__ < 700
+#error "MSDA_F16_ATOMIC=1 (native) needs sm_70 or newer: use 2 (CAS) or 3 (f32 buffer)"
+#endif
+#if defined(__CUDA_ARCH__) && MSDA_BF16_ATOMIC == MSDA_ATOMIC_NATIVE && __CUDA_ARCH__ < 800
+#error "MSDA_BF16_ATOMIC=1 (native) needs sm_80 or newer: use 2 (CAS) or 3 (f32 buffer)"
+#endif
+
+// 16-byte `red` needs sm_90 and PTX ISA 8.1 (CUDA 12.1); older toolkits fall back to scalars.
+#if defined(__CUDACC_VER_MAJOR__) && (__CUDACC_VER_MAJOR__ > 12 || (__CUDACC_VER_MAJOR__ == 12 && __CUDACC_VER_MINOR__ >= 1))
+#define MSDA_VECTOR_RED (MSDA_VECTOR_ATOMICS && MSDA_ARCH >= 90)
+#else
+#define MSDA_VECTOR_RED 0
+#endif
+
+namespace msda {
+
+// Element types: S is the storage, A the accumulation type, G where the value gradient goes.
+struct f32_t {
+    typedef float S;
+    typedef float A;
+    typedef float G;
+    static constexpr bool buffered = false;
+};
+struct f64_t {
+    typedef double S;
+    typedef double A;
+    typedef double G;
+    static constexpr bool buffered = false;
+};
+// `buffered`: some levels' value gradient goes to an f32 buffer (msda_kparams.buffer_levels).
+struct f16_t {
+    typedef unsigned short S;
+    typedef float A;
+    typedef unsigned short G;
+    static constexpr int strategy = MSDA_F16_STRATEGY;
+    static constexpr bool buffered = strategy == MSDA_ATOMIC_F32_BUFFER || strategy == MSDA_ATOMIC_MIXED;
+};
+struct bf16_t {
+    typedef unsigned short S;
+    typedef float A;
+    typedef unsigned short G;
+    static constexpr int strategy = MSDA_BF16_STRATEGY;
+    static constexpr bool buffered = strategy == MSDA_ATOMIC_F32_BUFFER || strategy == MSDA_ATOMIC_MIXED;
+};
+
+__device__ __forceinline__ float bits_to_f16(unsigned short b) { return __half2float(__ushort_as_half(b)); }
+__device__ __forceinline__ unsigned short f16_to_bits(float f) { return __half_as_ushort(__float2half_rn(f)); }
+
+__device__ __forceinline__ float bits_to_bf16(unsigned short b) { return __uint_as_float((unsigned)b << 16); }
+// Round to nearest even, NaN kept quiet: the same rule as the CPU path's msda_f32_to_bf16.
+__device__ __forceinline__ unsigned short bf16_to_bits(float f) {
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (unsigned short)(u >> 16);
+}
+
+template <class Tr> __device__ __forceinline__ typename Tr::A to_acc(typename Tr::S s);
+template <> __device__ __forceinline__ float to_acc<f32_t>(float s) { return s; }
+template <> __device__ __forceinline__ double to_acc<f64_t>(double s) { return s; }
+template <> __device__ __forceinline__ float to_acc<f16_t>(unsigned short s) { return bits_to_f16(s); }
+template <> __device__ __forceinline__ float to_acc<bf16_t>(unsigned short s) { return bits_to_bf16(s); }
+
+template <class Tr> __device__ __forceinline__ typename Tr::S from_acc(typename Tr::A a);
+template <> __device__ __forceinline__ float from_acc<f32_t>(float a) { return a; }
+template <> __device__ __forceinline__ double from_acc<f64_t>(double a) { return a; }
+template <> __device__ __forceinline__ unsigned short from_acc<f16_t>(float a) { return f16_to_bits(a); }
+template <> __device__ __forceinline__ unsigned short from_acc<bf16_t>(float a) { return bf16_to_bits(a); }
+
+// h = y * H - 0.5 rounded step by step, never contracted to an FMA: the CPU path computes the
+// same, so both paths take the same corners for a location next to a pixel boundary.
+__device__ __forceinline__ float scale_shift(float v, int n) { return __fsub_rn(__fmul_rn(v, (float)n), 0.5f); }
+__device__ __forceinline__ double scale_shift(double v, int n) { return __dsub_rn(__dmul_rn(v, (double)n), 0.5); }
+
+template <int BYTES> struct raw_of;
+template <> struct raw_of<16> { typedef uint4 type; };
+template <> struct raw_of<8> { typedef uint2 type; };
+template <> struct raw_of<4> { typedef unsigned int type; };
+template <> struct raw_of<2> { typedef unsigned short type; };
+
+// VEC consecutive elements, read through the read-only path in one access of VEC*sizeof(S)
+// bytes (the launcher only picks VEC > 1 when D and every pointer allow that alignment).
+template <class Tr, int VEC>
+__device__ __forceinline__ void load_vec(const typename Tr::S *p, typename Tr::A (&out)[VEC]) {
+    typedef typename Tr::S S;
+    typedef typename raw_of<VEC * sizeof(S)>::type R;
+    union {
+        R r;
+        S s[VEC];
+    } u;
+    u.r = __ldg(reinterpret_cast<const R *>(p));
+#pragma unroll
+    for (int i = 0; i < VEC; i++) out[i] = to_acc<Tr>(u.s[i]);
+}
+
+template <class Tr, int VEC>
+__device__ __forceinline__ void store_vec(typename Tr::S *p, const typename Tr::A (&in)[VEC]) {
+    typedef typename Tr::S S;
+    typedef typename raw_of<VEC * sizeof(S)>::type R;
+    union {
+        R r;
+        S s[VEC];
+    } u;
+#pragma unroll
+    for (int i = 0; i < VEC; i++) u.s[i] = from_acc<Tr>(in[i]);
+    *reinterpret_cast<R *>(p) = u.r;
+}
+
+// ---- atomic additions of the value gradient --------------------------------------------------
+
+__device__ __forceinline__ void atomic_add_f64(double *p, double v) {
+#if __CUDA_ARCH__ >= 600
+    atomicAdd(p, v);
+#else
+    unsigned long long *w = reinterpret_cast<unsigned long long *>(p);
+    unsigned long long old = *w, seen;
+    do {
+        seen = old;
+        old = atomicCAS(w, seen, __double_as_longlong(__longlong_as_double(seen) + v));
+    } while (old != seen);
+#endif
+}
+
+template <int VEC> __device__ __forceinline__ void atomic_add_vec(float *p, const float (&v)[VEC]) {
+#if MSDA_VECTOR_RED && __CUDA_ARCH__ >= 900
+    if constexpr (VEC % 4 == 0) {
+#pragma unroll
+        for (int i = 0; i < VEC; i += 4)
+            asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p + i), "f"(v[i]), "f"(v[i + 1]),
+                         "f"(v[i + 2]), "f"(v[i + 3])
+                         : "memory");
+    } else
+#endif
+    {
+#pragma unroll
+        for (int i = 0; i < VEC; i++) atomicAdd(p + i, v[i]);
+    }
+}
+
+template <int VEC> __device__ __forceinline__ void atomic_add_vec(double *p, const double (&v)[VEC]) {
+#pragma unroll
+    for (int i = 0; i < VEC; i++) atomic_add_f64(p + i, v[i]);
+}
+
+// Two 16-bit lanes packed as one 32-bit word (low element first, as in memory).
+template <class Tr> __device__ __forceinline__ unsigned pack2(float lo, float hi) {
+    return (unsigned)from_acc<Tr>(lo) | ((unsigned)from_acc<Tr>(hi) << 16);
+}
+
+// Compare-and-swap on the aligned 32-bit word holding two 16-bit elements; works on every
+// architecture. `lo`/`hi` are added to the low/high element (0 leaves one unchanged).
+template <class Tr> __device__ __forceinline__ void cas_add_pair(unsigned *word, float lo, float hi) {
+    unsigned old = *word, seen;
+    do {
+        seen = old;
+        float a = to_acc<Tr>((unsigned short)(seen & 0xffffu)) + lo;
+        float b = to_acc<Tr>((unsigned short)(seen >> 16)) + hi;
+        unsigned next = (unsigned)from_acc<Tr>(a) | ((unsigned)from_acc<Tr>(b) << 16);
+        if (next == seen) return;
+        old = atomicCAS(word, seen, next);
+    } while (old != seen);
+}
+
+template <class Tr> __device__ __forceinline__ void cas_add_one(unsigned short *p, float v) {
+    uintptr_t addr = reinterpret_cast<uintptr_t>(p);
+    unsigned *word = reinterpret_cast<unsigned *>(addr & ~(uintptr_t)3);
+    if (addr & 2)
+        cas_add_pair<Tr>(word, 0.0f, v);
+    else
+        cas_add_pair<Tr>(word, v, 0.0f);
+}
+
+template <class Tr> __device__ __forceinline__ void native_add_pair(unsigned short *p, float lo, float hi);
+template <class Tr> __device__ __forceinline__ void native_add_one(unsigned short *p, float v);
+
+template <> __device__ __forceinline__ void native_add_pair<f16_t>(unsigned short *p, float lo, float hi) {
+#if __CUDA_ARCH__ >= 600
+    atomicAdd(reinterpret_cast<__half2 *>(p), __floats2half2_rn(lo, hi));
+#else
+    cas_add_pair<f16_t>(reinterpret_cast<unsigned *>(p), lo, hi);
+#endif
+}
+template <> __device__ __forceinline__ void native_add_one<f16_t>(unsigned short *p, float v) {
+#if __CUDA_ARCH__ >= 700
+    atomicAdd(reinterpret_cast<__half *>(p), __float2half_rn(v));
+#else
+    cas_add_one<f16_t>(p, v);
+#endif
+}
+template <> __device__ __forceinline__ void native_add_pair<bf16_t>(unsigned short *p, float lo, float hi) {
+#if __CUDA_ARCH__ >= 800
+    atomicAdd(reinterpret_cast<__nv_bfloat162 *>(p), __floats2bfloat162_rn(lo, hi));
+#else
+    cas_add_pair<bf16_t>(reinterpret_cast<unsigned *>(p), lo, hi);
+#endif
+}
+template <> __device__ __forceinline__ void native_add_one<bf16_t>(unsigned short *p, float v) {
+#if __CUDA_ARCH__ >= 800
+    atomicAdd(reinterpret_cast<__nv_bfloat16 *>(p), __float2bfloat16_rn(v));
+#else
+    cas_add_one<bf16_t>(p, v);
+#endif
+}
+
+// One 16-byte reduction of eight 16-bit elements (PTX ISA 8.1, sm_90 and newer).
+template <class Tr> __device__ __forceinline__ void red_v8(unsigned short *p, const float *v);
+template <> __device__ __forceinline__ void red_v8<f16_t>(unsigned short *p, const float *v) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.noftz.v4.f16x2 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(pack2<f16_t>(v[0], v[1])),
+                 "r"(pack2<f16_t>(v[2], v[3])), "r"(pack2<f16_t>(v[4], v[5])), "r"(pack2<f16_t>(v[6], v[7]))
+                 : "memory");
+#else
+    for (int i = 0; i < 8; i += 2) native_add_pair<f16_t>(p + i, v[i], v[i + 1]);
+#endif
+}
+template <> __device__ __forceinline__ void red_v8<bf16_t>(unsigned short *p, const float *v) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.noftz.v4.bf16x2 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(pack2<bf16_t>(v[0], v[1])),
+                 "r"(pack2<bf16_t>(v[2], v[3])), "r"(pack2<bf16_t>(v[4], v[5])), "r"(pack2<bf16_t>(v[6], v[7]))
+                 : "memory");
+#else
+    for (int i = 0; i < 8; i += 2) native_add_pair<bf16_t>(p + i, v[i], v[i + 1]);
+#endif
+}
+
+// One 8-byte reduction of four 16-bit elements (sm_90).
+template <class Tr> __device__ __forceinline__ void red_v4(unsigned short *p, const float *v);
+template <> __device__ __forceinline__ void red_v4<f16_t>(unsigned short *p, const float *v) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.noftz.v2.f16x2 [%0], {%1, %2};" ::"l"(p), "r"(pack2<f16_t>(v[0], v[1])),
+                 "r"(pack2<f16_t>(v[2], v[3]))
+                 : "memory");
+#else
+    for (int i = 0; i < 4; i += 2) native_add_pair<f16_t>(p + i, v[i], v[i + 1]);
+#endif
+}
+template <> __device__ __forceinline__ void red_v4<bf16_t>(unsigned short *p, const float *v) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("red.global.add.noftz.v2.bf16x2 [%0], {%1, %2};" ::"l"(p), "r"(pack2<bf16_t>(v[0], v[1])),
+                 "r"(pack2<bf16_t>(v[2], v[3]))
+                 : "memory");
+#else
+    for (int i = 0; i < 4; i += 2) native_add_pair<bf16_t>(p + i, v[i], v[i + 1]);
+#endif
+}
+
+// Adds VEC floats to VEC 16-bit elements of type Tr: CAS for that strategy, else native (also
+// for the levels that the f32-buffer and mixed strategies leave out of the buffer).
+template <class Tr, int VEC>
+__device__ __forceinline__ void atomic_add_half(unsigned short *p, const float (&v)[VEC]) {
+    if constexpr (Tr::strategy != MSDA_ATOMIC_CAS) {
+#if MSDA_VECTOR_RED && __CUDA_ARCH__ >= 900
+        if constexpr (VEC % 8 == 0) {
+#pragma unroll
+            for (int i = 0; i < VEC; i += 8) red_v8<Tr>(p + i, v + i);
+            return;
+        } else if constexpr (VEC % 4 == 0) {
+#pragma unroll
+            for (int i = 0; i < VEC; i += 4) red_v4<Tr>(p + i, v + i);
+            return;
+        }
+#endif
+        if constexpr (VEC % 2 == 0) {
+#pragma unroll
+            for (int i = 0; i < VEC; i += 2) native_add_pair<Tr>(p + i, v[i], v[i + 1]);
+        } else {
+#pragma unroll
+            for (int i = 0; i < VEC; i++) native_add_one<Tr>(p + i, v[i]);
+        }
+    } else {
+        if constexpr (VEC % 2 == 0) {
+#pragma unroll
+            for (int i = 0; i < VEC; i += 2) cas_add_pair<Tr>(reinterpret_cast<unsigned *>(p + i), v[i], v[i + 1]);
+        } else {
+#pragma unroll
+            for (int i = 0; i < VEC; i++) cas_add_one<Tr>(p + i, v[i]);
+        }
+    }
+}
+
+// Adds to the value gradient, whatever its storage (float, double, or 16-bit by strategy).
+template <class Tr, int VEC>
+__device__ __forceinline__ void add_gradient(typename Tr::G *p, const typename Tr::A (&v)[VEC]) {
+    if constexpr (sizeof(typename Tr::G) == 2)
+        atomic_add_half<Tr, VEC>(p, v);
+    else
+        atomic_add_vec<VEC>(p, v);
+}
+
+} // namespace msda
+
+#endif // MSDA_DEVICE_CUH

@@ -1,0 +1,286 @@
+// The MSDA kernels: forward and backward per data type, written from the formula in msda.h.
+//
+// Work layout, shared by both: a head's D channels are split into D / VEC vectors ("chunks")
+// of VEC elements (16 bytes where D and the pointers allow, else one element). Each (n, q, m)
+// gets a group of `lanes` consecutive threads (a power of two, at most 32, so a group never
+// spans two warps); lane i handles chunks i, i + lanes, ... . Grid-stride loops over whole
+// warps keep every lane of a warp in step, so the backward can reduce the location and weight
+// gradients of a group with warp shuffles.
+#include "msda_device.cuh"
+
+using namespace msda;
+
+// What this code was built with, read by the host after loading the module.
+extern "C" __constant__ msda_device_config msda_config = {
+    MSDA_DEVICE_ABI, MSDA_ARCH, MSDA_MAX_THREADS, MSDA_ENABLE_F16, MSDA_ENABLE_BF16,
+    MSDA_F16_STRATEGY, MSDA_BF16_STRATEGY, MSDA_VECTOR_RED};
+
+namespace {
+
+// Where a sampling point falls in its level: the four corners' offsets (in units of the
+// value's spatial stride), their bilinear weights, and which corners lie inside the map.
+template <typename A> struct bilinear {
+    int64_t off[4];
+    A wt[4];
+    bool in[4];
+    A lh, lw, hh, hw; // fractional parts and their complements, for the gradients
+};
+
+// False (and nothing filled) where the point contributes nothing: outside (-1, H) x (-1, W),
+// which also covers NaN and infinite locations, so no index is ever formed from them.
+template <typename A> __device__ __forceinline__ bool locate(A x, A y, int H, int W, bilinear<A> &b) {
+    const A h = scale_shift(y, H), w = scale_shift(x, W);
+    if (!(h > (A)-1 && w > (A)-1 && h < (A)H && w < (A)W)) return false;
+    const A hf = floor(h), wf = floor(w);
+    const int h0 = (int)hf, w0 = (int)wf;
+    b.lh = h - hf;
+    b.lw = w - wf;
+    b.hh = (A)1 - b.lh;
+    b.hw = (A)1 - b.lw;
+    b.wt[0] = b.hh * b.hw;
+    b.wt[1] = b.hh * b.lw;
+    b.wt[2] = b.lh * b.hw;
+    b.wt[3] = b.lh * b.lw;
+    b.in[0] = h0 >= 0 && w0 >= 0;
+    b.in[1] = h0 >= 0 && w0 + 1 < W;
+    b.in[2] = h0 + 1 < H && w0 >= 0;
+    b.in[3] = h0 + 1 < H && w0 + 1 < W;
+    const int64_t base = (int64_t)h0 * W + w0;
+    b.off[0] = base;
+    b.off[1] = base + 1;
+    b.off[2] = base + W;
+    b.off[3] = base + W + 1;
+    return true;
+}
+
+// The forward. A group is `lanes` x `parts` threads: lane i of part j sums points j, j + parts,
+// ... of chunks i, i + lanes, ...; the parts' sums are then added with shuffles. Splitting the
+// points shortens each thread's chain of dependent loads where there are too few (n, q, m) to
+// fill the device (a decoder's 900 queries, say); the launcher sets parts = 1 otherwise.
+template <class Tr, int VEC> __device__ __forceinline__ void forward(const msda_kparams &p) {
+    typedef typename Tr::S S;
+    typedef typename Tr::A A;
+    const int lanes = 1 << p.lanes_log2, parts = 1 << p.parts_log2;
+    const int group_log2 = p.lanes_log2 + p.parts_log2;
+    const int64_t row = (int64_t)p.heads * p.channels; // elements between two spatial positions
+    const int LP = p.levels * p.points;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    // As in the backward: whole warps iterate together, so every lane reaches the shuffles.
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < p.threads; t += stride) {
+        const bool active = (t >> group_log2) < p.groups;
+        const int64_t group = active ? (t >> group_log2) : 0;
+        const int sub = (int)(t & ((1 << group_log2) - 1));
+        const int lane = sub & (lanes - 1), part = sub >> p.lanes_log2;
+        const int64_t nq = group / p.heads;
+        const int m = (int)(group - nq * p.heads);
+        const int64_t n = nq / p.queries;
+        const S *value = reinterpret_cast<const S *>(p.value) + (n * p.spatial * p.heads + m) * p.channels;
+        const S *loc = reinterpret_cast<const S *>(p.locations) + group * LP * 2;
+        const S *wgt = reinterpret_cast<const S *>(p.weights) + group * LP;
+        S *out = reinterpret_cast<S *>(p.output) + group * p.channels;
+        for (int c0 = 0; c0 < p.chunks; c0 += lanes) {
+            const int c = c0 + lane;
+            A acc[VEC];
+#pragma unroll
+            for (int i = 0; i < VEC; i++) acc[i] = (A)0;
+            if (active && c < p.chunks) {
+                const S *vc = value + c * VEC;
+                int l = 0, k = part;
+                while (l < p.levels && k >= p.points) k -= p.points, l++;
+                for (int lp = part; lp < LP; lp += parts) {
+                    const int H = p.level_h[l], W = p.level_w[l];
+                    const S *vl = vc + p.level_start[l] * row;
+                    bilinear<A> b;
+                    const A a = to_acc<Tr>(wgt[lp]);
+                    if (locate(to_acc<Tr>(loc[2 * lp]), to_acc<Tr>(loc[2 * lp + 1]), H, W, b)) {
+#pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            if (!b.in[j]) continue;
+                            A v[VEC];
+                            load_vec<Tr, VEC>(vl + b.off[j] * row, v);
+                            const A f = a * b.wt[j];
+#pragma unroll
+                            for (int i = 0; i < VEC; i++) acc[i] += f * v[i];
+                        }
+                    }
+                    for (k += parts; l < p.levels && k >= p.points;) k -= p.points, l++;
+                }
+            }
+            for (int o = lanes; o < (lanes << p.parts_log2); o <<= 1) {
+#pragma unroll
+                for (int i = 0; i < VEC; i++) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+            }
+            if (active && c < p.chunks && part == 0) store_vec<Tr, VEC>(out + c * VEC, acc);
+        }
+    }
+}
+
+// Adds a lane's VEC values to the f32 buffer. With 8 values (two 16-byte `red`s) and pairing on,
+// lane 2t keeps its low half and takes lane 2t+1's low half, lane 2t+1 the two high halves, so
+// that each of the two instructions writes 32 contiguous bytes per pair rather than 16 of every
+// 32. The caller guarantees that every lane of the group is here (one chunk per lane).
+template <int VEC>
+__device__ __forceinline__ void add_to_buffer(float *p, const float (&v)[VEC], int pairing, int lane, int lanes) {
+    if constexpr (VEC == 8) {
+        if (pairing) {
+            const unsigned group_mask =
+                (lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u) << ((threadIdx.x & 31) & ~(unsigned)(lanes - 1)));
+            const bool odd = lane & 1;
+            float lo[4], hi[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const float got = __shfl_xor_sync(group_mask, odd ? v[i] : v[4 + i], 1);
+                lo[i] = odd ? got : v[i];      // even: own low half; odd: partner's high half
+                hi[i] = odd ? v[4 + i] : got;  // even: partner's low half; odd: own high half
+            }
+            float *first = odd ? p - 4 : p, *second = odd ? p + 4 : p + 8;
+            atomic_add_vec<4>(first, lo);
+            atomic_add_vec<4>(second, hi);
+            return;
+        }
+    }
+    (void)pairing, (void)lane, (void)lanes;
+    atomic_add_vec<VEC>(p, v);
+}
+
+template <typename A> __device__ __forceinline__ A group_sum(A v, int lanes) {
+    for (int o = lanes >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+template <class Tr, int VEC> __device__ __forceinline__ void backward(const msda_kparams &p) {
+    typedef typename Tr::S S;
+    typedef typename Tr::A A;
+    typedef typename Tr::G G;
+    const int lanes = 1 << p.lanes_log2;
+    const int64_t row = (int64_t)p.heads * p.channels;
+    const int LP = p.levels * p.points;
+    const bool one_chunk = p.chunks <= lanes;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    // p.threads and the stride are whole warps, so all 32 lanes of a warp run the same
+    // iterations and reach every shuffle together; lanes past the last group carry zeros.
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < p.threads; t += stride) {
+        const bool active = (t >> p.lanes_log2) < p.groups; // p.parts_log2 is 0 here
+        const int64_t group = active ? (t >> p.lanes_log2) : 0;
+        const int lane = (int)(t & (lanes - 1));
+        const int64_t nq = group / p.heads;
+        const int m = (int)(group - nq * p.heads);
+        const int64_t n = nq / p.queries;
+        const int64_t vbase = (n * p.spatial * p.heads + m) * p.channels;
+        const S *value = reinterpret_cast<const S *>(p.value) + vbase;
+        G *gvalue = reinterpret_cast<G *>(p.output) + vbase;
+        float *gbuffer = reinterpret_cast<float *>(p.buffer) + (n * p.buffer_spatial * p.heads + m) * p.channels;
+        const S *loc = reinterpret_cast<const S *>(p.locations) + group * LP * 2;
+        const S *wgt = reinterpret_cast<const S *>(p.weights) + group * LP;
+        const S *gout = reinterpret_cast<const S *>(p.grad_output) + group * p.channels;
+        S *gloc = reinterpret_cast<S *>(p.grad_locations) + group * LP * 2;
+        S *gwgt = reinterpret_cast<S *>(p.grad_weights) + group * LP;
+
+        A g_own[VEC]; // this lane's grad_output vector when it has a single chunk
+#pragma unroll
+        for (int i = 0; i < VEC; i++) g_own[i] = (A)0;
+        if (active && one_chunk && lane < p.chunks) load_vec<Tr, VEC>(gout + lane * VEC, g_own);
+
+        int lp = 0;
+        for (int l = 0; l < p.levels; l++) {
+            const int H = p.level_h[l], W = p.level_w[l];
+            const int64_t lstart = p.level_start[l] * row;
+            const bool to_buffer = Tr::buffered && ((p.buffer_levels >> l) & 1u);
+            const int64_t bstart = (p.level_start[l] - p.buffer_start) * row;
+            for (int k = 0; k < p.points; k++, lp++) {
+                A d_weight = (A)0, d_lw = (A)0, d_lh = (A)0, a = (A)0;
+                bilinear<A> b;
+                bool inside = false;
+                if (active) {
+                    a = to_acc<Tr>(wgt[lp]);
+                    inside = locate(to_acc<Tr>(loc[2 * lp]), to_acc<Tr>(loc[2 * lp + 1]), H, W, b);
+                }
+                if (inside) {
+                    for (int c = lane; c < p.chunks; c += lanes) {
+                        A g[VEC];
+                        if (one_chunk) {
+#pragma unroll
+                            for (int i = 0; i < VEC; i++) g[i] = g_own[i];
+                        } else {
+                            load_vec<Tr, VEC>(gout + c * VEC, g);
+                        }
+                        A dot[4];
+#pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            dot[j] = (A)0;
+                            if (!b.in[j]) continue;
+                            const int64_t at = lstart + b.off[j] * row + c * VEC;
+                            A v[VEC], add[VEC];
+                            load_vec<Tr, VEC>(value + at, v);
+                            const A f = a * b.wt[j];
+#pragma unroll
+                            for (int i = 0; i < VEC; i++) {
+                                dot[j] += g[i] * v[i];
+                                add[i] = f * g[i];
+                            }
+                            if constexpr (Tr::buffered) {
+                                if (to_buffer) // uniform across the warp: all lanes are at level l
+                                    add_to_buffer<VEC>(gbuffer + bstart + b.off[j] * row + c * VEC, add,
+                                                       p.pair_exchange, lane, lanes);
+                                else
+                                    add_gradient<Tr, VEC>(gvalue + at, add);
+                            } else {
+                                add_gradient<Tr, VEC>(gvalue + at, add);
+                            }
+                        }
+                        d_weight += b.wt[0] * dot[0] + b.wt[1] * dot[1] + b.wt[2] * dot[2] + b.wt[3] * dot[3];
+                        d_lw += b.hh * (dot[1] - dot[0]) + b.lh * (dot[3] - dot[2]);
+                        d_lh += b.hw * (dot[2] - dot[0]) + b.lw * (dot[3] - dot[1]);
+                    }
+                }
+                d_weight = group_sum(d_weight, lanes);
+                d_lw = group_sum(d_lw, lanes);
+                d_lh = group_sum(d_lh, lanes);
+                if (active && lane == 0) {
+                    // dw/dx = W and dh/dy = H; zero for points outside, as the forward ignores them.
+                    gloc[2 * lp] = from_acc<Tr>(inside ? a * d_lw * (A)W : (A)0);
+                    gloc[2 * lp + 1] = from_acc<Tr>(inside ? a * d_lh * (A)H : (A)0);
+                    gwgt[lp] = from_acc<Tr>(d_weight);
+                }
+            }
+        }
+    }
+}
+
+// The f32 buffer of the 16-bit backward, (N, buffer_spatial, M, D), rounded into its place in
+// the gradient, (N, S, M, D) from spatial position buffer_start; p.threads is its size.
+template <class Tr> __device__ __forceinline__ void convert(const msda_kparams &p) {
+    const float *src = reinterpret_cast<const float *>(p.buffer);
+    typename Tr::S *dst = reinterpret_cast<typename Tr::S *>(p.output);
+    const int64_t per_n = p.buffer_spatial * p.heads * p.channels;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < p.threads; i += stride) {
+        const int64_t n = i / per_n, rest = i - n * per_n;
+        dst[(n * p.spatial + p.buffer_start) * p.heads * p.channels + rest] = from_acc<Tr>(src[i]);
+    }
+}
+
+} // namespace
+
+#define MSDA_KERNEL extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS)
+
+#define MSDA_KERNEL_PAIR(NAME, TR, VEC)                                                                              \
+    MSDA_KERNEL msda_forward_##NAME##_v##VEC(const msda_kparams p) { forward<TR, VEC>(p); }                        \
+    MSDA_KERNEL msda_backward_##NAME##_v##VEC(const msda_kparams p) { backward<TR, VEC>(p); }
+
+MSDA_KERNEL_PAIR(f32, f32_t, 4)
+MSDA_KERNEL_PAIR(f32, f32_t, 1)
+MSDA_KERNEL_PAIR(f64, f64_t, 2)
+MSDA_KERNEL_PAIR(f64, f64_t, 1)
+#if MSDA_ENABLE_F16
+MSDA_KERNEL_PAIR(f16, f16_t, 8)
+MSDA_KERNEL_PAIR(f16, f16_t, 4)
+MSDA_KERNEL_PAIR(f16, f16_t, 1)
+MSDA_KERNEL msda_convert_f16(const msda_kparams p) { convert<f16_t>(p); }
+#endif
+#if MSDA_ENABLE_BF16
+MSDA_KERNEL_PAIR(bf16, bf16_t, 8)
+MSDA_KERNEL_PAIR(bf16, bf16_t, 4)
+MSDA_KERNEL_PAIR(bf16, bf16_t, 1)
+MSDA_KERNEL msda_convert_bf16(const msda_kparams p) { convert<bf16_t>(p); }
+#endif

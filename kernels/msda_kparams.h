@@ -1,0 +1,68 @@
+/* The parameter block of every MSDA kernel, shared by the host launcher (C) and the device code
+ * (CUDA C++). Fixed-width fields only, so both compilers lay it out the same way. Passed by
+ * value: the level tables then live in the constant bank, next to the other parameters. */
+#ifndef MSDA_KPARAMS_H
+#define MSDA_KPARAMS_H
+
+#include <stdint.h>
+
+#define MSDA_KP_MAX_LEVELS 16
+
+typedef struct msda_kparams {
+    uint64_t value;            /* T*, (N, S, M, D) */
+    uint64_t locations;        /* T*, (N, Lq, M, L, P, 2) */
+    uint64_t weights;          /* T*, (N, Lq, M, L, P) */
+    uint64_t grad_output;      /* T*, (N, Lq, M, D); backward only */
+    uint64_t output;           /* forward: T* output; backward: grad_value (T* or f32 buffer) */
+    uint64_t grad_locations;   /* T*; backward only */
+    uint64_t grad_weights;     /* T*; backward only */
+    int64_t spatial;           /* S */
+    int64_t queries;           /* Lq */
+    int64_t groups;            /* N * Lq * M: one group of lanes per (n, q, m) */
+    int64_t threads;           /* groups times a group's threads, rounded up to whole warps */
+    int32_t heads;             /* M */
+    int32_t channels;          /* D */
+    int32_t levels;            /* L */
+    int32_t points;            /* P */
+    int32_t chunks;            /* D / VEC: vectors per head */
+    int32_t lanes_log2;        /* lanes over a head's chunks: 1 << lanes_log2 */
+    int32_t parts_log2;        /* forward: the L*P points split over 1 << parts_log2 lanes; a
+                                  group is 1 << (lanes_log2 + parts_log2) <= 32 threads */
+    int32_t reserved;
+    uint64_t buffer;           /* float*, (N, buffer_spatial, M, D): the f32 part of a 16-bit
+                                  value gradient (strategies f32 buffer and mixed), else 0 */
+    int64_t buffer_start;      /* first spatial position the buffer covers */
+    int64_t buffer_spatial;    /* spatial positions it covers */
+    uint32_t buffer_levels;    /* bit l: level l's gradient goes to the buffer */
+    int32_t pair_exchange;     /* 16-bit, 8 elements a lane, chunks == lanes >= 2: lane pairs swap
+                                  halves so that each f32 `red` fills whole 32-byte sectors */
+    int32_t level_h[MSDA_KP_MAX_LEVELS];
+    int32_t level_w[MSDA_KP_MAX_LEVELS];
+    int64_t level_start[MSDA_KP_MAX_LEVELS];
+} msda_kparams;
+
+/* What the loaded device code was built with; read by the host from the module's constant
+ * `msda_device_config` after loading, so the launcher knows e.g. whether the f16 backward
+ * needs an f32 accumulation buffer. */
+typedef struct msda_device_config {
+    int32_t abi;               /* MSDA_DEVICE_ABI: layout of msda_kparams and this struct */
+    int32_t arch;              /* __CUDA_ARCH__ / 10 of the code that was loaded */
+    int32_t max_threads;       /* MSDA_MAX_THREADS */
+    int32_t f16_enabled;
+    int32_t bf16_enabled;
+    int32_t f16_atomic;        /* MSDA_ATOMIC_* actually used */
+    int32_t bf16_atomic;
+    int32_t vector_atomics;
+} msda_device_config;
+
+#define MSDA_DEVICE_ABI 3
+
+/* Half-precision atomic strategies of the backward's value gradient. */
+#define MSDA_ATOMIC_AUTO 0
+#define MSDA_ATOMIC_NATIVE 1
+#define MSDA_ATOMIC_CAS 2
+#define MSDA_ATOMIC_F32_BUFFER 3 /* every level summed in an f32 buffer, then converted */
+#define MSDA_ATOMIC_MIXED 4      /* per level: native where few points add to each element,
+                                    the f32 buffer where many do (chosen by the launcher) */
+
+#endif /* MSDA_KPARAMS_H */

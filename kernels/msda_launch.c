@@ -1,0 +1,282 @@
+/* The CUDA path: validation, choice of kernel and launch sizes, and the launches, on the
+ * caller's stream in the caller's current context. Every failure returns at once. */
+#include <stdint.h>
+#include <string.h>
+
+#include "msda_internal.h"
+#include "msda_module.h"
+
+/* The vector widths of each dtype's kernels, widest first, with their ids; the last is 1. */
+typedef struct {
+    int vec;
+    msda_kernel_id fwd, bwd;
+} vec_kernels;
+
+static const vec_kernels dtype_kernels[][3] = {
+    [MSDA_F32] = {{4, K_FWD_F32_V4, K_BWD_F32_V4}, {1, K_FWD_F32_V1, K_BWD_F32_V1}},
+    [MSDA_F64] = {{2, K_FWD_F64_V2, K_BWD_F64_V2}, {1, K_FWD_F64_V1, K_BWD_F64_V1}},
+    [MSDA_F16] = {{8, K_FWD_F16_V8, K_BWD_F16_V8}, {4, K_FWD_F16_V4, K_BWD_F16_V4}, {1, K_FWD_F16_V1, K_BWD_F16_V1}},
+    [MSDA_BF16] = {{8, K_FWD_BF16_V8, K_BWD_BF16_V8}, {4, K_FWD_BF16_V4, K_BWD_BF16_V4}, {1, K_FWD_BF16_V1, K_BWD_BF16_V1}},
+};
+
+static int aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
+
+/* The widest vector, at most max_vec elements, that divides D and to which every pointer is
+ * aligned: vectors never straddle a head's row and every access is one aligned load. */
+static const vec_kernels *pick_vec(const msda_problem *pb, int max_vec, const void *const *ptrs, int n) {
+    const vec_kernels *v = dtype_kernels[pb->dtype];
+    for (;; v++) {
+        const size_t bytes = (size_t)v->vec * msda_dtype_size(pb->dtype);
+        int ok = v->vec <= max_vec && pb->D % v->vec == 0;
+        for (int i = 0; ok && i < n; i++) ok = aligned(ptrs[i], bytes);
+        if (ok || v->vec == 1) return v;
+    }
+}
+
+static void fill_params(const msda_problem *pb, int vec, msda_kparams *kp) {
+    memset(kp, 0, sizeof *kp);
+    kp->spatial = pb->S;
+    kp->queries = pb->Lq;
+    kp->heads = (int32_t)pb->M;
+    kp->channels = (int32_t)pb->D;
+    kp->levels = (int32_t)pb->L;
+    kp->points = (int32_t)pb->P;
+    kp->chunks = (int32_t)(pb->D / vec);
+    int lanes_log2 = 0;
+    while (lanes_log2 < 5 && (1 << lanes_log2) < kp->chunks) lanes_log2++;
+    kp->lanes_log2 = lanes_log2;
+    kp->groups = pb->N * pb->Lq * pb->M;
+    kp->parts_log2 = 0;
+    kp->threads = ((kp->groups << lanes_log2) + 31) / 32 * 32;
+    for (int64_t l = 0; l < pb->L; l++) {
+        kp->level_h[l] = (int32_t)pb->level_h[l];
+        kp->level_w[l] = (int32_t)pb->level_w[l];
+        kp->level_start[l] = pb->level_start[l];
+    }
+}
+
+static msda_status launch(const msda_driver *drv, const msda_kernel *k, msda_kparams *kp,
+                          CUstream stream, msda_error *err) {
+    const int64_t blocks = (kp->threads + k->block - 1) / k->block;
+    const unsigned grid = blocks > INT32_MAX ? INT32_MAX : (unsigned)blocks; /* loops cover the rest */
+    void *params[] = {kp};
+    const CUresult r = drv->LaunchKernel(k->fn, grid, 1, 1, (unsigned)k->block, 1, 1, 0, stream, params, NULL);
+    return r == CUDA_SUCCESS ? MSDA_OK : msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, k->name);
+}
+
+/* Validation, the driver and the module, shared by both directions. */
+static msda_status prepare(const msda_problem *pb, const msda_driver **drv, const msda_module **mod,
+                           msda_error *err) {
+    msda_status st = msda_driver_get(drv, err);
+    if (st == MSDA_OK) st = msda_module_get(*drv, mod, err);
+    if (st != MSDA_OK) return st;
+    const int enabled = pb->dtype == MSDA_F16    ? (*mod)->config.f16_enabled
+                        : pb->dtype == MSDA_BF16 ? (*mod)->config.bf16_enabled
+                                                 : 1;
+    if (!enabled)
+        return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code for sm_%d has no %s kernels",
+                         (*mod)->config.arch, msda_dtype_name(pb->dtype));
+    return MSDA_OK;
+}
+
+msda_status msda_cuda_prepare(msda_error *err) {
+    const msda_driver *drv;
+    const msda_module *mod;
+    msda_status st = msda_driver_get(&drv, err);
+    return st == MSDA_OK ? msda_module_get(drv, &mod, err) : st;
+}
+
+msda_status msda_forward_cuda(const msda_forward_args *a, void *stream, msda_error *err) {
+    msda_problem pb;
+    const msda_driver *drv;
+    const msda_module *mod;
+    msda_status st = msda_validate_forward(a, err);
+    if (st == MSDA_OK) st = msda_check_problem(a->dtype, &a->sizes, a->spatial_shapes, a->level_start, &pb, err);
+    if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
+    if (st != MSDA_OK) return st;
+
+    const void *const ptrs[] = {a->value, a->output};
+    const vec_kernels *v = pick_vec(&pb, 8, ptrs, 2);
+    const msda_kernel *k = &mod->kernels[v->fwd];
+    if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
+    msda_kparams kp;
+    fill_params(&pb, v->vec, &kp);
+    kp.value = (uint64_t)(uintptr_t)a->value;
+    kp.locations = (uint64_t)(uintptr_t)a->sampling_locations;
+    kp.weights = (uint64_t)(uintptr_t)a->attention_weights;
+    kp.output = (uint64_t)(uintptr_t)a->output;
+    /* Too few groups to fill the device twice over: split the points over more lanes. */
+    const int64_t fill = (int64_t)k->min_grid * k->block, LP = pb.L * pb.P;
+    while (kp.lanes_log2 + kp.parts_log2 < 5 && ((int64_t)2 << kp.parts_log2) <= LP &&
+           (kp.groups << (kp.lanes_log2 + kp.parts_log2)) < 2 * fill)
+        kp.parts_log2++;
+    kp.threads = ((kp.groups << (kp.lanes_log2 + kp.parts_log2)) + 31) / 32 * 32;
+    return launch(drv, k, &kp, (CUstream)stream, err);
+}
+
+/* Device memory for the f32 accumulation buffer: stream-ordered where the driver has it,
+ * else a plain allocation (then freed after the stream drains). */
+static msda_status buffer_alloc(const msda_driver *drv, CUstream s, size_t bytes, CUdeviceptr *p,
+                                int *async, msda_error *err) {
+    CUresult r = CUDA_ERROR_NOT_SUPPORTED;
+    *async = 0;
+    if (drv->MemAllocAsync && drv->MemFreeAsync) {
+        r = drv->MemAllocAsync(p, bytes, s);
+        *async = r == CUDA_SUCCESS;
+    }
+    if (r == CUDA_ERROR_NOT_SUPPORTED) r = drv->MemAlloc(p, bytes);
+    return r == CUDA_SUCCESS ? MSDA_OK : msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "allocating the f32 gradient buffer");
+}
+
+static msda_status buffer_free(const msda_driver *drv, CUstream s, CUdeviceptr p, int async,
+                               msda_status st, msda_error *err) {
+    CUresult r;
+    if (async) {
+        r = drv->MemFreeAsync(p, s);
+    } else {
+        r = drv->StreamSynchronize(s);
+        const CUresult r2 = drv->MemFree(p);
+        if (r == CUDA_SUCCESS) r = r2;
+    }
+    if (st != MSDA_OK) return st; /* the first failure is the one reported */
+    return r == CUDA_SUCCESS ? MSDA_OK : msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "freeing the f32 gradient buffer");
+}
+
+static int backward_strategy(const msda_module *mod, msda_dtype dtype) {
+    return dtype == MSDA_F16    ? mod->config.f16_atomic
+           : dtype == MSDA_BF16 ? mod->config.bf16_atomic
+                                : MSDA_ATOMIC_NATIVE;
+}
+
+/* Mixed strategy: native 16-bit atomics on a level where on average at most this many points
+ * add to each value element (Lq * P * 4 corners / (H * W)); the f32 buffer beyond. The error of
+ * a native sum grows about as the square root of that count; 32 keeps bf16 under ~0.6e-2 even
+ * if every level sat at the limit (README.md). */
+#define MIXED_MAX_ADDS 32
+
+/* Which levels' value gradient goes to the f32 buffer: one contiguous range of spatial
+ * positions, so that one conversion pass covers it. */
+typedef struct buffer_plan {
+    uint32_t levels;
+    int64_t start, spatial;
+} buffer_plan;
+
+static buffer_plan plan_buffer(const msda_problem *pb, int strategy) {
+    buffer_plan bp = {0, 0, 0};
+    if (strategy != MSDA_ATOMIC_F32_BUFFER && strategy != MSDA_ATOMIC_MIXED) return bp;
+    int64_t lo = -1, hi = -1;
+    for (int64_t l = 0; l < pb->L; l++) {
+        const int64_t hw = pb->level_h[l] * pb->level_w[l], end = pb->level_start[l] + hw;
+        const double adds = (double)pb->Lq * (double)pb->P * 4.0 / (double)hw;
+        if (strategy == MSDA_ATOMIC_F32_BUFFER || adds > MIXED_MAX_ADDS) {
+            if (lo < 0 || pb->level_start[l] < lo) lo = pb->level_start[l];
+            if (end > hi) hi = end;
+        }
+    }
+    if (lo < 0) return bp;
+    for (int64_t l = 0; l < pb->L; l++)
+        if (pb->level_start[l] >= lo && pb->level_start[l] + pb->level_h[l] * pb->level_w[l] <= hi)
+            bp.levels |= 1u << l;
+    bp.start = lo;
+    bp.spatial = hi - lo;
+    return bp;
+}
+
+static size_t buffer_bytes(const msda_problem *pb, const buffer_plan *bp) {
+    return (size_t)(pb->N * bp->spatial * pb->M * pb->D) * sizeof(float);
+}
+
+msda_status msda_backward_cuda_workspace(const msda_backward_args *a, size_t *bytes, msda_error *err) {
+    msda_problem pb;
+    const msda_driver *drv;
+    const msda_module *mod;
+    if (!bytes) return msda_fail(err, MSDA_ERR_NULL_ARGUMENT, "bytes is NULL");
+    msda_status st = msda_validate_backward(a, err);
+    if (st == MSDA_OK) st = msda_check_problem(a->dtype, &a->sizes, a->spatial_shapes, a->level_start, &pb, err);
+    if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
+    if (st != MSDA_OK) return st;
+    const buffer_plan bp = plan_buffer(&pb, backward_strategy(mod, pb.dtype));
+    *bytes = buffer_bytes(&pb, &bp);
+    return MSDA_OK;
+}
+
+msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, msda_error *err) {
+    msda_problem pb;
+    const msda_driver *drv;
+    const msda_module *mod;
+    CUstream stream = (CUstream)stream_arg;
+    msda_status st = msda_validate_backward(a, err);
+    if (st == MSDA_OK) st = msda_check_problem(a->dtype, &a->sizes, a->spatial_shapes, a->level_start, &pb, err);
+    if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
+    if (st != MSDA_OK) return st;
+
+    const buffer_plan bp = plan_buffer(&pb, backward_strategy(mod, pb.dtype));
+    /* With a buffer, 8 elements a lane need two 16-byte f32 `red`s: lane pairs swap halves so
+     * that each fills whole sectors, which needs exactly one chunk per lane; otherwise 4
+     * elements a lane (one `red`, beside its neighbours', as in f32). */
+    const void *const ptrs[] = {a->value, a->grad_output, a->grad_value};
+    const vec_kernels *v = pick_vec(&pb, 8, ptrs, 3);
+    int pairing = 0;
+    if (bp.levels && v->vec == 8) {
+        const int64_t chunks = pb.D / 8;
+        pairing = chunks >= 2 && chunks <= 32 && (chunks & (chunks - 1)) == 0;
+        if (!pairing) v = pick_vec(&pb, 4, ptrs, 3);
+    }
+    const msda_kernel *k = &mod->kernels[v->bwd];
+    if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
+    msda_kparams kp;
+    fill_params(&pb, v->vec, &kp);
+    kp.value = (uint64_t)(uintptr_t)a->value;
+    kp.locations = (uint64_t)(uintptr_t)a->sampling_locations;
+    kp.weights = (uint64_t)(uintptr_t)a->attention_weights;
+    kp.grad_output = (uint64_t)(uintptr_t)a->grad_output;
+    kp.output = (uint64_t)(uintptr_t)a->grad_value;
+    kp.grad_locations = (uint64_t)(uintptr_t)a->grad_sampling_locations;
+    kp.grad_weights = (uint64_t)(uintptr_t)a->grad_attention_weights;
+
+    CUresult r;
+    if (bp.spatial < pb.S) { /* the buffer's conversion writes its own range */
+        r = drv->MemsetD8Async((CUdeviceptr)(uintptr_t)a->grad_value, 0,
+                               (size_t)pb.value_elems * msda_dtype_size(pb.dtype), stream);
+        if (r != CUDA_SUCCESS) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "zeroing grad_value");
+    }
+    if (!bp.levels) return launch(drv, k, &kp, stream, err);
+
+    /* Some levels summed in an f32 buffer, then rounded once into grad_value. */
+    const msda_kernel *conv = &mod->kernels[pb.dtype == MSDA_F16 ? K_CONVERT_F16 : K_CONVERT_BF16];
+    if (!conv->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", conv->name);
+    const size_t bytes = buffer_bytes(&pb, &bp);
+    if (a->workspace && (a->workspace_bytes < bytes || !aligned(a->workspace, 16)))
+        return msda_fail(err, MSDA_ERR_BAD_ARGUMENT,
+                         "workspace: %zu bytes at %p, the call needs %zu bytes aligned to 16",
+                         a->workspace_bytes, a->workspace, bytes);
+    const int own = !a->workspace;
+    CUdeviceptr buf = (CUdeviceptr)(uintptr_t)a->workspace;
+    int async = 0;
+    if (own) {
+        st = buffer_alloc(drv, stream, bytes, &buf, &async, err);
+        if (st != MSDA_OK) return st;
+    }
+    r = drv->MemsetD8Async(buf, 0, bytes, stream);
+    if (r != CUDA_SUCCESS) st = msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "zeroing the f32 gradient buffer");
+    kp.buffer = (uint64_t)buf;
+    kp.buffer_start = bp.start;
+    kp.buffer_spatial = bp.spatial;
+    kp.buffer_levels = bp.levels;
+    kp.pair_exchange = pairing;
+    if (st == MSDA_OK) st = launch(drv, k, &kp, stream, err);
+    if (st == MSDA_OK) {
+        msda_kparams cp;
+        memset(&cp, 0, sizeof cp);
+        cp.buffer = (uint64_t)buf;
+        cp.output = (uint64_t)(uintptr_t)a->grad_value;
+        cp.spatial = pb.S;
+        cp.heads = (int32_t)pb.M;
+        cp.channels = (int32_t)pb.D;
+        cp.buffer_start = bp.start;
+        cp.buffer_spatial = bp.spatial;
+        cp.threads = (int64_t)(bytes / sizeof(float));
+        st = launch(drv, conv, &cp, stream, err);
+    }
+    return own ? buffer_free(drv, stream, buf, async, st, err) : st;
+}

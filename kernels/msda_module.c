@@ -1,0 +1,117 @@
+/* Loading the embedded device code once per CUDA context, thread-safely. */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "msda_module.h"
+#include "msda_internal.h"
+
+#define MSDA_MAX_CONTEXTS 64
+
+static const char *const kernel_names[K_COUNT] = {
+    [K_FWD_F32_V4] = "msda_forward_f32_v4",   [K_FWD_F32_V1] = "msda_forward_f32_v1",
+    [K_BWD_F32_V4] = "msda_backward_f32_v4",  [K_BWD_F32_V1] = "msda_backward_f32_v1",
+    [K_FWD_F64_V2] = "msda_forward_f64_v2",   [K_FWD_F64_V1] = "msda_forward_f64_v1",
+    [K_BWD_F64_V2] = "msda_backward_f64_v2",  [K_BWD_F64_V1] = "msda_backward_f64_v1",
+    [K_FWD_F16_V8] = "msda_forward_f16_v8",   [K_FWD_F16_V4] = "msda_forward_f16_v4",
+    [K_FWD_F16_V1] = "msda_forward_f16_v1",   [K_BWD_F16_V8] = "msda_backward_f16_v8",
+    [K_BWD_F16_V4] = "msda_backward_f16_v4",  [K_BWD_F16_V1] = "msda_backward_f16_v1",
+    [K_FWD_BF16_V8] = "msda_forward_bf16_v8", [K_FWD_BF16_V4] = "msda_forward_bf16_v4",
+    [K_FWD_BF16_V1] = "msda_forward_bf16_v1", [K_BWD_BF16_V8] = "msda_backward_bf16_v8",
+    [K_BWD_BF16_V4] = "msda_backward_bf16_v4", [K_BWD_BF16_V1] = "msda_backward_bf16_v1",
+    [K_CONVERT_F16] = "msda_convert_f16",     [K_CONVERT_BF16] = "msda_convert_bf16",
+};
+
+static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
+static msda_module modules[MSDA_MAX_CONTEXTS];
+static int module_count;
+
+/* Tries each embedded fatbin in order; the driver picks the SASS or PTX of the device's
+ * architecture inside one, and answers CUDA_ERROR_NO_BINARY_FOR_GPU where there is none. */
+static msda_status load_module(const msda_driver *drv, msda_module *m, msda_error *err) {
+    CUresult r = CUDA_ERROR_NO_BINARY_FOR_GPU;
+    m->module = NULL;
+    for (uint32_t i = 0; i < msda_fatbin_table_count && !m->module; i++) {
+        r = drv->ModuleLoadData(&m->module, msda_fatbin_table[i].data);
+        if (r == CUDA_SUCCESS)
+            m->fatbin = (int)i;
+        else
+            m->module = NULL;
+    }
+    if (!m->module) {
+        const msda_status st = r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_PTX ||
+                                       r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION
+                                   ? MSDA_ERR_NO_KERNEL_IMAGE
+                                   : MSDA_ERR_CUDA;
+        return msda_cuda_fail(err, drv, st, r, "cuModuleLoadData (MSDA device code)");
+    }
+
+    CUdeviceptr cfg;
+    size_t cfg_bytes = 0;
+    r = drv->ModuleGetGlobal(&cfg, &cfg_bytes, m->module, "msda_config");
+    if (r == CUDA_SUCCESS && cfg_bytes != sizeof m->config) r = CUDA_ERROR_INVALID_IMAGE;
+    if (r == CUDA_SUCCESS) r = drv->MemcpyDtoH(&m->config, cfg, sizeof m->config);
+    if (r != CUDA_SUCCESS) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "reading msda_config");
+    if (m->config.abi != MSDA_DEVICE_ABI)
+        return msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE,
+                         "device code ABI %d, the library expects %d", m->config.abi, MSDA_DEVICE_ABI);
+
+    for (int k = 0; k < K_COUNT; k++) {
+        msda_kernel *kn = &m->kernels[k];
+        kn->name = kernel_names[k];
+        r = drv->ModuleGetFunction(&kn->fn, m->module, kn->name);
+        if (r == CUDA_ERROR_NOT_FOUND) { /* compiled out: MSDA_ENABLE_F16=0 or the like */
+            kn->fn = NULL;
+            continue;
+        }
+        if (r != CUDA_SUCCESS) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, kn->name);
+        /* The block size that gives the most resident threads for this kernel's registers on
+         * this device, never over its own launch limit: the launch cannot run out of resources. */
+        int min_grid = 0, block = 0, limit = 0;
+        r = drv->FuncGetAttribute(&limit, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kn->fn);
+        if (r == CUDA_SUCCESS)
+            r = drv->OccupancyMaxPotentialBlockSize(&min_grid, &block, kn->fn, NULL, 0, limit);
+        if (r != CUDA_SUCCESS) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, kn->name);
+        block -= block % 32;
+        if (block < 32 || limit < 32) {
+            return msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE,
+                             "%s cannot run a whole warp per block on this device (limit %d)",
+                             kn->name, limit);
+        }
+        kn->block = block;
+        kn->min_grid = min_grid > 0 ? min_grid : 1;
+    }
+    return MSDA_OK;
+}
+
+msda_status msda_module_get(const msda_driver *drv, const msda_module **out, msda_error *err) {
+    CUcontext ctx = NULL;
+    unsigned long long id = 0;
+    CUresult r = drv->CtxGetCurrent(&ctx);
+    if (r != CUDA_SUCCESS) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "cuCtxGetCurrent");
+    if (!ctx)
+        return msda_fail(err, MSDA_ERR_NO_CONTEXT,
+                         "no current CUDA context: make one current (e.g. initialise the runtime)");
+    /* A context's address can be reused by a later context; its id cannot. */
+    if (drv->CtxGetId) {
+        r = drv->CtxGetId(ctx, &id);
+        if (r != CUDA_SUCCESS) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "cuCtxGetId");
+    }
+    msda_status st = MSDA_OK;
+    pthread_mutex_lock(&modules_lock);
+    int i = 0;
+    while (i < module_count && !(modules[i].ctx == ctx && modules[i].ctx_id == id)) i++;
+    if (i == module_count) {
+        if (module_count == MSDA_MAX_CONTEXTS) {
+            st = msda_fail(err, MSDA_ERR_TOO_MANY_CONTEXTS, "more than %d CUDA contexts",
+                           MSDA_MAX_CONTEXTS);
+        } else {
+            msda_module *m = &modules[i];
+            *m = (msda_module){.ctx = ctx, .ctx_id = id};
+            st = load_module(drv, m, err);
+            if (st == MSDA_OK) module_count++; /* a failed load is retried next time */
+        }
+    }
+    pthread_mutex_unlock(&modules_lock);
+    if (st == MSDA_OK) *out = &modules[i];
+    return st;
+}

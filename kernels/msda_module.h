@@ -1,0 +1,47 @@
+/* The device code loaded per CUDA context: one module, its kernels and their launch sizes. */
+#ifndef MSDA_MODULE_H
+#define MSDA_MODULE_H
+
+#include "msda_driver.h"
+#include "msda_kparams.h"
+
+/* Kernels by data type, direction and vector width; see msda_kernels.cu. */
+typedef enum msda_kernel_id {
+    K_FWD_F32_V4, K_FWD_F32_V1, K_BWD_F32_V4, K_BWD_F32_V1,
+    K_FWD_F64_V2, K_FWD_F64_V1, K_BWD_F64_V2, K_BWD_F64_V1,
+    K_FWD_F16_V8, K_FWD_F16_V4, K_FWD_F16_V1, K_BWD_F16_V8, K_BWD_F16_V4, K_BWD_F16_V1,
+    K_FWD_BF16_V8, K_FWD_BF16_V4, K_FWD_BF16_V1, K_BWD_BF16_V8, K_BWD_BF16_V4, K_BWD_BF16_V1,
+    K_CONVERT_F16, K_CONVERT_BF16,
+    K_COUNT
+} msda_kernel_id;
+
+typedef struct msda_kernel {
+    CUfunction fn;   /* NULL where the device code was built without it */
+    const char *name;
+    int block;       /* threads per block: the occupancy API's choice, whole warps */
+    int min_grid;    /* blocks that fill the device at that block size */
+} msda_kernel;
+
+typedef struct msda_module {
+    CUcontext ctx;
+    unsigned long long ctx_id; /* cuCtxGetId where the driver has it, else 0 */
+    CUmodule module;
+    int fatbin;                /* index of the embedded fatbin that loaded */
+    msda_device_config config;
+    msda_kernel kernels[K_COUNT];
+} msda_module;
+
+/* The module of the calling thread's current context, loaded on first use. The pointer stays
+ * valid for the life of the process. */
+msda_status msda_module_get(const msda_driver *drv, const msda_module **mod, msda_error *err);
+
+/* The embedded fatbins (kernels/gen-fatbin-asm.sh writes the table). */
+typedef struct msda_fatbin_ref {
+    const unsigned char *data;
+    uint64_t size;
+} msda_fatbin_ref;
+
+extern const msda_fatbin_ref msda_fatbin_table[];
+extern const uint32_t msda_fatbin_table_count;
+
+#endif /* MSDA_MODULE_H */

@@ -1,0 +1,126 @@
+/* Validation before any work: sizes, the level table, 64-bit element counts, pointers. */
+#include <stdint.h>
+
+#include "msda_internal.h"
+
+/* Element counts stay below this, so that byte offsets (x8) and lane counts (x32) of any
+ * tensor still fit in int64 in the kernels. */
+#define MSDA_MAX_ELEMS (INT64_MAX / 256)
+
+/* a * b, or -1 when the product passes MSDA_MAX_ELEMS (a, b > 0). */
+static int64_t checked_mul(int64_t a, int64_t b) {
+    if (a < 0 || b < 0 || (b != 0 && a > MSDA_MAX_ELEMS / b)) return -1;
+    return a * b;
+}
+
+static int64_t checked_product(const int64_t *f, int n) {
+    int64_t p = 1;
+    for (int i = 0; i < n && p >= 0; i++) p = checked_mul(p, f[i]);
+    return p;
+}
+
+msda_status msda_check_problem(msda_dtype dtype, const msda_sizes *sz, const int64_t *shapes,
+                               const int64_t *starts, msda_problem *pb, msda_error *err) {
+    if (!sz || !pb) return msda_fail(err, MSDA_ERR_NULL_ARGUMENT, "sizes is NULL");
+    if (msda_dtype_size(dtype) == 0)
+        return msda_fail(err, MSDA_ERR_BAD_DTYPE, "unknown data type %d", (int)dtype);
+    const struct {
+        const char *name;
+        int64_t value;
+        int64_t max;
+    } sizes[] = {
+        {"N (batch)", sz->batch, MSDA_MAX_ELEMS},     {"S (spatial)", sz->spatial, MSDA_MAX_ELEMS},
+        {"M (heads)", sz->heads, INT32_MAX},          {"D (channels)", sz->channels, INT32_MAX},
+        {"Lq (queries)", sz->queries, MSDA_MAX_ELEMS}, {"L (levels)", sz->levels, INT32_MAX},
+        {"P (points)", sz->points, INT32_MAX},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
+        if (sizes[i].value <= 0 || sizes[i].value > sizes[i].max)
+            return msda_fail(err, MSDA_ERR_BAD_SIZE, "%s is %lld: it must be from 1 to %lld",
+                             sizes[i].name, (long long)sizes[i].value, (long long)sizes[i].max);
+    if (sz->levels > MSDA_MAX_LEVELS)
+        return msda_fail(err, MSDA_ERR_TOO_MANY_LEVELS, "L is %lld: at most %d levels",
+                         (long long)sz->levels, MSDA_MAX_LEVELS);
+    if (!shapes || !starts)
+        return msda_fail(err, MSDA_ERR_NULL_ARGUMENT, "%s is NULL",
+                         shapes ? "level_start" : "spatial_shapes");
+
+    pb->dtype = dtype;
+    pb->N = sz->batch;
+    pb->S = sz->spatial;
+    pb->M = sz->heads;
+    pb->D = sz->channels;
+    pb->Lq = sz->queries;
+    pb->L = sz->levels;
+    pb->P = sz->points;
+    int64_t sum = 0;
+    for (int64_t l = 0; l < pb->L; l++) {
+        const int64_t h = shapes[2 * l], w = shapes[2 * l + 1];
+        if (h <= 0 || w <= 0 || h > INT32_MAX || w > INT32_MAX)
+            return msda_fail(err, MSDA_ERR_BAD_SHAPE,
+                             "level %lld has shape (%lld, %lld): H and W must be from 1 to %d",
+                             (long long)l, (long long)h, (long long)w, INT32_MAX);
+        if (starts[l] != sum)
+            return msda_fail(err, MSDA_ERR_LEVEL_START,
+                             "level_start[%lld] is %lld, the sum of the levels before it is %lld",
+                             (long long)l, (long long)starts[l], (long long)sum);
+        const int64_t hw = h * w; /* both < 2^31: no overflow */
+        if (hw > pb->S || sum > pb->S - hw)
+            return msda_fail(err, MSDA_ERR_SHAPE_SUM,
+                             "the levels' H*W add up to more than S = %lld", (long long)pb->S);
+        pb->level_h[l] = h;
+        pb->level_w[l] = w;
+        pb->level_start[l] = sum;
+        sum += hw;
+    }
+    if (sum != pb->S)
+        return msda_fail(err, MSDA_ERR_SHAPE_SUM, "the levels' H*W add up to %lld, S is %lld",
+                         (long long)sum, (long long)pb->S);
+
+    const int64_t value_f[] = {pb->N, pb->S, pb->M, pb->D};
+    const int64_t out_f[] = {pb->N, pb->Lq, pb->M, pb->D};
+    const int64_t loc_f[] = {pb->N, pb->Lq, pb->M, pb->L, pb->P, 2};
+    pb->value_elems = checked_product(value_f, 4);
+    pb->output_elems = checked_product(out_f, 4);
+    const int64_t loc_elems = checked_product(loc_f, 6);
+    if (pb->value_elems < 0 || pb->output_elems < 0 || loc_elems < 0)
+        return msda_fail(err, MSDA_ERR_SIZE_OVERFLOW,
+                         "N*S*M*D, N*Lq*M*D or N*Lq*M*L*P*2 exceeds %lld elements",
+                         (long long)MSDA_MAX_ELEMS);
+    pb->weight_elems = loc_elems / 2;
+    return MSDA_OK;
+}
+
+static msda_status check_pointers(const void *const *ptrs, const char *const *names, int n,
+                                  msda_error *err) {
+    for (int i = 0; i < n; i++)
+        if (!ptrs[i]) return msda_fail(err, MSDA_ERR_NULL_ARGUMENT, "%s is NULL", names[i]);
+    return MSDA_OK;
+}
+
+msda_status msda_validate_forward(const msda_forward_args *a, msda_error *err) {
+    msda_problem pb;
+    if (!a) return msda_fail(err, MSDA_ERR_NULL_ARGUMENT, "args is NULL");
+    msda_status st = msda_check_problem(a->dtype, &a->sizes, a->spatial_shapes, a->level_start,
+                                        &pb, err);
+    if (st != MSDA_OK) return st;
+    const void *const ptrs[] = {a->value, a->sampling_locations, a->attention_weights, a->output};
+    static const char *const names[] = {"value", "sampling_locations", "attention_weights",
+                                        "output"};
+    return check_pointers(ptrs, names, 4, err);
+}
+
+msda_status msda_validate_backward(const msda_backward_args *a, msda_error *err) {
+    msda_problem pb;
+    if (!a) return msda_fail(err, MSDA_ERR_NULL_ARGUMENT, "args is NULL");
+    msda_status st = msda_check_problem(a->dtype, &a->sizes, a->spatial_shapes, a->level_start,
+                                        &pb, err);
+    if (st != MSDA_OK) return st;
+    const void *const ptrs[] = {a->value,       a->sampling_locations,      a->attention_weights,
+                                a->grad_output, a->grad_value,              a->grad_sampling_locations,
+                                a->grad_attention_weights};
+    static const char *const names[] = {"value",       "sampling_locations",      "attention_weights",
+                                        "grad_output", "grad_value",              "grad_sampling_locations",
+                                        "grad_attention_weights"};
+    return check_pointers(ptrs, names, 7, err);
+}

@@ -1,0 +1,131 @@
+#!/usr/bin/env bats
+# `msda-doctor build --arch all` end to end: two wheels, byte-identical on rebuild, RECORD
+# right, glibc floor 2.17, pip-installable, the aarch64 library run under qemu, verify.
+bats_require_minimum_version 1.5.0
+
+ROOT="$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)"
+
+setup_file() {
+  export OUT1="$BATS_FILE_TMPDIR/dist1" OUT2="$BATS_FILE_TMPDIR/dist2"
+  export CACHE="$ROOT/build/test-build-cache"
+  ( cd "$ROOT" && "$MSDA_DOCTOR" build --arch all --platform x86_64,aarch64 --out "$OUT1" --cache "$CACHE" \
+      > "$BATS_FILE_TMPDIR/build1.log" 2>&1 ) || { cat "$BATS_FILE_TMPDIR/build1.log" >&2; return 1; }
+  ( cd "$ROOT" && "$MSDA_DOCTOR" build --arch all --platform x86_64,aarch64 --out "$OUT2" --cache "$CACHE" \
+      > "$BATS_FILE_TMPDIR/build2.log" 2>&1 ) || { cat "$BATS_FILE_TMPDIR/build2.log" >&2; return 1; }
+  export X86="$OUT1/msda-0.1.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+  export ARM="$OUT1/msda-0.1.0-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl"
+}
+
+@test "both wheels are written, with the manylinux_2_17 tags" {
+  [ -f "$X86" ] && [ -f "$ARM" ]
+  [ "$(ls "$OUT1" | wc -l)" -eq 2 ]
+}
+
+@test "a second build with nothing changed compiles nothing and writes byte-identical wheels" {
+  grep -q '^Compiled 0, ' "$BATS_FILE_TMPDIR/build2.log"
+  for w in "$OUT1"/*.whl; do cmp "$w" "$OUT2/$(basename "$w")"; done
+}
+
+@test "RECORD lists every file with its sha256 and size (checked with Python's zipfile)" {
+  for w in "$X86" "$ARM"; do
+    python3 - "$w" <<'PY'
+import base64, csv, hashlib, io, sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+names = z.namelist()
+record = [n for n in names if n.endswith(".dist-info/RECORD")]
+assert len(record) == 1 and names[-1] == record[0], "RECORD must be last"
+rows = list(csv.reader(io.StringIO(z.read(record[0]).decode())))
+listed = {r[0] for r in rows}
+assert listed == set(names), (listed ^ set(names))
+for path, digest, size in rows:
+    if path == record[0]:
+        assert digest == "" and size == ""
+        continue
+    data = z.read(path)
+    want = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    assert digest == want and int(size) == len(data), path
+assert names == sorted(names[:-3]) + names[-3:], "entries sorted, dist-info last"
+PY
+  done
+}
+
+@test "no GLIBC symbol version above 2.17 in either library (objdump)" {
+  for pair in "$X86:objdump" "$ARM:aarch64-linux-gnu-objdump"; do
+    w=${pair%%:*} tool=${pair##*:}
+    d="$BATS_TEST_TMPDIR/$(basename "$w")"
+    mkdir -p "$d" && (cd "$d" && python3 -c "import zipfile,sys; zipfile.ZipFile(sys.argv[1]).extract('msda/libmsda.so')" "$w")
+    top=$("$tool" -T "$d/msda/libmsda.so" | grep -oE 'GLIBC_[0-9.]+' | sort -uV | tail -n 1)
+    [ -n "$top" ]
+    python3 -c "import sys; v=tuple(map(int, sys.argv[1][6:].split('.'))); sys.exit(0 if v <= (2,17) else 1)" "$top" ||
+      { echo "$w needs $top" >&2; return 1; }
+  done
+}
+
+@test "inspect reads the wheels: every planned architecture, and the GPUs it runs on" {
+  run --separate-stderr "$MSDA_DOCTOR" inspect --json --gpu p40 --gpu tx2 --gpu h100 --gpu rtx5090 "$X86" "$ARM"
+  [ "$status" -eq 0 ]
+  [ "$(jq -r '.files | length' <<<"$output")" -eq 2 ]
+  [ "$(jq -r '.files[0].sass | join(" ")' <<<"$output")" = "sm_50 sm_52 sm_53 sm_60 sm_61 sm_62 sm_70 sm_72 sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 sm_100 sm_103 sm_110 sm_120 sm_121" ]
+  [ "$(jq -r '.files[0].ptx | join(" ")' <<<"$output")" = "compute_121" ]
+  [ "$(jq -r '[.files[].gpus[].runs] | unique | join(",")' <<<"$output")" = "sass" ]
+}
+
+@test "verify passes on the x86_64 wheel here (CPU; GPUs where present)" {
+  run --separate-stderr "$MSDA_DOCTOR" verify --json "$X86"
+  [ "$status" -eq 0 ] || { echo "$output $stderr" >&2; return 1; }
+  [ "$(jq -r '.passed' <<<"$output")" = true ]
+  [ "$(jq -r '.devices[0].dtypes | map(.dtype + ":" + (.passed|tostring)) | join(",")' <<<"$output")" = "f32:true,f64:true,f16:true,bf16:true" ]
+}
+
+@test "verify refuses the aarch64 wheel on x86_64, saying where to run it" {
+  run --separate-stderr "$MSDA_DOCTOR" verify "$ARM"
+  [ "$status" -eq 1 ]
+  [[ "$stderr" == *"is for aarch64, this machine is x86_64"* ]]
+}
+
+@test "verify catches a damaged wheel" {
+  bad="$BATS_TEST_TMPDIR/msda-0.1.0-py3-none-manylinux_2_17_x86_64.whl"
+  python3 - "$X86" "$bad" <<'PY'
+import sys, zipfile
+src, dst = zipfile.ZipFile(sys.argv[1]), zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED)
+for info in src.infolist():
+    data = src.read(info)
+    if info.filename == "msda/__init__.py":
+        data += b"\n# changed\n"
+    dst.writestr(info, data)
+dst.close()
+PY
+  run --separate-stderr "$MSDA_DOCTOR" verify "$bad"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"[FAIL] RECORD"*"msda/__init__.py"* ]]
+}
+
+@test "the aarch64 library runs its CPU path under qemu-aarch64" {
+  d="$BATS_TEST_TMPDIR/arm"
+  mkdir -p "$d" && (cd "$d" && python3 -c "import zipfile,sys; zipfile.ZipFile(sys.argv[1]).extract('msda/libmsda.so')" "$ARM")
+  aarch64-linux-gnu-gcc -std=c11 -Wall -Wextra -Werror -O1 -I"$ROOT/kernels" -o "$d/smoke" \
+    "$ROOT/tests/aarch64/cpu_smoke.c" -L"$d/msda" -lmsda -lm
+  run env QEMU_LD_PREFIX=/usr/aarch64-linux-gnu LD_LIBRARY_PATH="$d/msda" qemu-aarch64 "$d/smoke"
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"3 passed, 0 failed"* ]]
+}
+
+@test "pip installs the x86_64 wheel into a fresh virtual environment; it works without torch" {
+  venv="$BATS_TEST_TMPDIR/venv"
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --no-index --no-deps "$X86"
+  run "$venv/bin/python" -c '
+import importlib.util, msda
+assert importlib.util.find_spec("torch") is None
+info = msda.library_info()
+print(info.version, " ".join(info.arch_names))
+'
+  echo "$output"
+  [ "$status" -eq 0 ]
+  [[ "$output" == "0.1.0 "* && " $output " == *" sm_61 "* && " $output " == *" sm_90 "* && " $output " == *" compute_121 "* ]]
+  # without torch the op says what is missing instead of failing obscurely
+  run "$venv/bin/python" -c 'import msda; msda.ms_deform_attn(None, None, None, None, None)'
+  [ "$status" -ne 0 ]
+  [[ "$output" == *"torch"* ]]
+}

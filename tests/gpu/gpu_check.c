@@ -1,0 +1,330 @@
+/* GPU check of libmsda: the CUDA forward and backward against the library's CPU path, for each
+ * data type on the Deformable-DETR shapes and others (D in 16, 24, 32, 64, 71; batch 1 to 16).
+ * Outputs are poisoned (all bits set: NaN) before each run, so an unwritten element fails.
+ * Prints one row per case and a summary line "N passed, M failed"; exits non-zero on failure.
+ *
+ * Usage: gpu-check [--small] [--dtypes f32,f64,f16,bf16] [--label TEXT]
+ *   --small   one small case per dtype (for compute-sanitizer) */
+#include <cuda.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "msda.h"
+#include "msda_half.h"
+
+#define CHECK_CU(call)                                                                             \
+    do {                                                                                           \
+        CUresult r_ = (call);                                                                      \
+        if (r_ != CUDA_SUCCESS) {                                                                  \
+            const char *n_ = NULL;                                                                 \
+            cuGetErrorName(r_, &n_);                                                               \
+            fprintf(stderr, "gpu-check: %s failed: %s\n", #call, n_ ? n_ : "?");                   \
+            exit(2);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static const int64_t detr_shapes[] = {100, 134, 50, 67, 25, 34, 13, 17};
+static const int64_t small_shapes[] = {10, 13, 5, 7, 3, 4, 2, 2};
+
+typedef struct gcase {
+    const char *name;
+    int64_t N, Lq, M, D, L, P;
+    const int64_t *shapes; /* L rows; Lq = 0 means Lq = S (an encoder) */
+} gcase;
+
+static const gcase full_cases[] = {
+    {"enc_b2", 2, 0, 8, 32, 4, 4, detr_shapes},     {"enc_b8", 8, 0, 8, 32, 4, 4, detr_shapes},
+    {"dec_b2_q900", 2, 900, 8, 32, 4, 4, detr_shapes}, {"enc_b1_d16", 1, 0, 8, 16, 4, 4, detr_shapes},
+    {"enc_b3_d64", 3, 0, 8, 64, 4, 4, detr_shapes}, {"enc_b1_d71", 1, 0, 8, 71, 4, 4, detr_shapes},
+    {"dec_b16_d16", 16, 900, 8, 16, 4, 4, detr_shapes}, {"dec_b5_d64", 5, 900, 8, 64, 4, 4, detr_shapes},
+    {"dec_b16_d71", 16, 900, 8, 71, 4, 4, detr_shapes}, {"dec_b3_d24", 3, 900, 8, 24, 4, 4, detr_shapes},
+    {"small_m3_l1_p1_d5", 5, 37, 3, 5, 1, 1, small_shapes},
+};
+static const gcase small_cases[] = {
+    {"small_d32", 2, 60, 4, 32, 4, 4, small_shapes},
+    {"small_d5", 3, 17, 3, 5, 2, 3, small_shapes},
+};
+
+static const char *dtype_name(msda_dtype t) {
+    static const char *const names[] = {"f32", "f64", "f16", "bf16"};
+    return names[t];
+}
+static size_t dtype_bytes(msda_dtype t) { return t == MSDA_F64 ? 8 : t == MSDA_F32 ? 4 : 2; }
+
+static uint64_t rng = 88172645463325252ULL;
+static double unit(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (double)(rng >> 11) * 0x1p-53;
+}
+
+static void *host_alloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p) {
+        fprintf(stderr, "gpu-check: out of host memory (%zu bytes)\n", bytes);
+        exit(2);
+    }
+    return p;
+}
+
+static void store(void *buf, int64_t i, double x, msda_dtype t) {
+    switch (t) {
+    case MSDA_F32: ((float *)buf)[i] = (float)x; break;
+    case MSDA_F64: ((double *)buf)[i] = x; break;
+    case MSDA_F16: ((uint16_t *)buf)[i] = msda_f32_to_f16((float)x); break;
+    case MSDA_BF16: ((uint16_t *)buf)[i] = msda_f32_to_bf16((float)x); break;
+    }
+}
+static double load(const void *buf, int64_t i, msda_dtype t) {
+    switch (t) {
+    case MSDA_F32: return ((const float *)buf)[i];
+    case MSDA_F64: return ((const double *)buf)[i];
+    case MSDA_F16: return msda_f16_to_f32(((const uint16_t *)buf)[i]);
+    default: return msda_bf16_to_f32(((const uint16_t *)buf)[i]);
+    }
+}
+
+/* ||gpu - cpu|| / ||cpu||; infinite where the GPU has a non-finite value the CPU has not. */
+static double rel_err(const void *gpu, const void *cpu, int64_t n, msda_dtype t) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const double g = load(gpu, i, t), c = load(cpu, i, t);
+        if (!isfinite(g) && isfinite(c)) return INFINITY;
+        num += (g - c) * (g - c);
+        den += c * c;
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+typedef struct tensors {
+    int64_t n_value, n_out, n_attn;
+    size_t eb;
+    void *value, *loc, *attn, *gout;
+} tensors;
+
+static void make_inputs(const msda_forward_args *a, msda_dtype t, tensors *x) {
+    const msda_sizes *s = &a->sizes;
+    x->eb = dtype_bytes(t);
+    x->n_value = s->batch * s->spatial * s->heads * s->channels;
+    x->n_out = s->batch * s->queries * s->heads * s->channels;
+    x->n_attn = s->batch * s->queries * s->heads * s->levels * s->points;
+    x->value = host_alloc((size_t)x->n_value * x->eb);
+    x->gout = host_alloc((size_t)x->n_out * x->eb);
+    x->attn = host_alloc((size_t)x->n_attn * x->eb);
+    x->loc = host_alloc((size_t)x->n_attn * 2 * x->eb);
+    for (int64_t i = 0; i < x->n_value; i++) store(x->value, i, 2 * unit() - 1, t);
+    for (int64_t i = 0; i < x->n_out; i++) store(x->gout, i, 2 * unit() - 1, t);
+    for (int64_t i = 0; i < x->n_attn; i++) store(x->attn, i, unit() / 4, t);
+    static const double special[] = {NAN, INFINITY, -INFINITY, 1e30, -5.0, 0.0, 1.0, 1.0001, -0.0001};
+    for (int64_t i = 0; i < 2 * x->n_attn; i++) {
+        const double u = unit();
+        store(x->loc, i, u < 0.02 ? special[(int)(unit() * 9) % 9] : 1.2 * unit() - 0.1, t);
+    }
+}
+
+static void free_inputs(tensors *x) {
+    free(x->value), free(x->loc), free(x->attn), free(x->gout);
+}
+
+static CUdeviceptr upload(const void *src, size_t bytes) {
+    CUdeviceptr d;
+    CHECK_CU(cuMemAlloc(&d, bytes));
+    CHECK_CU(cuMemcpyHtoD(d, src, bytes));
+    return d;
+}
+
+static CUdeviceptr poisoned(size_t bytes, CUstream s) {
+    CUdeviceptr d;
+    CHECK_CU(cuMemAlloc(&d, bytes));
+    CHECK_CU(cuMemsetD8Async(d, 0xff, bytes, s));
+    return d;
+}
+
+static int failures, passes;
+
+static void report(const char *label, const char *name, msda_dtype t, const msda_sizes *s,
+                   double ef, double ev, double el, double ea, const char *note) {
+    const double tol = t == MSDA_F32 || t == MSDA_F64 ? 1e-5 : 1e-2;
+    const int ok = ef < tol && ev < tol && el < tol && ea < tol;
+    printf("%-10s %-18s %-5s %3lld %3lld  %9.2e %9.2e %9.2e %9.2e  %s%s\n", label, name,
+           dtype_name(t), (long long)s->batch, (long long)s->channels, ef, ev, el, ea,
+           ok ? "PASS" : "FAIL", note);
+    fflush(stdout);
+    ok ? passes++ : failures++;
+}
+
+static int msda_ok(msda_status st, const msda_error *e, const char *what) {
+    if (st == MSDA_OK) return 1;
+    printf("  %s: %s (%s)\n", what, msda_status_string(st), e->message);
+    return 0;
+}
+
+/* One case in one dtype: CPU path, then the GPU; `offset` elements shift value and grad_value
+ * off their 16-byte alignment, to run the one-element-per-access kernels. */
+static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream stream, int offset) {
+    int64_t starts[MSDA_MAX_LEVELS], S = 0;
+    for (int64_t l = 0; l < g->L; l++) {
+        starts[l] = S;
+        S += g->shapes[2 * l] * g->shapes[2 * l + 1];
+    }
+    msda_forward_args f = {t, {g->N, S, g->M, g->D, g->Lq ? g->Lq : S, g->L, g->P}, g->shapes,
+                           starts, NULL, NULL, NULL, NULL};
+    tensors x;
+    make_inputs(&f, t, &x);
+    const size_t eb = x.eb;
+    void *cpu_out = host_alloc((size_t)x.n_out * eb), *gpu_out = host_alloc((size_t)x.n_out * eb);
+    void *cpu_gv = host_alloc((size_t)x.n_value * eb), *gpu_gv = host_alloc((size_t)x.n_value * eb);
+    void *cpu_gl = host_alloc((size_t)x.n_attn * 2 * eb), *gpu_gl = host_alloc((size_t)x.n_attn * 2 * eb);
+    void *cpu_ga = host_alloc((size_t)x.n_attn * eb), *gpu_ga = host_alloc((size_t)x.n_attn * eb);
+    msda_error e;
+    msda_backward_args b = {.dtype = t, .sizes = f.sizes, .spatial_shapes = g->shapes, .level_start = starts,
+                            .value = x.value, .sampling_locations = x.loc, .attention_weights = x.attn,
+                            .grad_output = x.gout, .grad_value = cpu_gv, .grad_sampling_locations = cpu_gl,
+                            .grad_attention_weights = cpu_ga};
+    f.value = x.value, f.sampling_locations = x.loc, f.attention_weights = x.attn, f.output = cpu_out;
+    int ok = msda_ok(msda_forward_cpu(&f, 0, &e), &e, "cpu forward") &&
+             msda_ok(msda_backward_cpu(&b, 0, &e), &e, "cpu backward");
+
+    const size_t shift = (size_t)offset * eb;
+    CUdeviceptr d_value_base;
+    CHECK_CU(cuMemAlloc(&d_value_base, (size_t)x.n_value * eb + shift));
+    CHECK_CU(cuMemcpyHtoD(d_value_base + shift, x.value, (size_t)x.n_value * eb));
+    CUdeviceptr d_value = d_value_base + shift;
+    CUdeviceptr d_loc = upload(x.loc, (size_t)x.n_attn * 2 * eb), d_attn = upload(x.attn, (size_t)x.n_attn * eb);
+    CUdeviceptr d_gout = upload(x.gout, (size_t)x.n_out * eb);
+    CUdeviceptr d_out = poisoned((size_t)x.n_out * eb, stream);
+    CUdeviceptr d_gv_base = poisoned((size_t)x.n_value * eb + shift, stream), d_gv = d_gv_base + shift;
+    CUdeviceptr d_gl = poisoned((size_t)x.n_attn * 2 * eb, stream), d_ga = poisoned((size_t)x.n_attn * eb, stream);
+
+    msda_forward_args gf = f;
+    gf.value = (void *)(uintptr_t)d_value, gf.sampling_locations = (void *)(uintptr_t)d_loc;
+    gf.attention_weights = (void *)(uintptr_t)d_attn, gf.output = (void *)(uintptr_t)d_out;
+    msda_backward_args gb = b;
+    gb.value = gf.value, gb.sampling_locations = gf.sampling_locations;
+    gb.attention_weights = gf.attention_weights, gb.grad_output = (void *)(uintptr_t)d_gout;
+    gb.grad_value = (void *)(uintptr_t)d_gv, gb.grad_sampling_locations = (void *)(uintptr_t)d_gl;
+    gb.grad_attention_weights = (void *)(uintptr_t)d_ga;
+    /* The aligned runs pass a workspace where one is wanted; the misaligned ones let the library
+     * allocate its own. */
+    size_t ws_bytes = 0;
+    CUdeviceptr d_ws = 0;
+    ok = ok && msda_ok(msda_backward_cuda_workspace(&gb, &ws_bytes, &e), &e, "cuda workspace size");
+    if (ok && ws_bytes && !offset) {
+        CHECK_CU(cuMemAlloc(&d_ws, ws_bytes));
+        gb.workspace = (void *)(uintptr_t)d_ws, gb.workspace_bytes = ws_bytes;
+    }
+    ok = ok && msda_ok(msda_forward_cuda(&gf, stream, &e), &e, "cuda forward") &&
+         msda_ok(msda_backward_cuda(&gb, stream, &e), &e, "cuda backward");
+    CHECK_CU(cuStreamSynchronize(stream));
+    CHECK_CU(cuMemcpyDtoH(gpu_out, d_out, (size_t)x.n_out * eb));
+    CHECK_CU(cuMemcpyDtoH(gpu_gv, d_gv, (size_t)x.n_value * eb));
+    CHECK_CU(cuMemcpyDtoH(gpu_gl, d_gl, (size_t)x.n_attn * 2 * eb));
+    CHECK_CU(cuMemcpyDtoH(gpu_ga, d_ga, (size_t)x.n_attn * eb));
+    if (ok) {
+        report(label, g->name, t, &f.sizes, rel_err(gpu_out, cpu_out, x.n_out, t),
+               rel_err(gpu_gv, cpu_gv, x.n_value, t), rel_err(gpu_gl, cpu_gl, 2 * x.n_attn, t),
+               rel_err(gpu_ga, cpu_ga, x.n_attn, t),
+               offset ? (ws_bytes ? "  (misaligned: 1-element kernels; library-allocated f32 buffer)"
+                                  : "  (misaligned: 1-element kernels)")
+                      : (ws_bytes ? "  (caller's f32 buffer workspace)" : ""));
+    } else {
+        report(label, g->name, t, &f.sizes, INFINITY, INFINITY, INFINITY, INFINITY, "  (call failed)");
+    }
+    CUdeviceptr all[] = {d_value_base, d_loc, d_attn, d_gout, d_out, d_gv_base, d_gl, d_ga};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) CHECK_CU(cuMemFree(all[i]));
+    if (d_ws) CHECK_CU(cuMemFree(d_ws));
+    free(cpu_out), free(gpu_out), free(cpu_gv), free(gpu_gv), free(cpu_gl), free(gpu_gl), free(cpu_ga), free(gpu_ga);
+    free_inputs(&x);
+}
+
+/* The CUDA path refuses to run with no current context, with its own status. */
+static void check_no_context(const char *label) {
+    CUcontext saved;
+    CHECK_CU(cuCtxGetCurrent(&saved));
+    CHECK_CU(cuCtxSetCurrent(NULL));
+    msda_error e;
+    const msda_status st = msda_cuda_prepare(&e);
+    CHECK_CU(cuCtxSetCurrent(saved));
+    const int ok = st == MSDA_ERR_NO_CONTEXT;
+    printf("%-10s %-18s %-5s %3s %3s  %s: %s  %s\n", label, "no_context", "-", "-", "-",
+           msda_status_string(st), e.message, ok ? "PASS" : "FAIL");
+    ok ? passes++ : failures++;
+}
+
+/* "f32,f16" and the like: each name must match a whole comma-separated item. */
+static void parse_dtypes(const char *list, int *want) {
+    for (int t = 0; t < 4; t++) want[t] = 0;
+    for (const char *p = list; *p;) {
+        const size_t len = strcspn(p, ",");
+        for (int t = 0; t < 4; t++)
+            if (len == strlen(dtype_name((msda_dtype)t)) && !strncmp(p, dtype_name((msda_dtype)t), len)) want[t] = 1;
+        p += len + (p[len] == ',');
+    }
+}
+
+int main(int argc, char **argv) {
+    int small = 0, want[4] = {1, 1, 1, 1};
+    const char *label = "default";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--small")) small = 1;
+        else if (!strcmp(argv[i], "--dtypes") && i + 1 < argc) parse_dtypes(argv[++i], want);
+        else if (!strcmp(argv[i], "--label") && i + 1 < argc) label = argv[++i];
+        else {
+            fprintf(stderr, "usage: gpu-check [--small] [--dtypes LIST] [--label TEXT]\n");
+            return 2;
+        }
+    }
+    CUdevice dev;
+    CUcontext ctx;
+    CUstream stream;
+    int ndev = 0;
+    CHECK_CU(cuInit(0));
+    CHECK_CU(cuDeviceGetCount(&ndev));
+    CHECK_CU(cuDeviceGet(&dev, 0));
+    CHECK_CU(cuDevicePrimaryCtxRetain(&ctx, dev));
+    CHECK_CU(cuCtxSetCurrent(ctx));
+    CHECK_CU(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING));
+    char archs[512];
+    msda_embedded_archs_string(archs, sizeof archs);
+    printf("libmsda %s, %d GPU(s), embedded: %s\n", msda_version(), ndev, archs);
+    printf("%-10s %-18s %-5s %3s %3s  %9s %9s %9s %9s  %s\n", "build", "case", "dtype", "N", "D",
+           "fwd", "grad_val", "grad_loc", "grad_attn", "result");
+
+    const gcase *cases = small ? small_cases : full_cases;
+    const int ncases = small ? (int)(sizeof small_cases / sizeof small_cases[0])
+                             : (int)(sizeof full_cases / sizeof full_cases[0]);
+    for (int t = 0; t < 4; t++) {
+        if (!want[t]) continue;
+        for (int c = 0; c < ncases; c++) run_case(label, &cases[c], (msda_dtype)t, stream, 0);
+        run_case(label, &cases[small ? 0 : 2], (msda_dtype)t, stream, 1);
+    }
+    if (!small) {
+        check_no_context(label);
+        /* A second context on device 0, and every other device: the device code is loaded
+         * once per context and launches go to the current one. */
+        for (int d = 0; d < ndev; d++) {
+            CUcontext other;
+            CUdevice od;
+            CUstream os;
+            CHECK_CU(cuDeviceGet(&od, d));
+            CHECK_CU(cuCtxCreate(&other, NULL, 0, od));
+            CHECK_CU(cuStreamCreate(&os, CU_STREAM_NON_BLOCKING));
+            char name[32];
+            snprintf(name, sizeof name, "ctx2_dev%d", d);
+            gcase g = small_cases[0];
+            g.name = name;
+            run_case(label, &g, want[MSDA_F32] ? MSDA_F32 : MSDA_F16, os, 0);
+            CHECK_CU(cuStreamDestroy(os));
+            CHECK_CU(cuCtxDestroy(other));
+            CHECK_CU(cuCtxSetCurrent(ctx));
+        }
+    }
+    printf("%d passed, %d failed\n", passes, failures);
+    CHECK_CU(cuStreamDestroy(stream));
+    CHECK_CU(cuDevicePrimaryCtxRelease(dev));
+    return failures ? 1 : 0;
+}

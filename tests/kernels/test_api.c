@@ -1,0 +1,177 @@
+/* The API: status messages, version, validation before any work, the CUDA entry points where
+ * no GPU is usable, and the device code embedded in the library. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kt.h"
+
+START_TEST(every_status_has_its_own_message) {
+    for (int i = 0; i < MSDA_STATUS_COUNT; i++) {
+        const char *m = msda_status_string((msda_status)i);
+        ck_assert_ptr_nonnull(m);
+        ck_assert_str_ne(m, "unknown status");
+        for (int j = 0; j < i; j++) ck_assert_str_ne(m, msda_status_string((msda_status)j));
+    }
+    ck_assert_str_eq(msda_status_string((msda_status)MSDA_STATUS_COUNT), "unknown status");
+    ck_assert_str_eq(msda_status_string((msda_status)-1), "unknown status");
+    ck_assert_str_eq(msda_version(), MSDA_VERSION_STRING);
+}
+END_TEST
+
+/* A valid forward problem (N=2, Lq=3, M=2, D=4, levels 3x4 and 2x2, P=2) on host buffers. */
+typedef struct {
+    int64_t shapes[4], starts[2];
+    float value[2 * 16 * 2 * 4], loc[2 * 3 * 2 * 2 * 2 * 2], attn[2 * 3 * 2 * 2 * 2];
+    float out[2 * 3 * 2 * 4], gv[2 * 16 * 2 * 4], gl[2 * 3 * 2 * 2 * 2 * 2], ga[2 * 3 * 2 * 2 * 2];
+    msda_forward_args fwd;
+    msda_backward_args bwd;
+} fixture;
+
+static void fixture_init(fixture *f) {
+    memset(f, 0, sizeof *f);
+    const int64_t shapes[] = {3, 4, 2, 2}, starts[] = {0, 12};
+    memcpy(f->shapes, shapes, sizeof shapes);
+    memcpy(f->starts, starts, sizeof starts);
+    for (size_t i = 0; i < sizeof f->loc / sizeof f->loc[0]; i++) f->loc[i] = 0.3f;
+    f->fwd = (msda_forward_args){MSDA_F32, {2, 16, 2, 4, 3, 2, 2}, f->shapes, f->starts,
+                                 f->value, f->loc, f->attn, f->out};
+    f->bwd = (msda_backward_args){.dtype = MSDA_F32, .sizes = {2, 16, 2, 4, 3, 2, 2},
+                                  .spatial_shapes = f->shapes, .level_start = f->starts,
+                                  .value = f->value, .sampling_locations = f->loc,
+                                  .attention_weights = f->attn, .grad_output = f->out,
+                                  .grad_value = f->gv, .grad_sampling_locations = f->gl,
+                                  .grad_attention_weights = f->ga};
+}
+
+enum { MUT_N0, MUT_DNEG, MUT_P0, MUT_LEVELS, MUT_H0, MUT_SUM, MUT_START, MUT_VALUE_NULL,
+       MUT_SHAPES_NULL, MUT_OUT_NULL, MUT_DTYPE, MUT_OVERFLOW, MUT_COUNT };
+
+static msda_status mutate(fixture *f, int which) {
+    msda_forward_args *a = &f->fwd;
+    switch (which) {
+    case MUT_N0: a->sizes.batch = 0; return MSDA_ERR_BAD_SIZE;
+    case MUT_DNEG: a->sizes.channels = -4; return MSDA_ERR_BAD_SIZE;
+    case MUT_P0: a->sizes.points = 0; return MSDA_ERR_BAD_SIZE;
+    case MUT_LEVELS: a->sizes.levels = MSDA_MAX_LEVELS + 1; return MSDA_ERR_TOO_MANY_LEVELS;
+    case MUT_H0: f->shapes[2] = 0; return MSDA_ERR_BAD_SHAPE;
+    case MUT_SUM: a->sizes.spatial = 17; return MSDA_ERR_SHAPE_SUM;
+    case MUT_START: f->starts[1] = 11; return MSDA_ERR_LEVEL_START;
+    case MUT_VALUE_NULL: a->value = NULL; return MSDA_ERR_NULL_ARGUMENT;
+    case MUT_SHAPES_NULL: a->spatial_shapes = NULL; return MSDA_ERR_NULL_ARGUMENT;
+    case MUT_OUT_NULL: a->output = NULL; return MSDA_ERR_NULL_ARGUMENT;
+    case MUT_DTYPE: a->dtype = (msda_dtype)9; return MSDA_ERR_BAD_DTYPE;
+    default: /* N*S*M*D far past 2^63 */
+        a->sizes.batch = (int64_t)1 << 40;
+        a->sizes.heads = (int64_t)1 << 30;
+        return MSDA_ERR_SIZE_OVERFLOW;
+    }
+}
+
+/* _i: the violation. Each has its status, a message, and the output stays untouched, on the
+ * CPU path and on the CUDA path alike (validation comes before the driver is even opened). */
+START_TEST(each_violation_has_its_status) {
+    fixture f;
+    fixture_init(&f);
+    const msda_status want = mutate(&f, _i);
+    msda_error err;
+    memset(&err, 0, sizeof err);
+    ck_assert_int_eq(msda_validate_forward(&f.fwd, &err), want);
+    ck_assert_int_eq(err.status, want);
+    ck_assert_msg(strlen(err.message) > 0, "no message");
+    for (size_t i = 0; i < sizeof f.out / sizeof f.out[0]; i++) f.out[i] = 42.0f;
+    ck_assert_int_eq(msda_forward_cpu(&f.fwd, 0, NULL), want);
+    ck_assert_int_eq(msda_forward_cuda(&f.fwd, NULL, &err), want);
+    for (size_t i = 0; i < sizeof f.out / sizeof f.out[0]; i++) ck_assert(f.out[i] == 42.0f);
+}
+END_TEST
+
+START_TEST(backward_checks_its_pointers) {
+    fixture f;
+    fixture_init(&f);
+    msda_error err;
+    ck_assert_int_eq(msda_validate_backward(&f.bwd, &err), MSDA_OK);
+    f.bwd.grad_attention_weights = NULL;
+    ck_assert_int_eq(msda_backward_cpu(&f.bwd, 0, &err), MSDA_ERR_NULL_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(err.message, "grad_attention_weights"));
+    ck_assert_int_eq(msda_backward_cuda(&f.bwd, NULL, &err), MSDA_ERR_NULL_ARGUMENT);
+    ck_assert_int_eq(msda_validate_backward(NULL, &err), MSDA_ERR_NULL_ARGUMENT);
+    fixture_init(&f);
+    ck_assert_int_eq(msda_backward_cpu(&f.bwd, -1, &err), MSDA_ERR_BAD_ARGUMENT);
+}
+END_TEST
+
+/* Here no CUDA context is current (and usually no GPU or driver): the CUDA path must say so
+ * with a status and a message, and not crash, whatever the machine has. */
+START_TEST(cuda_path_without_context_fails_cleanly) {
+    fixture f;
+    fixture_init(&f);
+    msda_error err;
+    memset(&err, 0, sizeof err);
+    const msda_status st = msda_forward_cuda(&f.fwd, NULL, &err);
+    ck_assert_msg(st == MSDA_ERR_NO_DRIVER || st == MSDA_ERR_NO_CONTEXT || st == MSDA_ERR_CUDA ||
+                      st == MSDA_ERR_DRIVER_TOO_OLD,
+                  "status %d: %s", (int)st, err.message);
+    ck_assert_int_eq(err.status, st);
+    ck_assert_msg(strlen(err.message) > 0, "no message");
+    if (st == MSDA_ERR_CUDA) {
+        ck_assert_msg(strncmp(err.cuda_name, "CUDA_ERROR_", 11) == 0, "name '%s'", err.cuda_name);
+        ck_assert_int_ne(err.cuda_result, 0);
+    }
+    ck_assert_int_eq(msda_backward_cuda(&f.bwd, NULL, NULL), st);
+    size_t bytes = 7;
+    ck_assert_int_eq(msda_backward_cuda_workspace(&f.bwd, &bytes, NULL), st);
+    ck_assert_uint_eq(bytes, 7); /* untouched on failure */
+    ck_assert_int_eq(msda_cuda_prepare(NULL), st);
+}
+END_TEST
+
+#ifndef MSDA_EXPECTED_ARCHS
+#error "build with -DMSDA_EXPECTED_ARCHS=\"75 80 ...\" (kernels/kernels.mk does)"
+#endif
+
+static int has_image(const msda_arch *a, int n, int arch, int is_ptx) {
+    for (int i = 0; i < n; i++)
+        if (a[i].arch == arch && a[i].is_ptx == is_ptx) return 1;
+    return 0;
+}
+
+/* The CUDA sources compiled for every arch of the local nvcc: the library carries SASS for
+ * each, and PTX of the newest. */
+START_TEST(library_embeds_every_arch) {
+    msda_arch archs[128];
+    const int n = msda_embedded_archs(archs, 128);
+    ck_assert_int_ge(msda_fatbin_count(), 1);
+    ck_assert_msg(n > 0 && n <= 128, "%d images", n);
+    const char *p = MSDA_EXPECTED_ARCHS;
+    char *end;
+    int expected = 0;
+    for (long arch = strtol(p, &end, 10); end != p; p = end, arch = strtol(p, &end, 10)) {
+        ck_assert_msg(has_image(archs, n, (int)arch, 0), "no SASS for sm_%ld", arch);
+        expected++;
+    }
+    ck_assert_int_ge(expected, 1);
+    ck_assert_msg(has_image(archs, n, MSDA_EXPECTED_PTX, 1), "no PTX for compute_%d", MSDA_EXPECTED_PTX);
+    ck_assert_int_eq(n, expected + 1);
+
+    char text[1024], small[8];
+    const int len = msda_embedded_archs_string(text, sizeof text);
+    ck_assert_int_eq(len, (int)strlen(text));
+    char want[16];
+    snprintf(want, sizeof want, "compute_%d", MSDA_EXPECTED_PTX);
+    ck_assert_ptr_nonnull(strstr(text, want));
+    ck_assert_int_eq(msda_embedded_archs_string(small, sizeof small), len);
+    ck_assert_int_eq((int)strlen(small), (int)sizeof small - 1);
+    ck_assert(strncmp(small, text, sizeof small - 1) == 0);
+}
+END_TEST
+
+TCase *kt_tcase_api(void) {
+    TCase *tc = tcase_create("api");
+    tcase_add_test(tc, every_status_has_its_own_message);
+    tcase_add_loop_test(tc, each_violation_has_its_status, 0, MUT_COUNT);
+    tcase_add_test(tc, backward_checks_its_pointers);
+    tcase_add_test(tc, cuda_path_without_context_fails_cleanly);
+    tcase_add_test(tc, library_embeds_every_arch);
+    return tc;
+}

@@ -1,0 +1,64 @@
+"""Shape checks of the op's arguments, on plain shape tuples (torch.Size, numpy shapes, or
+symbolic sizes while torch.compile traces), so that the torch and numpy front ends give the
+same messages before anything reaches libmsda.
+
+The contents of spatial_shapes and level_start_index (that the levels add up to S, that the
+starts are their prefix sums) are checked by libmsda itself, whose message is passed on.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ._errors import MSDAInputError
+from ._library import MAX_LEVELS, Sizes
+
+_LAYOUT = ("value (N, S, M, D), spatial_shapes (L, 2), level_start_index (L,), "
+           "sampling_locations (N, Lq, M, L, P, 2), attention_weights (N, Lq, M, L, P)")
+
+
+def _fmt(shape: Sequence) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _fail(what: str) -> MSDAInputError:
+    return MSDAInputError(f"msda: {what}; the op takes {_LAYOUT}")
+
+
+def check_forward(value: Sequence, spatial_shapes: Sequence, level_start_index: Sequence,
+                  sampling_locations: Sequence, attention_weights: Sequence) -> Sizes:
+    """The sizes of a forward call, or MSDAInputError naming the first mismatch."""
+    if len(value) != 4:
+        raise _fail(f"value must have 4 dimensions (N, S, M, D), it has shape {_fmt(value)}")
+    n, s, m, d = value
+    if len(spatial_shapes) != 2 or spatial_shapes[1] != 2:
+        raise _fail(f"spatial_shapes must have shape (L, 2), it has {_fmt(spatial_shapes)}")
+    levels = spatial_shapes[0]
+    if levels > MAX_LEVELS:
+        raise _fail(f"{levels} levels: at most {MAX_LEVELS} are supported")
+    if tuple(level_start_index) != (levels,):
+        raise _fail(f"level_start_index must have shape ({levels},) to match spatial_shapes, "
+                    f"it has {_fmt(level_start_index)}")
+    if len(sampling_locations) != 6:
+        raise _fail(f"sampling_locations must have 6 dimensions (N, Lq, M, L, P, 2), it has "
+                    f"shape {_fmt(sampling_locations)}")
+    queries, points = sampling_locations[1], sampling_locations[4]
+    expected = (n, queries, m, levels, points, 2)
+    if tuple(sampling_locations) != expected:
+        raise _fail(f"sampling_locations has shape {_fmt(sampling_locations)}, expected "
+                    f"{_fmt(expected)} from value {_fmt(value)} and {levels} levels")
+    if tuple(attention_weights) != expected[:5]:
+        raise _fail(f"attention_weights has shape {_fmt(attention_weights)}, expected "
+                    f"{_fmt(expected[:5])} from sampling_locations {_fmt(sampling_locations)}")
+    return Sizes(batch=n, spatial=s, heads=m, channels=d, queries=queries, levels=levels,
+                 points=points)
+
+
+def output_shape(sizes: Sizes) -> tuple:
+    return (sizes.batch, sizes.queries, sizes.heads * sizes.channels)
+
+
+def check_grad_output(sizes: Sizes, grad_output: Sequence) -> None:
+    expected = output_shape(sizes)
+    if tuple(grad_output) != expected:
+        raise _fail(f"grad_output has shape {_fmt(grad_output)}, the output's is "
+                    f"{_fmt(expected)}")

@@ -1,0 +1,124 @@
+"""The op with autograd: a torch custom op where torch has torch.library.custom_op (2.4 and
+later), so that torch.compile traces it as one node; a plain autograd.Function otherwise.
+
+No `from __future__ import annotations` here: custom_op reads the type hints of the functions
+it wraps to build the op's schema.
+"""
+from typing import Callable, Optional, Tuple
+
+import torch
+from torch import Tensor
+from torch.autograd.function import once_differentiable
+
+from . import _torch_kernels as kernels
+from ._shapes import check_forward, check_grad_output, output_shape
+
+OpFn = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
+
+
+class MSDAFunction(torch.autograd.Function):
+    """The op as an autograd.Function: what torch without custom_op uses, and what `apply`
+    falls back to. Its backward is not itself differentiable (as the original op's)."""
+
+    @staticmethod
+    def forward(ctx, value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
+                sampling_locations: Tensor, attention_weights: Tensor) -> Tensor:
+        ctx.save_for_backward(value, spatial_shapes, level_start_index, sampling_locations,
+                              attention_weights)
+        return kernels.forward(value, spatial_shapes, level_start_index, sampling_locations,
+                               attention_weights)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output: Tensor):
+        grad_value, grad_locations, grad_weights = kernels.backward(*ctx.saved_tensors,
+                                                                    grad_output)
+        return grad_value, None, None, grad_locations, grad_weights
+
+
+def _register_custom_op() -> OpFn:
+    """Defines msda::ms_deform_attn (and its backward, msda::ms_deform_attn_backward)."""
+
+    @torch.library.custom_op("msda::ms_deform_attn", mutates_args=())
+    def forward_op(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
+                   sampling_locations: Tensor, attention_weights: Tensor) -> Tensor:
+        return kernels.forward(value, spatial_shapes, level_start_index, sampling_locations,
+                               attention_weights)
+
+    @forward_op.register_fake
+    def _forward_fake(value, spatial_shapes, level_start_index, sampling_locations,
+                      attention_weights):
+        sizes = check_forward(value.shape, spatial_shapes.shape, level_start_index.shape,
+                              sampling_locations.shape, attention_weights.shape)
+        return value.new_empty(output_shape(sizes))
+
+    @torch.library.custom_op("msda::ms_deform_attn_backward", mutates_args=())
+    def backward_op(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
+                    sampling_locations: Tensor, attention_weights: Tensor,
+                    grad_output: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+        grad_value, grad_locations, grad_weights = kernels.backward(
+            value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+            grad_output)
+        return grad_value, grad_locations, grad_weights
+
+    @backward_op.register_fake
+    def _backward_fake(value, spatial_shapes, level_start_index, sampling_locations,
+                       attention_weights, grad_output):
+        sizes = check_forward(value.shape, spatial_shapes.shape, level_start_index.shape,
+                              sampling_locations.shape, attention_weights.shape)
+        check_grad_output(sizes, grad_output.shape)
+        # The real kernel returns contiguous tensors in value's dtype.
+        return (value.new_empty(value.shape), value.new_empty(sampling_locations.shape),
+                value.new_empty(attention_weights.shape))
+
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.save_for_backward(*inputs)
+
+    def backward(ctx, grad_output: Tensor):
+        grad_value, grad_locations, grad_weights = backward_op(*ctx.saved_tensors,
+                                                               grad_output.contiguous())
+        return grad_value, None, None, grad_locations, grad_weights
+
+    forward_op.register_autograd(backward, setup_context=setup_context)
+    return forward_op
+
+
+# Feature test, not a version test: custom_op, register_fake and register_autograd came
+# together in torch 2.4.
+HAS_CUSTOM_OP: bool = hasattr(torch.library, "custom_op")
+_custom_op: Optional[OpFn] = _register_custom_op() if HAS_CUSTOM_OP else None
+
+
+def apply(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
+          sampling_locations: Tensor, attention_weights: Tensor) -> Tensor:
+    """The differentiable op on inputs already checked and cast (see ms_deform_attn)."""
+    if _custom_op is not None:
+        return _custom_op(value, spatial_shapes, level_start_index, sampling_locations,
+                          attention_weights)
+    return MSDAFunction.apply(value, spatial_shapes, level_start_index, sampling_locations,
+                              attention_weights)
+
+
+def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
+                   sampling_locations: Tensor, attention_weights: Tensor,
+                   im2col_step: int = 64) -> Tensor:
+    """Multi-scale deformable attention, differentiable in value, sampling_locations and
+    attention_weights.
+
+    value (N, S, M, D); spatial_shapes (L, 2) integer rows (H_l, W_l); level_start_index (L,);
+    sampling_locations (N, Lq, M, L, P, 2) normalised (x, y); attention_weights
+    (N, Lq, M, L, P). Returns (N, Lq, M * D) in value's dtype.
+
+    sampling_locations and attention_weights are cast to value's dtype (under autocast they
+    often come out in float32 while value is float16). im2col_step is accepted for the
+    original signature and ignored: libmsda takes any batch size in one call.
+    """
+    del im2col_step
+    kernels.check_dtypes(value, spatial_shapes, level_start_index, sampling_locations,
+                         attention_weights)
+    check_forward(value.shape, spatial_shapes.shape, level_start_index.shape,
+                  sampling_locations.shape, attention_weights.shape)
+    # Cast here rather than inside the op, so that autograd casts the gradients back.
+    return apply(value.contiguous(), spatial_shapes, level_start_index,
+                 sampling_locations.to(value.dtype).contiguous(),
+                 attention_weights.to(value.dtype).contiguous())

@@ -1,0 +1,173 @@
+"""The CUDA path: run on a machine with a GPU (skipped elsewhere)."""
+import threading
+
+import pytest
+import torch
+
+import msda
+from msda import _torch_ops
+from reference import make_inputs, ms_deform_attn_reference, rel_err
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"),
+]
+
+SHAPES = [(13, 17), (7, 9), (4, 5), (2, 3)]
+TOL = {torch.float32: 1e-5, torch.float64: 1e-12, torch.float16: 2e-3, torch.bfloat16: 1e-2}
+
+
+def _run(fn, value, shapes, starts, loc, w, grad_out):
+    vs = [t.detach().clone().requires_grad_(True) for t in (value, loc, w)]
+    out = fn(vs[0], shapes, starts, vs[1], vs[2])
+    out.backward(grad_out)
+    return out.detach(), [v.grad for v in vs]
+
+
+@pytest.mark.parametrize("dtype", list(TOL))
+def test_cuda_matches_reference(dtype):
+    value, shapes, starts, loc, w = make_inputs(SHAPES, batch=3, queries=40, heads=4,
+                                                channels=32, points=4, dtype=dtype,
+                                                device="cuda", seed=80)
+    grad_out = torch.randn(3, 40, 128, device="cuda").to(dtype)
+    out, grads = _run(msda.ms_deform_attn, value, shapes, starts, loc, w, grad_out)
+    assert out.dtype == dtype and out.device == value.device
+    # The reference on the same (rounded) inputs, in f64 on the CPU.
+    cpu = [t.double().cpu() for t in (value, loc, w)]
+    ref_out, ref_grads = _run(lambda v, s, st, l, a: ms_deform_attn_reference(
+        v, SHAPES, l, a), cpu[0], None, None, cpu[1], cpu[2], grad_out.double().cpu())
+    tol = TOL[dtype]
+    assert rel_err(out, ref_out) < tol
+    for name, g, r in zip(("value", "locations", "weights"), grads, ref_grads):
+        assert g.dtype == dtype and g.is_cuda
+        assert rel_err(g, r) < 4 * tol, name
+
+
+@pytest.mark.parametrize("channels", [32, 3])  # vectorised and scalar kernels
+def test_cuda_agrees_with_the_cpu_path(channels):
+    value, shapes, starts, loc, w = make_inputs(SHAPES, channels=channels, dtype=torch.float64,
+                                                device="cuda", seed=81)
+    grad_out = torch.randn(2, 5, 2 * channels, device="cuda", dtype=torch.float64)
+    out, grads = _run(msda.ms_deform_attn, value, shapes, starts, loc, w, grad_out)
+    cpu_out, cpu_grads = _run(msda.ms_deform_attn, value.cpu(), shapes.cpu(), starts.cpu(),
+                              loc.cpu(), w.cpu(), grad_out.cpu())
+    assert rel_err(out, cpu_out) < 1e-12
+    for g, c in zip(grads, cpu_grads):
+        assert rel_err(g, c) < 1e-12
+
+
+def test_level_table_on_the_host_or_the_device():
+    value, shapes, starts, loc, w = make_inputs(SHAPES, device="cuda", seed=82)
+    on_device = msda.ms_deform_attn(value, shapes, starts, loc, w)
+    on_host = msda.ms_deform_attn(value, shapes.cpu(), starts.cpu(), loc, w)
+    assert torch.equal(on_device, on_host)
+
+
+def test_runs_on_the_current_stream():
+    value, shapes, starts, loc, w = make_inputs(SHAPES, batch=8, queries=500, heads=8,
+                                                channels=32, points=4, device="cuda", seed=83)
+    expected = msda.ms_deform_attn(value, shapes, starts, loc, w)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = msda.ms_deform_attn(value, shapes, starts, loc, w)
+        # Consumed on the same stream: correct only if the op was enqueued on it.
+        total = out.double().sum()
+    torch.cuda.current_stream().wait_stream(side)
+    assert total.item() == pytest.approx(expected.double().sum().item(), rel=1e-12)
+
+
+def test_a_new_thread_without_cuda_calls_gets_a_context():
+    value, shapes, starts, loc, w = make_inputs(SHAPES, device="cuda", seed=84)
+    expected = msda.ms_deform_attn(value, shapes, starts, loc, w)
+    box = {}
+
+    def work():
+        try:
+            box["out"] = msda.ms_deform_attn(value, shapes, starts, loc, w)
+        except BaseException as exc:  # reported by the assertion below
+            box["error"] = exc
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    assert "error" not in box, box.get("error")
+    assert torch.equal(box["out"], expected)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
+def test_second_device_while_another_is_current():
+    value, shapes, starts, loc, w = make_inputs(SHAPES, device="cuda:1", seed=85)
+    with torch.cuda.device(0):
+        out = msda.ms_deform_attn(value, shapes, starts, loc, w)
+    assert out.device == torch.device("cuda:1")
+    ref = msda.ms_deform_attn(*(t.cpu() for t in (value, shapes, starts, loc, w)))
+    assert rel_err(out, ref) < 1e-5
+
+
+def test_autocast_float16_module():
+    m = msda.MSDeformAttn(d_model=64, n_levels=4, n_heads=2, n_points=4).cuda()
+    query = torch.randn(2, 30, 64, device="cuda", requires_grad=True)
+    reference = torch.rand(2, 30, 4, 2, device="cuda")
+    flat = torch.randn(2, sum(h * w for h, w in SHAPES), 64, device="cuda")
+    shapes = torch.tensor(SHAPES, device="cuda")
+    starts = torch.cat([shapes.new_zeros(1), shapes.prod(1).cumsum(0)[:-1]])
+    with torch.autocast("cuda", dtype=torch.float16):
+        out = m(query, reference, flat, shapes, starts)
+    assert out.dtype == torch.float16
+    out.float().sum().backward()
+    assert query.grad.dtype == torch.float32 and torch.isfinite(query.grad).all()
+    assert rel_err(out, m(query, reference, flat, shapes, starts)) < 1e-2
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(not _torch_ops.HAS_CUSTOM_OP, reason="torch without custom_op")
+def test_compile_inductor_cuda():
+    torch._dynamo.reset()
+    value, shapes, starts, loc, w = make_inputs(SHAPES, device="cuda", seed=86)
+    fn = lambda v, l, a: torch.relu(msda.ms_deform_attn(v, shapes, starts, l, a))
+    compiled = torch.compile(fn, fullgraph=True)
+    got = [t.clone().requires_grad_(True) for t in (value, loc, w)]
+    out = compiled(*got)
+    out.sum().backward()
+    ref = [t.clone().requires_grad_(True) for t in (value, loc, w)]
+    ref_out = fn(*ref)
+    ref_out.sum().backward()
+    assert rel_err(out, ref_out) < 1e-6
+    for g, r in zip(got, ref):
+        assert rel_err(g.grad, r.grad) < 1e-6
+
+
+def test_library_carries_code_for_this_gpu():
+    major, minor = torch.cuda.get_device_capability()
+    cc = major * 10 + minor
+    names = msda.library_info().arch_names
+    sass = {int(n[3:]) for n in names if n.startswith("sm_")}
+    ptx = {int(n[8:]) for n in names if n.startswith("compute_")}
+    # SASS of the same major and an equal or lower minor, or PTX at or below the device's CC.
+    assert any(a // 10 == major and a <= cc for a in sass) or any(a <= cc for a in ptx), names
+
+
+def test_no_kernel_image_error_from_a_library_without_code_for_this_gpu(monkeypatch):
+    """MSDA_TEST_FOREIGN_LIBRARY: a libmsda.so built for other architectures only (e.g.
+    `make BUILD=build/variant-sm80 MSDA_ARCHS=80
+    MSDA_GENCODE=-gencode=arch=compute_80,code=sm_80 build/variant-sm80/kernels/libmsda.so`
+    for a Hopper GPU)."""
+    import os
+    foreign = os.environ.get("MSDA_TEST_FOREIGN_LIBRARY")
+    if not foreign:
+        pytest.skip("MSDA_TEST_FOREIGN_LIBRARY not set")
+    monkeypatch.setenv("MSDA_LIBRARY", foreign)
+    major, minor = torch.cuda.get_device_capability()
+    archs = " ".join(msda.library_info().arch_names)
+    value, shapes, starts, loc, w = make_inputs(SHAPES, device="cuda", seed=87)
+    with pytest.raises(msda.MSDAError) as info:
+        msda.ms_deform_attn(value, shapes, starts, loc, w)
+    err = info.value
+    assert err.finding_id == "no-kernel-image", str(err)
+    assert err.status == msda.Status.NO_KERNEL_IMAGE and err.cuda_result == 209
+    text = str(err)
+    assert text.startswith("msda [no-kernel-image]: ")
+    assert f"this build carries: {archs}" in text
+    assert f"compute capability {major}.{minor}, sm_{major}{minor}" in text
+    assert f"`msda-doctor build --arch sm_{major}{minor}`" in text
+    assert "no kernel image is available for execution on the device" in text

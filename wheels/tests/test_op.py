@@ -1,0 +1,183 @@
+"""msda.ms_deform_attn on CPU tensors against the grid_sample reference."""
+import threading
+
+import pytest
+import torch
+
+import msda
+from msda import _torch_ops
+from reference import make_inputs, ms_deform_attn_reference, rel_err
+
+SHAPES = [(6, 7), (3, 4), (2, 2), (1, 1)]  # 4 levels, odd sizes, one of a single pixel
+
+
+def _grads(fn, value, shapes_t, starts, loc, w, grad_out):
+    vs = [t.detach().clone().requires_grad_(True) for t in (value, loc, w)]
+    out = fn(vs[0], shapes_t, starts, vs[1], vs[2])
+    out.backward(grad_out)
+    return out.detach(), [v.grad for v in vs]
+
+
+def _reference(value, shapes_t, starts, loc, w):
+    return ms_deform_attn_reference(value, shapes_t.tolist(), loc, w)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float64, 1e-12)])
+def test_forward_matches_reference(dtype, tol):
+    value, shapes, starts, loc, w = make_inputs(SHAPES, dtype=dtype)
+    out = msda.ms_deform_attn(value, shapes, starts, loc, w)
+    assert out.shape == (2, 5, 2 * 4) and out.dtype == dtype
+    assert rel_err(out, _reference(value, shapes, starts, loc, w)) < tol
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float64, 1e-12)])
+def test_backward_matches_reference(dtype, tol):
+    value, shapes, starts, loc, w = make_inputs(SHAPES, dtype=dtype, seed=1)
+    grad_out = torch.randn(2, 5, 8, dtype=dtype, generator=torch.Generator().manual_seed(7))
+    out, grads = _grads(msda.ms_deform_attn, value, shapes, starts, loc, w, grad_out)
+    ref_out, ref_grads = _grads(_reference, value, shapes, starts, loc, w, grad_out)
+    assert rel_err(out, ref_out) < tol
+    for name, g, r in zip(("value", "locations", "weights"), grads, ref_grads):
+        assert g.dtype == dtype
+        assert rel_err(g, r) < tol, name
+
+
+def test_gradcheck_f64():
+    value, shapes, starts, loc, w = make_inputs([(2, 3), (1, 2)], batch=1, queries=2, heads=2,
+                                                channels=2, points=2, dtype=torch.float64,
+                                                seed=3)
+    inputs = [t.requires_grad_(True) for t in (value, loc, w)]
+    fn = lambda v, l, a: msda.ms_deform_attn(v, shapes, starts, l, a)
+    assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-7)
+
+
+def test_autograd_function_fallback_matches_custom_op():
+    # What torch older than 2.4 runs: the same numbers and gradients.
+    value, shapes, starts, loc, w = make_inputs(SHAPES, dtype=torch.float64, seed=4)
+    grad_out = torch.randn(2, 5, 8, dtype=torch.float64)
+    out, grads = _grads(_torch_ops.MSDAFunction.apply, value, shapes, starts, loc, w, grad_out)
+    ref_out, ref_grads = _grads(_reference, value, shapes, starts, loc, w, grad_out)
+    assert rel_err(out, ref_out) < 1e-12
+    for g, r in zip(grads, ref_grads):
+        assert rel_err(g, r) < 1e-12
+
+
+def test_fallback_gradcheck_f64():
+    value, shapes, starts, loc, w = make_inputs([(3, 2)], batch=1, queries=2, heads=1,
+                                                channels=3, points=2, dtype=torch.float64,
+                                                seed=5)
+    inputs = [t.requires_grad_(True) for t in (value, loc, w)]
+    fn = lambda v, l, a: _torch_ops.MSDAFunction.apply(v, shapes, starts, l, a)
+    assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-7)
+
+
+@pytest.mark.skipif(not _torch_ops.HAS_CUSTOM_OP, reason="torch without torch.library.custom_op")
+def test_registered_as_custom_op():
+    value, shapes, starts, loc, w = make_inputs(SHAPES, seed=6)
+    out = torch.ops.msda.ms_deform_attn(value, shapes, starts, loc, w)
+    assert torch.equal(out, msda.ms_deform_attn(value, shapes, starts, loc, w))
+    torch.library.opcheck(torch.ops.msda.ms_deform_attn.default,
+                          (value, shapes, starts, loc.requires_grad_(True), w))
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 2e-3), (torch.bfloat16, 1e-2)])
+def test_half_types_against_f32(dtype, tol):
+    value, shapes, starts, loc, w = make_inputs(SHAPES, dtype=dtype, seed=8)
+    grad_out = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(9)).to(dtype)
+    out, grads = _grads(msda.ms_deform_attn, value, shapes, starts, loc, w, grad_out)
+    assert out.dtype == dtype and all(g.dtype == dtype for g in grads)
+    # f32 on the same (rounded) inputs: what is left is the rounding of results in dtype.
+    up = [t.float() for t in (value, loc, w)]
+    ref_out, ref_grads = _grads(_reference, up[0], shapes, starts, up[1], up[2],
+                                grad_out.float())
+    assert rel_err(out, ref_out) < tol
+    for name, g, r in zip(("value", "locations", "weights"), grads, ref_grads):
+        assert rel_err(g, r) < 2 * tol, name
+
+
+def test_mixed_dtypes_cast_to_value_dtype():
+    # As under autocast: value float16, locations and weights float32. Gradients come back in
+    # each input's own dtype.
+    value, shapes, starts, loc, w = make_inputs(SHAPES, dtype=torch.float32, seed=10)
+    value16 = value.half().requires_grad_(True)
+    loc.requires_grad_(True)
+    w.requires_grad_(True)
+    out = msda.ms_deform_attn(value16, shapes, starts, loc, w)
+    assert out.dtype == torch.float16
+    expected = msda.ms_deform_attn(value16.detach(), shapes, starts, loc.detach().half(),
+                                   w.detach().half())
+    assert torch.equal(out, expected)
+    out.float().sum().backward()
+    assert value16.grad.dtype == torch.float16
+    assert loc.grad.dtype == torch.float32 and w.grad.dtype == torch.float32
+
+
+def test_non_contiguous_inputs_and_int32_levels():
+    value, shapes, starts, loc, w = make_inputs(SHAPES, seed=11)
+    expected = msda.ms_deform_attn(value, shapes, starts, loc, w)
+    # The same tensors as views with other strides, and the level table as int32.
+    value_t = value.transpose(0, 1).contiguous().transpose(0, 1)
+    loc_t = loc.permute(5, 0, 1, 2, 3, 4).contiguous().permute(1, 2, 3, 4, 5, 0)
+    assert not value_t.is_contiguous() and not loc_t.is_contiguous()
+    out = msda.ms_deform_attn(value_t, shapes.int(), starts.int(), loc_t, w)
+    assert torch.equal(out, expected)
+
+
+@pytest.mark.parametrize("batch", [1, 3, 65, 130])
+def test_any_batch_size_ignores_im2col_step(batch):
+    # The original op needed the batch to be a multiple of min(batch, im2col_step).
+    value, shapes, starts, loc, w = make_inputs([(3, 3), (2, 1)], batch=batch, queries=2,
+                                                seed=12)
+    out = msda.ms_deform_attn(value, shapes, starts, loc, w, im2col_step=64)
+    assert rel_err(out, _reference(value, shapes, starts, loc, w)) < 1e-5
+
+
+def test_points_outside_the_maps_contribute_nothing():
+    value, shapes, starts, loc, w = make_inputs(SHAPES, seed=13)
+    far = loc.clone()
+    far[..., 0] = 1.0 + 1.0 / 1  # at x = 2 every level's w = 2*W - 0.5 >= W
+    out = msda.ms_deform_attn(value, shapes, starts, far, w)
+    assert torch.count_nonzero(out) == 0
+    nan = torch.full_like(loc, float("nan"))
+    assert torch.count_nonzero(msda.ms_deform_attn(value, shapes, starts, nan, w)) == 0
+
+
+def test_empty_batch_and_queries_give_empty_results():
+    value, shapes, starts, loc, w = make_inputs(SHAPES, batch=0, seed=14)
+    value.requires_grad_(True)
+    out = msda.ms_deform_attn(value, shapes, starts, loc, w)
+    assert out.shape == (0, 5, 8)
+    out.sum().backward()
+    assert value.grad.shape == value.shape
+    value, shapes, starts, loc, w = make_inputs(SHAPES, queries=0, seed=14)
+    assert msda.ms_deform_attn(value, shapes, starts, loc, w).shape == (2, 0, 8)
+
+
+def test_torch_thread_count_does_not_change_results():
+    value, shapes, starts, loc, w = make_inputs(SHAPES, batch=3, queries=17, seed=15)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = msda.ms_deform_attn(value, shapes, starts, loc, w)
+        torch.set_num_threads(4)
+        four = msda.ms_deform_attn(value, shapes, starts, loc, w)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one, four)
+
+
+def test_concurrent_calls_from_threads():
+    cases = [make_inputs(SHAPES, seed=100 + i) for i in range(4)]
+    expected = [msda.ms_deform_attn(*c) for c in cases]
+    results = [None] * len(cases)
+
+    def work(i):
+        for _ in range(20):
+            results[i] = msda.ms_deform_attn(*cases[i])
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(cases))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got, want in zip(results, expected):
+        assert torch.equal(got, want)
