@@ -110,6 +110,11 @@ run: msda-doctor test-deps
 	./msda-doctor inspect $(RUN_GPUS) wheels/dist/msda-$(VERSION)-*.whl
 	./msda-doctor verify wheels/dist/msda-$(VERSION)-py3-none-manylinux_2_17_$(shell uname -m).manylinux2014_$(shell uname -m).whl
 
+# Wall time of build --arch all, cold and with nothing changed.
+.PHONY: bench-build
+bench-build: msda-doctor test-deps
+	@tests/bench/build-time.sh ./msda-doctor
+
 # ---- install -----------------------------------------------------------------------------------
 install: msda-doctor
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1

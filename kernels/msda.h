@@ -191,6 +191,10 @@ MSDA_API msda_status msda_backward_cuda_workspace(const msda_backward_args *args
 /* Loads the device code into the current context now (else the first call does). */
 MSDA_API msda_status msda_cuda_prepare(msda_error *err);
 
+/* Which embedded fatbin the current context loaded (loading it now if need be), as an index
+ * into the table that msda_embedded_archs reports: what a device actually runs. */
+MSDA_API msda_status msda_cuda_loaded_fatbin(int *index, msda_error *err);
+
 /* One code image embedded in the library. */
 typedef struct msda_arch {
     int arch;        /* e.g. 90 for sm_90 or compute_90 */

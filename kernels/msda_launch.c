@@ -86,6 +86,16 @@ msda_status msda_cuda_prepare(msda_error *err) {
     return st == MSDA_OK ? msda_module_get(drv, &mod, err) : st;
 }
 
+msda_status msda_cuda_loaded_fatbin(int *index, msda_error *err) {
+    const msda_driver *drv;
+    const msda_module *mod;
+    if (!index) return msda_fail(err, MSDA_ERR_NULL_ARGUMENT, "index is NULL");
+    msda_status st = msda_driver_get(&drv, err);
+    if (st == MSDA_OK) st = msda_module_get(drv, &mod, err);
+    if (st == MSDA_OK) *index = mod->fatbin;
+    return st;
+}
+
 msda_status msda_forward_cuda(const msda_forward_args *a, void *stream, msda_error *err) {
     msda_problem pb;
     const msda_driver *drv;
@@ -211,17 +221,14 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     if (st != MSDA_OK) return st;
 
     const buffer_plan bp = plan_buffer(&pb, backward_strategy(mod, pb.dtype));
-    /* With a buffer, 8 elements a lane need two 16-byte f32 `red`s: lane pairs swap halves so
-     * that each fills whole sectors, which needs exactly one chunk per lane; otherwise 4
-     * elements a lane (one `red`, beside its neighbours', as in f32). */
+    /* With a buffer, 16-bit lanes take 4 elements, so that each lane's f32 `red` is one 16-byte
+     * access beside its neighbours' (8 elements would need two half-used ones); on the native
+     * levels, lane pairs then join their halves into one 16-byte 16-bit `red`, which needs
+     * exactly one chunk per lane. */
     const void *const ptrs[] = {a->value, a->grad_output, a->grad_value};
-    const vec_kernels *v = pick_vec(&pb, 8, ptrs, 3);
-    int pairing = 0;
-    if (bp.levels && v->vec == 8) {
-        const int64_t chunks = pb.D / 8;
-        pairing = chunks >= 2 && chunks <= 32 && (chunks & (chunks - 1)) == 0;
-        if (!pairing) v = pick_vec(&pb, 4, ptrs, 3);
-    }
+    const vec_kernels *v = pick_vec(&pb, bp.levels ? 4 : 8, ptrs, 3);
+    const int64_t chunks = pb.D / v->vec;
+    const int pairing = bp.levels && v->vec == 4 && chunks >= 2 && chunks <= 32 && (chunks & (chunks - 1)) == 0;
     const msda_kernel *k = &mod->kernels[v->bwd];
     if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
     msda_kparams kp;

@@ -47,6 +47,14 @@ CHECK_SUITES += wheels
 check-wheels: $(BUILD)/san/msda-doctor
 	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) $(RUN_SUITE) wheels tap bats --tap tests/cli/wheels
 
+# diagnose (issue 5): logs, probes and seed scenarios against the fake driver, fake nvidia-smi,
+# fake Python and fake toolkits; the nvcc-built fixtures stand in for installed MSDA binaries.
+CHECK_SUITES += diagnose
+.PHONY: check-diagnose
+check-diagnose: $(BUILD)/san/msda-doctor $(FAKE_LIBCUDA) $(FIXTURES)/.stamp
+	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) MSDA_FAKE_LIBCUDA=$(abspath $(FAKE_LIBCUDA)) \
+	  MSDA_FIXTURES=$(abspath $(FIXTURES)) $(RUN_SUITE) diagnose tap bats --tap tests/cli/diagnose
+
 # The Python package from an installed x86_64 wheel, in a virtual environment with torch (from
 # PyPI: about 60 s and 5 GB the first time, kept in build/ afterwards).
 PY_VENV := $(BUILD)/venv-torch

@@ -56,6 +56,7 @@ int md_cli_finish(int code);
 int cmd_inspect(int argc, char **argv);
 int cmd_build(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_diagnose(int argc, char **argv);
 int cmd_help(int argc, char **argv);
 
 #endif

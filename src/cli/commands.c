@@ -36,6 +36,20 @@ const md_command md_commands[] = {
       "  WHEEL            a wheel written by 'msda-doctor build'\n"
       "  --json           print JSON instead of text\n"
       "  -h, --help       show this help\n" },
+    { "diagnose", cmd_diagnose,
+      "Probe this machine, read failing logs, and name each cause and the command that fixes it",
+      "diagnose [--json] [-v] [--list] [--no-probe] [--python PATH] [--search DIR]... [--root DIR] [LOG...|-]",
+      "  LOG              a build or run log to explain; '-' reads standard input\n"
+      "  --python PATH    the Python whose torch and installed op to probe (default: python3)\n"
+      "  --search DIR     also look for MSDA binaries (MultiScaleDeformableAttention*.so, msda\n"
+      "                   wheels, mmcv/detrex/GroundingDINO copies) under DIR; repeatable\n"
+      "  --root DIR       read /etc/nv_tegra_release, /proc and library folders under DIR\n"
+      "                   (default: /, or $MSDA_ROOT)\n"
+      "  --no-probe       read the logs only; probe nothing on this machine\n"
+      "  --list           list every check and finding ID, and exit\n"
+      "  --json           print JSON instead of text\n"
+      "  -v, --verbose    show every detail of the checks\n"
+      "  -h, --help       show this help\n" },
     { "help", cmd_help,
       "Show the help of msda-doctor or of one command",
       "help [--json] [COMMAND]",

@@ -9,5 +9,6 @@ Suite *suite_fatbin(void);
 Suite *suite_fixtures(void);
 Suite *suite_wheel(void);
 Suite *suite_elf_glibc(void);
+Suite *suite_logscan(void);
 
 #endif

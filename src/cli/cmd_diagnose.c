@@ -1,0 +1,456 @@
+/* msda-doctor diagnose: a doctor's checklist of this machine, then what the logs say went wrong,
+ * why, and the commands that fix it. Text and --json come from the same structures. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "arch.h"
+#include "cli.h"
+#include "diagnose.h"
+
+#define MAX_SEARCH 16
+
+typedef struct {
+    bool json, verbose, list, utf8, colour;
+    md_diagnose_options probe;
+    const char *search[MAX_SEARCH];
+} diagnose_options;
+
+/* ---- text ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    const char *ok, *warn, *fail, *skip;     /* row marks */
+    const char *problem, *hint, *detail;     /* line marks */
+    const char *green, *yellow, *red, *reset;
+} marks;
+
+static marks marks_for(const diagnose_options *o)
+{
+    marks m = { "[v]", "[!]", "[x]", "[-]", "x", "!", "-", "", "", "", "" };
+    if (o->utf8) {
+        m.ok = "[\xe2\x9c\x93]";
+        m.fail = "[\xe2\x9c\x97]";
+        m.problem = "\xe2\x9c\x97";
+        m.detail = "\xe2\x80\xa2";
+    }
+    if (o->colour) {
+        m.green = "\x1b[32m";
+        m.yellow = "\x1b[33m";
+        m.red = "\x1b[31m";
+        m.reset = "\x1b[0m";
+    }
+    return m;
+}
+
+static void print_check(const md_check *c, const marks *mk, bool verbose)
+{
+    const char *mark = mk->ok, *colour = mk->green;
+    switch (c->status) {
+    case MD_CHECK_OK: break;
+    case MD_CHECK_WARN: mark = mk->warn; colour = mk->yellow; break;
+    case MD_CHECK_FAIL:
+    case MD_CHECK_ERROR: mark = mk->fail; colour = mk->red; break;
+    case MD_CHECK_SKIPPED: mark = mk->skip; colour = ""; break;
+    }
+    printf("%s%s%s %s: %s%s\n", colour, mark, *colour ? mk->reset : "", c->name,
+           c->status == MD_CHECK_ERROR ? "the check itself failed: " : "", c->summary);
+    for (size_t i = 0; i < c->n_lines; i++) {
+        const md_check_line *l = &c->lines[i];
+        if (l->kind == MD_LINE_DETAIL && !verbose)
+            continue;
+        const char *lm = l->kind == MD_LINE_PROBLEM ? mk->problem : l->kind == MD_LINE_HINT ? mk->hint : mk->detail;
+        printf("    %s %s\n", lm, l->text);
+    }
+}
+
+static void print_finding(const md_diagnosis *d, const md_finding *f, const marks *mk, bool verbose)
+{
+    bool error = strcmp(f->sig->severity, "error") == 0;
+    printf("%s%s%s %s: %s%s\n", error ? mk->red : mk->yellow, error ? mk->fail : mk->warn,
+           *mk->red ? mk->reset : "", f->sig->id, f->sig->title, f->from_log ? "" : " (found by the probes)");
+    printf("    Cause: %s\n", f->cause);
+    printf("    Evidence:\n");
+    for (size_t i = 0; i < f->n_evidence; i++)
+        printf("      %s\n", f->evidence[i]);
+    if (f->n_confirmed) {
+        printf("      confirmed on this machine:");
+        for (size_t i = 0; i < f->n_confirmed; i++)
+            printf(" %s", f->confirmed[i]);
+        putchar('\n');
+    }
+    if (f->n_ruled_out) {
+        printf("      this machine argues against it:");
+        for (size_t i = 0; i < f->n_ruled_out; i++)
+            printf(" %s", f->ruled_out[i]);
+        putchar('\n');
+    }
+    if (f->n_fix) {
+        printf("    Fix:\n");
+        for (size_t i = 0; i < f->n_fix; i++)
+            printf("      %s\n", f->fix[i]);
+    }
+    for (size_t i = 0; i < f->n_notes; i++)
+        printf("    %s %s\n", mk->hint, f->notes[i]);
+    if (verbose && f->from_log)
+        for (size_t i = 1; i < f->hits.n_hits; i++)
+            printf("    %s %s:%llu: %s\n", mk->detail, d->logs[f->log_index].name, f->hits.hits[i].line,
+                   f->hits.hits[i].text);
+}
+
+static void print_text(const md_diagnosis *d, const diagnose_options *o)
+{
+    marks mk = marks_for(o);
+    size_t problems = 0;
+    for (size_t i = 0; i < d->n_checks; i++) {
+        print_check(&d->checks[i], &mk, o->verbose);
+        problems += d->checks[i].status == MD_CHECK_WARN || d->checks[i].status == MD_CHECK_FAIL ||
+                    d->checks[i].status == MD_CHECK_ERROR;
+    }
+    if (!d->probed)
+        printf("%s Machine not probed (--no-probe)\n", mk.skip);
+    for (size_t i = 0; i < d->n_logs; i++) {
+        const md_log_info *l = &d->logs[i];
+        printf("%s Log %s: %llu lines", mk.detail, l->name, l->lines);
+        if (l->long_lines)
+            printf(", %llu cut at %d bytes", l->long_lines, MD_LOG_LINE_MAX);
+        printf(", %s\n", d->n_findings ? "read" : "no known failure");
+    }
+    if (d->n_findings)
+        putchar('\n');
+    for (size_t i = 0; i < d->n_findings; i++) {
+        print_finding(d, &d->findings[i], &mk, o->verbose);
+        if (i + 1 < d->n_findings)
+            putchar('\n');
+    }
+    putchar('\n');
+    if (problems + d->n_findings == 0)
+        printf("%s No issues found!\n", mk.detail);
+    else if (d->n_findings)
+        printf("! %zu finding%s; problems in %zu check%s.\n", d->n_findings, d->n_findings == 1 ? "" : "s", problems,
+               problems == 1 ? "" : "s");
+    else
+        printf("! Found problems in %zu categor%s.\n", problems, problems == 1 ? "y" : "ies");
+}
+
+/* ---- JSON ------------------------------------------------------------------------------------ */
+
+static json_t *strings(const char *const *items, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_string(items[i]));
+    return a;
+}
+
+static json_t *text_or_null(const char *s)
+{
+    return s && *s ? json_string(s) : json_null();
+}
+
+static json_t *tri(int v)
+{
+    return v < 0 ? json_null() : json_boolean(v);
+}
+
+static json_t *json_check(const md_check *c)
+{
+    json_t *lists[3] = { json_array(), json_array(), json_array() };
+    for (size_t i = 0; i < c->n_lines; i++)
+        json_array_append_new(lists[c->lines[i].kind], json_string(c->lines[i].text));
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o}", "id", c->id, "name", c->name, "status",
+                     md_check_status_name(c->status), "summary", c->summary, "problems", lists[MD_LINE_PROBLEM],
+                     "hints", lists[MD_LINE_HINT], "details", lists[MD_LINE_DETAIL]);
+}
+
+static json_t *json_finding(const md_diagnosis *d, const md_finding *f)
+{
+    json_t *ev = json_array(), *fix = json_array(), *notes = json_array();
+    for (size_t i = 0; i < f->n_evidence; i++)
+        json_array_append_new(ev, json_string(f->evidence[i]));
+    for (size_t i = 0; i < f->n_fix; i++)
+        json_array_append_new(fix, json_string(f->fix[i]));
+    for (size_t i = 0; i < f->n_notes; i++)
+        json_array_append_new(notes, json_string(f->notes[i]));
+    json_t *log = f->from_log ? json_pack("{s:s, s:I, s:I}", "file", d->logs[f->log_index].name, "line",
+                                          (json_int_t)f->first_line, "count", (json_int_t)f->count)
+                              : json_null();
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:o, s:o, s:o, s:o}", "id", f->sig->id, "severity",
+                     f->sig->severity, "title", f->sig->title, "cause", f->cause, "evidence", ev, "fix", fix, "notes",
+                     notes, "source", f->from_log ? "log" : "probe", "log", log, "gpu",
+                     f->gpu >= 0 ? json_integer(f->gpu) : json_null(), "confirmed_by",
+                     strings(f->confirmed, f->n_confirmed), "ruled_out_by", strings(f->ruled_out, f->n_ruled_out));
+}
+
+static json_t *arch_names(const unsigned *sms, size_t n, bool ptx)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) {
+        char name[24];
+        md_arch_format(name, sizeof name, ptx, sms[i], 0);
+        json_array_append_new(a, json_string(name));
+    }
+    return a;
+}
+
+static json_t *json_words(const char *text)
+{
+    json_t *a = json_array();
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, " ");
+        if (len) {
+            char word[64];
+            snprintf(word, sizeof word, "%.*s", (int)len, p);
+            json_array_append_new(a, json_string(word));
+        }
+        p += len + (p[len] == ' ');
+    }
+    return a;
+}
+
+static json_t *json_machine(const md_diagnosis *d)
+{
+    const md_machine *m = d->machine;
+    json_t *gpus = json_array();
+    for (size_t i = 0; i < m->n_gpus; i++) {
+        const md_machine_gpu *g = &m->gpus[i];
+        char arch[24], cc[16];
+        md_arch_format(arch, sizeof arch, false, g->sm, 0);
+        snprintf(cc, sizeof cc, "%u.%u", g->sm / 10, g->sm % 10);
+        json_array_append_new(gpus, json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:s}", "index", (json_int_t)i,
+                                              "name", g->name, "arch", arch, "compute_capability", cc,
+                                              "multiprocessors", (json_int_t)g->multiprocessors, "registers_per_block",
+                                              (json_int_t)g->registers_per_block, "max_threads_per_block",
+                                              (json_int_t)g->max_threads_per_block, "memory_bytes",
+                                              (json_int_t)g->memory_bytes, "source", g->source));
+    }
+    char cuda[16];
+    md_cuda_version_text(m->driver.driver_version, cuda, sizeof cuda);
+    json_t *driver = json_pack("{s:b, s:s, s:o, s:I, s:o, s:o}", "loaded", m->driver_loaded, "library",
+                               m->driver.library, "cuda", m->driver.driver_version > 0 ? json_string(cuda) : json_null(),
+                               "api_version", (json_int_t)m->driver.driver_version, "release",
+                               text_or_null(m->driver_release), "error", text_or_null(m->driver_error));
+    json_t *smi_gpus = json_array();
+    for (size_t i = 0; i < m->smi.n_gpus; i++) {
+        const md_smi_gpu *g = &m->smi.gpus[i];
+        char cc[16];
+        snprintf(cc, sizeof cc, "%u.%u", g->sm / 10, g->sm % 10);
+        json_array_append_new(smi_gpus, json_pack("{s:s, s:o, s:I}", "name", g->name, "compute_capability",
+                                                  g->has_sm ? json_string(cc) : json_null(), "memory_mib",
+                                                  (json_int_t)g->memory_mib));
+    }
+    json_t *smi = json_pack("{s:b, s:o, s:b, s:b, s:o, s:o, s:o}", "found", m->smi.found, "path",
+                            text_or_null(m->smi.found ? m->smi.path : ""), "answered", m->smi.answered,
+                            "compute_cap_fallback", m->smi.compute_cap_fallback, "driver",
+                            text_or_null(m->smi.driver_release), "gpus", smi_gpus, "error", text_or_null(m->smi.error));
+    json_t *jetson = json_null();
+    if (m->jetson.present) {
+        char arch[24] = "";
+        if (m->jetson.sm)
+            md_arch_format(arch, sizeof arch, false, m->jetson.sm, 0);
+        jetson = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:I}", "l4t", text_or_null(m->jetson.l4t), "jetpack",
+                           text_or_null(m->jetson.jetpack), "cuda", text_or_null(m->jetson.cuda), "model",
+                           text_or_null(m->jetson.model), "module", text_or_null(m->jetson.module), "arch",
+                           text_or_null(arch), "registers_per_block", (json_int_t)m->jetson.registers_per_block);
+    }
+    json_t *toolkits = json_array();
+    for (size_t i = 0; i < m->n_toolkits; i++) {
+        const md_toolkit *tk = &m->toolkits[i];
+        char min[32];
+        md_toolkit_min_driver(tk, min, sizeof min);
+        json_array_append_new(toolkits, json_pack("{s:s, s:s, s:o, s:I, s:o, s:b}", "version", tk->version, "nvcc",
+                                                  tk->nvcc, "archs", arch_names(tk->sms, tk->n_sms, false), "max_gcc",
+                                                  (json_int_t)tk->max_gcc, "min_driver", text_or_null(min),
+                                                  "used_for_builds", tk == m->build_toolkit));
+    }
+    json_t *gxx = m->default_compiler ? json_pack("{s:s, s:I}", "path", m->default_compiler->path, "gcc",
+                                                  (json_int_t)m->default_compiler->major)
+                                      : json_null();
+    json_t *python = json_null();
+    if (m->py.ran) {
+        json_t *tg = json_array();
+        for (size_t i = 0; i < m->py.n_gpus; i++) {
+            char arch[24];
+            md_arch_format(arch, sizeof arch, false, m->py.gpus[i].sm, 0);
+            json_array_append_new(tg, json_pack("{s:s, s:s}", "name", m->py.gpus[i].name, "arch", arch));
+        }
+        python = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "python", m->py.python, "executable",
+                           m->py.executable, "version", m->py.version, "torch",
+                           text_or_null(m->py.has_torch ? m->py.torch_version : ""), "torch_cuda",
+                           text_or_null(m->py.torch_cuda), "arch_list", json_words(m->py.arch_list), "cxx11_abi",
+                           tri(m->py.cxx11_abi), "has_magma", tri(m->py.has_magma), "gpus", tg, "msda_importable",
+                           m->py.msda_importable);
+    }
+    static const char *const kinds[] = { "extension", "msda-wheel", "other-op" };
+    json_t *bins = json_array();
+    for (size_t b = 0; b < m->n_binaries; b++) {
+        const md_binary_facts *bf = &m->binaries[b];
+        json_t *on = json_array();
+        for (size_t g = 0; g < m->n_gpus && bf->readable && bf->n_sass + bf->n_ptx; g++) {
+            const md_binary_on_gpu *o = &bf->on_gpu[g];
+            char code[24];
+            md_arch_format(code, sizeof code, o->how == MD_RUNS_PTX_JIT, o->code_sm, o->code_variant);
+            json_array_append_new(on, json_pack("{s:I, s:s, s:o, s:I, s:o}", "gpu", (json_int_t)g, "runs",
+                                                md_runs_how_name(o->how), "code",
+                                                o->how == MD_RUNS_NOT ? json_null() : json_string(code),
+                                                "kernels_not_fitting", (json_int_t)o->n_not_fitting,
+                                                "max_threads_that_fit",
+                                                o->n_not_fitting ? json_integer(o->max_threads_that_fit) : json_null()));
+        }
+        json_array_append_new(bins, json_pack("{s:s, s:s, s:o, s:o, s:o, s:o}", "path", bf->path, "kind", kinds[bf->kind],
+                                              "sass", arch_names(bf->sass_sms, bf->n_sass, false), "ptx",
+                                              arch_names(bf->ptx_sms, bf->n_ptx, true), "error",
+                                              text_or_null(bf->error), "gpus", on));
+    }
+    json_t *cudnn = json_array();
+    for (size_t i = 0; i < m->n_cudnn; i++)
+        json_array_append_new(cudnn, json_pack("{s:s, s:s, s:b}", "dir", m->cudnn[i].dir, "soname", m->cudnn[i].soname,
+                                               "unversioned_link", m->cudnn[i].unversioned_link));
+    return json_pack("{s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "probed", d->probed, "gpus", gpus,
+                     "driver", driver, "nvidia_smi", smi, "jetson", jetson, "toolkits", toolkits, "host_compiler", gxx,
+                     "python", python, "binaries", bins, "cudnn", cudnn, "nccl", m->nccl_found);
+}
+
+static int print_json(const md_diagnosis *d)
+{
+    json_t *checks = json_array(), *findings = json_array(), *logs = json_array();
+    for (size_t i = 0; i < d->n_checks; i++)
+        json_array_append_new(checks, json_check(&d->checks[i]));
+    for (size_t i = 0; i < d->n_findings; i++)
+        json_array_append_new(findings, json_finding(d, &d->findings[i]));
+    for (size_t i = 0; i < d->n_logs; i++)
+        json_array_append_new(logs, json_pack("{s:s, s:I, s:I, s:I}", "file", d->logs[i].name, "lines",
+                                              (json_int_t)d->logs[i].lines, "bytes", (json_int_t)d->logs[i].bytes,
+                                              "long_lines", (json_int_t)d->logs[i].long_lines));
+    return md_cli_print_json(json_pack("{s:o, s:o, s:o, s:o}", "checks", checks, "findings", findings, "logs", logs,
+                                       "machine", json_machine(d)));
+}
+
+/* ---- --list ---------------------------------------------------------------------------------- */
+
+static int print_list(const md_diagnosis *d, bool json)
+{
+    if (json) {
+        json_t *checks = json_array(), *findings = json_array();
+        for (size_t i = 0; i < md_diagnose_n_checks; i++)
+            json_array_append_new(checks, json_pack("{s:s, s:s}", "id", md_diagnose_checks[i].id, "name",
+                                                    md_diagnose_checks[i].name));
+        for (size_t i = 0; i < d->kb.count; i++)
+            json_array_append_new(findings, json_pack("{s:s, s:s, s:s}", "id", d->kb.sigs[i].id, "severity",
+                                                      d->kb.sigs[i].severity, "title", d->kb.sigs[i].title));
+        return md_cli_print_json(json_pack("{s:o, s:o}", "checks", checks, "findings", findings));
+    }
+    printf("Checks:\n");
+    for (size_t i = 0; i < md_diagnose_n_checks; i++)
+        printf("  %-26s %s\n", md_diagnose_checks[i].id, md_diagnose_checks[i].name);
+    printf("Findings:\n");
+    for (size_t i = 0; i < d->kb.count; i++)
+        printf("  %-26s %s\n", d->kb.sigs[i].id, d->kb.sigs[i].title);
+    return MD_EXIT_OK;
+}
+
+/* ---- the command ----------------------------------------------------------------------------- */
+
+static int read_logs(md_diagnosis *d, int argc, char **argv)
+{
+    int code = MD_EXIT_OK;
+    for (int i = 0; i < argc; i++) {
+        bool is_stdin = strcmp(argv[i], "-") == 0;
+        FILE *in = is_stdin ? stdin : fopen(argv[i], "rb");
+        if (!in) {
+            md_cli_error("cannot open '%s': %s", argv[i], strerror(errno));
+            code = MD_EXIT_INPUT;
+            continue;
+        }
+        md_error err;
+        md_error_clear(&err);
+        md_status st = md_diagnose_log(d, in, is_stdin ? "-" : argv[i], &err);
+        if (!is_stdin)
+            fclose(in);
+        if (st != MD_OK) {
+            md_cli_error("%s", err.message);
+            if (st != MD_ERR_IO)
+                return md_cli_exit_for(st);
+            code = MD_EXIT_INPUT;
+        }
+    }
+    return code;
+}
+
+int cmd_diagnose(int argc, char **argv)
+{
+    static const struct option options[] = {
+        { "json", no_argument, NULL, 'j' },
+        { "verbose", no_argument, NULL, 'v' },
+        { "list", no_argument, NULL, 'l' },
+        { "no-probe", no_argument, NULL, 'n' },
+        { "python", required_argument, NULL, 'p' },
+        { "search", required_argument, NULL, 's' },
+        { "root", required_argument, NULL, 'r' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 }
+    };
+    diagnose_options o = { .probe = { .probe = true } };
+    o.probe.root = getenv("MSDA_ROOT");
+    int c;
+    while ((c = getopt_long(argc, argv, ":vh", options, NULL)) != -1) {
+        switch (c) {
+        case 'j': o.json = true; break;
+        case 'v': o.verbose = true; break;
+        case 'l': o.list = true; break;
+        case 'n': o.probe.probe = false; break;
+        case 'p': o.probe.python = optarg; break;
+        case 'r': o.probe.root = optarg; break;
+        case 's':
+            if (o.probe.n_search_dirs == MAX_SEARCH)
+                return md_cli_usage_error("diagnose", "too many --search options (at most %d)", MAX_SEARCH);
+            o.search[o.probe.n_search_dirs++] = optarg;
+            break;
+        case 'h': md_cli_print_help(stdout, md_command_find("diagnose")); return MD_EXIT_OK;
+        default: return md_cli_option_error("diagnose", argv, c);
+        }
+    }
+    o.probe.search_dirs = o.search;
+    if (o.probe.root && strcmp(o.probe.root, "/") == 0)
+        o.probe.root = "";
+    const char *no_color = getenv("NO_COLOR");
+    o.utf8 = isatty(STDOUT_FILENO) && !(no_color && *no_color);
+    o.colour = o.utf8;
+    int stdin_count = 0;
+    for (int i = optind; i < argc; i++)
+        stdin_count += strcmp(argv[i], "-") == 0;
+    if (stdin_count > 1)
+        return md_cli_usage_error("diagnose", "standard input ('-') given more than once");
+    if (argc - optind > MD_DIAG_MAX_LOGS)
+        return md_cli_usage_error("diagnose", "too many logs (at most %d)", MD_DIAG_MAX_LOGS);
+
+    md_diagnosis d;
+    md_error err;
+    md_error_clear(&err);
+    if (md_diagnose_init(&d, &err) != MD_OK) {
+        md_cli_error("%s", err.message);
+        return md_cli_exit_for(err.code);
+    }
+    if (o.list) {
+        int rc = print_list(&d, o.json);
+        md_diagnose_free(&d);
+        return rc;
+    }
+    md_diagnose_probe(&d, &o.probe);
+    int code = read_logs(&d, argc - optind, argv + optind);
+    if (code != MD_EXIT_OK && code != MD_EXIT_INPUT) {
+        md_diagnose_free(&d);
+        return code;
+    }
+    md_diagnose_finish(&d, &err);
+    int printed = o.json ? print_json(&d) : (print_text(&d, &o), MD_EXIT_OK);
+    bool problems = d.n_findings > 0;
+    for (size_t i = 0; i < d.n_checks; i++)
+        problems |= d.checks[i].status == MD_CHECK_FAIL || d.checks[i].status == MD_CHECK_ERROR;
+    md_diagnose_free(&d);
+    if (printed != MD_EXIT_OK)
+        return printed;
+    if (code == MD_EXIT_INPUT)
+        return code;
+    return problems ? MD_EXIT_PROBLEMS : MD_EXIT_OK;
+}

@@ -1,0 +1,127 @@
+/* The streaming log matcher: cleaning, line cutting, hits kept per group, context. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "knowledge.h"
+#include "logscan.h"
+#include "unit.h"
+
+static size_t clean(char *buf, const char *text)
+{
+    snprintf(buf, 256, "%s", text);
+    return md_log_clean(buf, strlen(buf));
+}
+
+START_TEST(clean_removes_cr_ansi_and_nul)
+{
+    char buf[256];
+    clean(buf, "a\x1b[1;31mred\x1b[0m b\r");
+    ck_assert_str_eq(buf, "ared b");
+    clean(buf, "x\x1b[?25ly\x1b[K");          /* cursor codes and gcc's erase-line */
+    ck_assert_str_eq(buf, "xy");
+    clean(buf, "\x1b]0;title\x07" "after");      /* OSC ending in BEL */
+    ck_assert_str_eq(buf, "after");
+    clean(buf, "\x1b]8;;http://x\x1b\\link");  /* OSC ending in ESC backslash */
+    ck_assert_str_eq(buf, "link");
+    char nul[8] = { 'a', 0, 'b', 0 };
+    ck_assert_uint_eq(md_log_clean(nul, 3), 3);
+    ck_assert_int_eq(memcmp(nul, "a b", 3), 0);
+}
+END_TEST
+
+/* Scans TEXT (LEN bytes) with two groups: 0 "needle", 1 "^other$". */
+static md_log_result scan(const char *text, size_t len)
+{
+    static const char *const pats[] = { "needle", "^other$" };
+    static const size_t groups[] = { 0, 1 };
+    md_log_matcher m;
+    md_error err;
+    ck_assert_int_eq(md_log_matcher_init(&m, pats, groups, 2, 2, &err), MD_OK);
+    ck_assert(m.has_prefilter);
+    FILE *f = fmemopen((void *)text, len, "rb");
+    ck_assert_ptr_nonnull(f);
+    md_log_result r;
+    ck_assert_int_eq(md_log_scan(f, "mem", &m, &r, &err), MD_OK);
+    fclose(f);
+    md_log_matcher_free(&m);
+    return r;
+}
+
+START_TEST(scan_counts_lines_hits_and_context)
+{
+    const char text[] = "one\ntwo\nthree needle\r\nother\nneedle again\nlast needle";
+    md_log_result r = scan(text, sizeof text - 1);
+    ck_assert_uint_eq(r.lines, 6);
+    ck_assert_uint_eq(r.groups[0].count, 3);
+    ck_assert_uint_eq(r.groups[0].n_hits, 3);
+    ck_assert_uint_eq(r.groups[0].hits[0].line, 3);
+    ck_assert_str_eq(r.groups[0].hits[0].text, "three needle");
+    ck_assert_uint_eq(r.groups[0].hits[2].line, 6);  /* a last line without a newline counts */
+    ck_assert_uint_eq(r.groups[0].n_context, 2);
+    ck_assert_str_eq(r.groups[0].context[0].text, "one");
+    ck_assert_str_eq(r.groups[0].context[1].text, "two");
+    ck_assert_uint_eq(r.groups[1].count, 1);         /* "^other$" matches only after the CR went */
+    ck_assert_uint_eq(r.groups[1].hits[0].line, 4);
+    md_log_result_free(&r);
+}
+END_TEST
+
+START_TEST(scan_keeps_a_bounded_number_of_hits)
+{
+    size_t n = 1000;
+    char *text = malloc(n * 7 + 1);
+    for (size_t i = 0; i < n; i++)
+        memcpy(text + i * 7, "needle\n", 7);
+    md_log_result r = scan(text, n * 7);
+    ck_assert_uint_eq(r.groups[0].count, n);
+    ck_assert_uint_eq(r.groups[0].n_hits, MD_LOG_HITS_KEPT);
+    md_log_result_free(&r);
+    free(text);
+}
+END_TEST
+
+START_TEST(scan_cuts_long_lines_without_splitting_them)
+{
+    size_t len = 3 * MD_LOG_LINE_MAX;
+    char *text = malloc(len + 32);
+    memset(text, 'a', len);
+    /* past the kept part: not matched; the next line still is */
+    memcpy(text + len - 6, "needle", 6);
+    memcpy(text + len, "\nother\n", 7);
+    md_log_result r = scan(text, len + 7);
+    ck_assert_uint_eq(r.lines, 2);
+    ck_assert_uint_eq(r.long_lines, 1);
+    ck_assert_uint_eq(r.groups[0].count, 0);
+    ck_assert_uint_eq(r.groups[1].count, 1);
+    ck_assert_uint_eq(r.groups[1].hits[0].line, 2);
+    md_log_result_free(&r);
+    free(text);
+}
+END_TEST
+
+START_TEST(knowledge_has_26_ids_with_compiled_patterns)
+{
+    md_knowledge kb;
+    md_error err;
+    ck_assert_int_eq(md_knowledge_load(&kb, &err), MD_OK);
+    ck_assert_uint_eq(kb.count, 26);
+    ck_assert_ptr_nonnull(md_knowledge_find(&kb, "no-kernel-image"));
+    ck_assert_ptr_nonnull(md_knowledge_find(&kb, "ptx-jit-failure"));
+    ck_assert_ptr_null(md_knowledge_find(&kb, "no-such-id"));
+    ck_assert_uint_eq(kb.matcher.n_groups, 26);
+    md_knowledge_free(&kb);
+}
+END_TEST
+
+Suite *suite_logscan(void)
+{
+    Suite *s = suite_create("logscan");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, clean_removes_cr_ansi_and_nul);
+    tcase_add_test(tc, scan_counts_lines_hits_and_context);
+    tcase_add_test(tc, scan_keeps_a_bounded_number_of_hits);
+    tcase_add_test(tc, scan_cuts_long_lines_without_splitting_them);
+    tcase_add_test(tc, knowledge_has_26_ids_with_compiled_patterns);
+    suite_add_tcase(s, tc);
+    return s;
+}
