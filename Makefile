@@ -100,12 +100,14 @@ check: test-deps
 	@tests/summarize $(RESULTS) $(CHECK_SUITES)
 
 # ---- the main job ------------------------------------------------------------------------------
-# Every architecture the toolkits here can target, one wheel per CPU platform, then what the
-# wheels carry and a check of the x86_64 one on this machine. test-deps brings the aarch64 cross
+# What is on this machine and what is wrong with it; then every architecture the toolkits here
+# can target, one wheel per CPU platform, what the wheels carry, and a check of one here. test-deps brings the aarch64 cross
 # compiler and CUDA 11.8 (for sm_50 to sm_72), which `build --arch all` uses when present.
 RUN_GPUS := --gpu m40 --gpu p40 --gpu tx2 --gpu xavier --gpu t4 --gpu a100 --gpu orin --gpu h100
 run: msda-doctor test-deps
 	./msda-doctor --version
+	@# diagnose exits 1 when it finds something (here, for one, no GPU): that is its report
+	-./msda-doctor diagnose
 	./msda-doctor build --arch all
 	./msda-doctor inspect $(RUN_GPUS) wheels/dist/msda-$(VERSION)-*.whl
 	./msda-doctor verify wheels/dist/msda-$(VERSION)-py3-none-manylinux_2_17_$(shell uname -m).manylinux2014_$(shell uname -m).whl

@@ -90,7 +90,7 @@ load diag_helpers
   f=$(finding driver-too-old)
   [ "$(jq -r .source <<<"$f")" = probe ]
   [[ "$(jq -r .cause <<<"$f")" == *"550.144.03 supports CUDA 12.4, older than the CUDA 13.0 toolkit here, which needs driver 580.65.06"* ]]
-  [ "$(jq -r '.fix[1]' <<<"$f")" = "msda-doctor fetch 12.4" ]
+  [ "$(jq -r '.fix[1]' <<<"$f")" = "msda-doctor build --toolkit /usr/local/cuda-12.4 --arch sm_90" ]
   [ "$(check_status toolkits)" = fail ]
 }
 
