@@ -447,7 +447,10 @@ static md_status add_host_object_steps(const md_build_config *cfg, const char *p
                   strv_add(&v, "-I%s", cuda_inc) && strv_add(&v, "-c") && strv_add(&v, "-o") &&
                   strv_add(&v, "OUTPUT") && strv_add(&v, "%s", sources[i]);
         char key[65];
-        ok = ok && content_key(cc_version, v.items, v.n - 2, cfg->kernels_dir, sources[i], pins, key);
+        if (ok && !content_key(cc_version, v.items, v.n - 2, cfg->kernels_dir, sources[i], pins, key)) {
+            strv_free(v.items);
+            return md_fail(err, MD_ERR_IO, "cannot read '%s' or '%s' for the cache key", sources[i], pins);
+        }
         char output[PATH_MAX], what[96];
         snprintf(output, sizeof output, "%s/%s.o", cfg->cache_dir, key);
         ok = ok && strv_add(objects, "%s", output);
@@ -480,7 +483,7 @@ static int compare_targets_for_loader(const void *a, const void *b)
 
 static void move_steps(step_list *from, md_build_result *result)
 {
-    md_build_step *grown = realloc(result->steps, (result->n_steps + from->n) * sizeof *grown);
+    md_build_step *grown = from->n ? realloc(result->steps, (result->n_steps + from->n) * sizeof *grown) : NULL;
     if (grown) {
         result->steps = grown;
         memcpy(result->steps + result->n_steps, from->steps, from->n * sizeof *from->steps);
@@ -499,10 +502,9 @@ static void move_steps(step_list *from, md_build_result *result)
 
 /* A header binding the functions glibc 2.34 moved into libc to the platform's base version
  * (recipes/platforms.json), given to every host compilation with -include. */
-static md_status write_glibc_pins(const char *platform, const char *path, bool dry_run, md_error *err)
+static md_status write_glibc_pins(const char *platform, const char *path, md_error *err)
 {
-    if (dry_run)
-        return MD_OK;
+    /* Written in a dry run too: the objects' cache keys, which a dry run prints, hash it. */
     json_t *doc = md_recipe_load("platforms.json", err);
     if (!doc)
         return err->code;
@@ -682,7 +684,7 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
         char pins[PATH_MAX];
         snprintf(pins, sizeof pins, "%s/glibc-pins-%s.h", cfg->work_dir, cfg->platforms[p]);
         if ((st = compiler_version(compilers[p], version, sizeof version, err)) != MD_OK ||
-            (st = write_glibc_pins(cfg->platforms[p], pins, cfg->dry_run, err)) != MD_OK ||
+            (st = write_glibc_pins(cfg->platforms[p], pins, err)) != MD_OK ||
             (st = add_host_object_steps(cfg, cfg->platforms[p], compilers[p], version, pins, sources, &objects[p],
                                         compile, err)) != MD_OK)
             goto end;

@@ -42,6 +42,9 @@ NVCC
   done
   printf '#!/bin/sh\necho "cc (fake) 12.2.0"\n' > "$FAKE/bin/cc"
   chmod +x "$FAKE/bin/cc"
+  # A fresh project folder (its build/ starts empty) whose sources are the repository's.
+  SRC="$BATS_TEST_TMPDIR/src"
+  mkdir -p "$SRC" && ln -sfn "$ROOT/kernels" "$SRC/kernels" && ln -sfn "$ROOT/wheels" "$SRC/wheels"
 }
 
 field() { sed -n "s/^$1: *//p" "$2" | head -n 1; }
@@ -57,7 +60,7 @@ run_case() {
   [ -n "$gpus" ] && env+=(MSDA_LIBCUDA="$MSDA_FAKE_LIBCUDA" MSDA_FAKE_GPUS="$ROOT/tests/fixtures/gpus/$gpus.json")
   # shellcheck disable=SC2086
   run --separate-stderr env "${env[@]}" "$MSDA_DOCTOR" build --dry-run --json --platform x86_64 \
-      --source "$ROOT" --cache "$BATS_TEST_TMPDIR/cache" $args
+      --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" $args
   [ "$status" -eq "$want_exit" ] || { echo "exit $status, want $want_exit; stderr: $stderr" >&2; return 1; }
   if grep -qE 'AddressSanitizer|runtime error:' <<<"$stderr"; then echo "$stderr" >&2; return 1; fi
   if [ -n "$want_error" ]; then
@@ -98,7 +101,7 @@ run_case() {
 @test "dry-run text shows the plan and the exact nvcc commands" {
   make_fakes "13.0 11.8" "12 11"
   run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
-      --platform x86_64 --source "$ROOT" --cache "$BATS_TEST_TMPDIR/cache" --arch tx2
+      --platform x86_64 --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch tx2
   [ "$status" -eq 0 ]
   [[ "$output" == *"sm_62        CUDA 11.8  threads 128"*"-ccbin $FAKE/bin/g++-11"* ]]
   [[ "$output" == *"$FAKE/cuda-11.8/bin/nvcc -fatbin -gencode arch=compute_62,code=sm_62 "*"-DMSDA_MAX_THREADS=128"*"msda_kernels.cu"* ]]
