@@ -44,6 +44,8 @@
  *                          for bf16. Strategies 3 and 4 use a workspace: see
  *                          msda_backward_cuda_workspace.
  *   MSDA_VECTOR_ATOMICS  1 (default) or 0: 16-byte red/atomic instructions on sm_90 and newer
+ *   MSDA_BUFFER_MIN_BLOCKS  min blocks per SM of the all-buffer 16-bit backward (default
+ *                        1024 / MSDA_MAX_THREADS, i.e. at most 64 registers)
  */
 #ifndef MSDA_H
 #define MSDA_H

@@ -12,6 +12,9 @@
 #ifndef MSDA_MAX_THREADS
 #define MSDA_MAX_THREADS 256
 #endif
+#ifndef MSDA_BUFFER_MIN_BLOCKS // min resident blocks per SM of the all-buffer 16-bit backward
+#define MSDA_BUFFER_MIN_BLOCKS (MSDA_MAX_THREADS <= 1024 / 4 ? 1024 / MSDA_MAX_THREADS : 1)
+#endif
 #ifndef MSDA_ENABLE_F16
 #define MSDA_ENABLE_F16 1
 #endif

@@ -1,7 +1,8 @@
 // The MSDA kernels: forward and backward per data type, written from the formula in msda.h.
 //
 // Work layout, shared by both: a head's D channels are split into D / VEC vectors ("chunks")
-// of VEC elements (16 bytes where D and the pointers allow, else one element). Each (n, q, m)
+// of VEC elements (16 bytes where D and the pointers allow, 8 for 16-bit types in the buffered
+// backward, else one element). Each (n, q, m)
 // gets a group of `lanes` consecutive threads (a power of two, at most 32, so a group never
 // spans two warps); lane i handles chunks i, i + lanes, ... . Grid-stride loops over whole
 // warps keep every lane of a warp in step, so the backward can reduce the location and weight
@@ -115,28 +116,31 @@ template <class Tr, int VEC> __device__ __forceinline__ void forward(const msda_
     }
 }
 
-// Adds a lane's VEC values natively to a 16-bit value gradient. With 4 values a lane and pairing
-// on, lane 2t takes lane 2t+1's four and issues one 16-byte `red` for both: 8-byte 16-bit `red`s
-// measured far slower on an H200 than half as many 16-byte ones. The caller guarantees that
-// every lane of the group is here (one chunk per lane).
-template <class Tr, int VEC>
-__device__ __forceinline__ void add_native(unsigned short *p, const float (&v)[VEC], int pairing, int lane, int lanes) {
-    if constexpr (VEC == 4) {
+// Adds a lane's VEC values to the f32 buffer. With 8 values (two 16-byte `red`s) and pairing on,
+// lane 2t keeps its low half and takes lane 2t+1's low half, lane 2t+1 the two high halves, so
+// that each of the two instructions writes 32 contiguous bytes per pair rather than 16 of every
+// 32. The caller guarantees that every lane of the group is here (one chunk per lane).
+template <int VEC>
+__device__ __forceinline__ void add_to_buffer(float *p, const float (&v)[VEC], int pairing, int lane, int lanes) {
+    if constexpr (VEC == 8) {
         if (pairing) {
             const unsigned group_mask =
                 lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1u) << ((threadIdx.x & 31) & ~(unsigned)(lanes - 1));
-            float both[8];
+            const bool odd = lane & 1;
+            float lo[4], hi[4];
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                both[i] = v[i];
-                both[4 + i] = __shfl_xor_sync(group_mask, v[i], 1);
+                const float got = __shfl_xor_sync(group_mask, odd ? v[i] : v[4 + i], 1);
+                lo[i] = odd ? got : v[i];     // even: own low half; odd: partner's high half
+                hi[i] = odd ? v[4 + i] : got; // even: partner's low half; odd: own high half
             }
-            if (!(lane & 1)) atomic_add_half<Tr, 8>(p, both);
+            atomic_add_vec<4>(odd ? p - 4 : p, lo);
+            atomic_add_vec<4>(odd ? p + 4 : p + 8, hi);
             return;
         }
     }
     (void)pairing, (void)lane, (void)lanes;
-    atomic_add_half<Tr, VEC>(p, v);
+    atomic_add_vec<VEC>(p, v);
 }
 
 template <typename A> __device__ __forceinline__ A group_sum(A v, int lanes) {
@@ -144,7 +148,12 @@ template <typename A> __device__ __forceinline__ A group_sum(A v, int lanes) {
     return v;
 }
 
-template <class Tr, int VEC> __device__ __forceinline__ void backward(const msda_kparams &p) {
+// ALL_BUFFER: every level's value gradient goes to the f32 buffer, which then spans the whole
+// (N, S, M, D): a kernel without the native path, so with fewer registers (on sm_90: 94 with
+// both paths, 72 without, 64 under MSDA_BUFFER_MIN_BLOCKS; at 94, half the threads were
+// resident and the bf16 encoder backward took 17% longer).
+template <class Tr, int VEC, bool ALL_BUFFER = false>
+__device__ __forceinline__ void backward(const msda_kparams &p) {
     typedef typename Tr::S S;
     typedef typename Tr::A A;
     typedef typename Tr::G G;
@@ -214,11 +223,14 @@ template <class Tr, int VEC> __device__ __forceinline__ void backward(const msda
                                 dot[j] += g[i] * v[i];
                                 add[i] = f * g[i];
                             }
-                            if constexpr (Tr::buffered) {
+                            if constexpr (ALL_BUFFER) {
+                                atomic_add_vec<VEC>(gbuffer + at, add);
+                            } else if constexpr (Tr::buffered) {
                                 if (to_buffer) // uniform across the warp: all lanes are at level l
-                                    atomic_add_vec<VEC>(gbuffer + bstart + b.off[j] * row + c * VEC, add);
+                                    add_to_buffer<VEC>(gbuffer + bstart + b.off[j] * row + c * VEC, add,
+                                                       p.pair_exchange, lane, lanes);
                                 else
-                                    add_native<Tr, VEC>(gvalue + at, add, p.pair_exchange, lane, lanes);
+                                    add_gradient<Tr, VEC>(gvalue + at, add);
                             } else {
                                 add_gradient<Tr, VEC>(gvalue + at, add);
                             }
@@ -258,6 +270,9 @@ template <class Tr> __device__ __forceinline__ void convert(const msda_kparams &
 } // namespace
 
 #define MSDA_KERNEL extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS)
+// The all-buffer backward wants 1024 resident threads per SM (64 registers at most): with 72,
+// as ptxas gives it unbounded on sm_90, 768 fit; at 64 it does not spill there.
+#define MSDA_BUFFER_KERNEL extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS, MSDA_BUFFER_MIN_BLOCKS)
 
 #define MSDA_KERNEL_PAIR(NAME, TR, VEC)                                                                              \
     MSDA_KERNEL msda_forward_##NAME##_v##VEC(const msda_kparams p) { forward<TR, VEC>(p); }                        \
@@ -272,10 +287,18 @@ MSDA_KERNEL_PAIR(f16, f16_t, 8)
 MSDA_KERNEL_PAIR(f16, f16_t, 4)
 MSDA_KERNEL_PAIR(f16, f16_t, 1)
 MSDA_KERNEL msda_convert_f16(const msda_kparams p) { convert<f16_t>(p); }
+#if MSDA_F16_STRATEGY == MSDA_ATOMIC_F32_BUFFER || MSDA_F16_STRATEGY == MSDA_ATOMIC_MIXED
+MSDA_BUFFER_KERNEL msda_backward_f16_buffer_v4(const msda_kparams p) { backward<f16_t, 4, true>(p); }
+MSDA_BUFFER_KERNEL msda_backward_f16_buffer_v1(const msda_kparams p) { backward<f16_t, 1, true>(p); }
+#endif
 #endif
 #if MSDA_ENABLE_BF16
 MSDA_KERNEL_PAIR(bf16, bf16_t, 8)
 MSDA_KERNEL_PAIR(bf16, bf16_t, 4)
 MSDA_KERNEL_PAIR(bf16, bf16_t, 1)
 MSDA_KERNEL msda_convert_bf16(const msda_kparams p) { convert<bf16_t>(p); }
+#if MSDA_BF16_STRATEGY == MSDA_ATOMIC_F32_BUFFER || MSDA_BF16_STRATEGY == MSDA_ATOMIC_MIXED
+MSDA_BUFFER_KERNEL msda_backward_bf16_buffer_v4(const msda_kparams p) { backward<bf16_t, 4, true>(p); }
+MSDA_BUFFER_KERNEL msda_backward_bf16_buffer_v1(const msda_kparams p) { backward<bf16_t, 1, true>(p); }
+#endif
 #endif

@@ -34,8 +34,8 @@ typedef struct msda_kparams {
     int64_t buffer_start;      /* first spatial position the buffer covers */
     int64_t buffer_spatial;    /* spatial positions it covers */
     uint32_t buffer_levels;    /* bit l: level l's gradient goes to the buffer */
-    int32_t pair_exchange;     /* buffered 16-bit backward, 4 elements a lane, chunks == lanes >= 2:
-                                  on native levels, lane pairs add with one 16-byte `red` */
+    int32_t pair_exchange;     /* 16-bit, 8 elements a lane, chunks == lanes >= 2: lane pairs swap
+                                  halves so that each f32 `red` fills whole 32-byte sectors */
     int32_t level_h[MSDA_KP_MAX_LEVELS];
     int32_t level_w[MSDA_KP_MAX_LEVELS];
     int64_t level_start[MSDA_KP_MAX_LEVELS];

@@ -184,6 +184,13 @@ static buffer_plan plan_buffer(const msda_problem *pb, int strategy) {
         }
     }
     if (lo < 0) return bp;
+    /* Measured on an H200 (bf16, DETR shapes): where the native levels are a minority (an
+     * encoder: 1 of 4), buffering every level and 4 elements a lane is faster than mixing;
+     * where they are the majority (a decoder: 3 of 4), mixing with 8 elements a lane is. */
+    int native = 0;
+    for (int64_t l = 0; l < pb->L; l++)
+        native += !(pb->level_start[l] >= lo && pb->level_start[l] + pb->level_h[l] * pb->level_w[l] <= hi);
+    if (2 * native < pb->L) lo = 0, hi = pb->S;
     for (int64_t l = 0; l < pb->L; l++)
         if (pb->level_start[l] >= lo && pb->level_start[l] + pb->level_h[l] * pb->level_w[l] <= hi)
             bp.levels |= 1u << l;
@@ -221,15 +228,24 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     if (st != MSDA_OK) return st;
 
     const buffer_plan bp = plan_buffer(&pb, backward_strategy(mod, pb.dtype));
-    /* With a buffer, 16-bit lanes take 4 elements, so that each lane's f32 `red` is one 16-byte
-     * access beside its neighbours' (8 elements would need two half-used ones); on the native
-     * levels, lane pairs then join their halves into one 16-byte 16-bit `red`, which needs
-     * exactly one chunk per lane. */
+    /* 16-bit lanes take 8 elements where some levels add natively (one 16-byte 16-bit `red`;
+     * 8-byte ones measured far slower), with lane pairs swapping halves so that the two f32
+     * `red`s of the buffered levels fill whole sectors, which needs one chunk per lane. With
+     * every level buffered, or no pairing, 4 elements: one f32 `red` beside its neighbours'. */
     const void *const ptrs[] = {a->value, a->grad_output, a->grad_value};
-    const vec_kernels *v = pick_vec(&pb, bp.levels ? 4 : 8, ptrs, 3);
-    const int64_t chunks = pb.D / v->vec;
-    const int pairing = bp.levels && v->vec == 4 && chunks >= 2 && chunks <= 32 && (chunks & (chunks - 1)) == 0;
-    const msda_kernel *k = &mod->kernels[v->bwd];
+    const uint32_t all_levels = (uint32_t)((1ull << pb.L) - 1);
+    const vec_kernels *v = pick_vec(&pb, bp.levels == all_levels ? 4 : 8, ptrs, 3);
+    int pairing = 0;
+    if (bp.levels && v->vec == 8) {
+        const int64_t chunks = pb.D / 8;
+        pairing = chunks >= 2 && chunks <= 32 && (chunks & (chunks - 1)) == 0;
+        if (!pairing) v = pick_vec(&pb, 4, ptrs, 3);
+    }
+    msda_kernel_id kid = v->bwd;
+    if (bp.levels == all_levels) /* the kernel without the native path (fewer registers) */
+        kid = pb.dtype == MSDA_F16 ? (v->vec == 4 ? K_BWDBUF_F16_V4 : K_BWDBUF_F16_V1)
+                                   : (v->vec == 4 ? K_BWDBUF_BF16_V4 : K_BWDBUF_BF16_V1);
+    const msda_kernel *k = &mod->kernels[kid];
     if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
     msda_kparams kp;
     fill_params(&pb, v->vec, &kp);

@@ -19,11 +19,34 @@ static const char *const kernel_names[K_COUNT] = {
     [K_FWD_BF16_V1] = "msda_forward_bf16_v1", [K_BWD_BF16_V8] = "msda_backward_bf16_v8",
     [K_BWD_BF16_V4] = "msda_backward_bf16_v4", [K_BWD_BF16_V1] = "msda_backward_bf16_v1",
     [K_CONVERT_F16] = "msda_convert_f16",     [K_CONVERT_BF16] = "msda_convert_bf16",
+    [K_BWDBUF_F16_V4] = "msda_backward_f16_buffer_v4", [K_BWDBUF_F16_V1] = "msda_backward_f16_buffer_v1",
+    [K_BWDBUF_BF16_V4] = "msda_backward_bf16_buffer_v4", [K_BWDBUF_BF16_V1] = "msda_backward_bf16_buffer_v1",
 };
 
 static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
 static msda_module modules[MSDA_MAX_CONTEXTS];
 static int module_count;
+
+static int buffered(int strategy) { return strategy == MSDA_ATOMIC_F32_BUFFER || strategy == MSDA_ATOMIC_MIXED; }
+
+/* Whether the device code built with `cfg` has kernel k (msda_kernels.cu compiles the 16-bit
+ * kernels only where enabled, and the all-buffer backward only for buffering strategies). */
+static int kernel_built(const msda_device_config *cfg, msda_kernel_id k) {
+    switch (k) {
+    case K_FWD_F16_V8: case K_FWD_F16_V4: case K_FWD_F16_V1:
+    case K_BWD_F16_V8: case K_BWD_F16_V4: case K_BWD_F16_V1: case K_CONVERT_F16:
+        return cfg->f16_enabled;
+    case K_FWD_BF16_V8: case K_FWD_BF16_V4: case K_FWD_BF16_V1:
+    case K_BWD_BF16_V8: case K_BWD_BF16_V4: case K_BWD_BF16_V1: case K_CONVERT_BF16:
+        return cfg->bf16_enabled;
+    case K_BWDBUF_F16_V4: case K_BWDBUF_F16_V1:
+        return cfg->f16_enabled && buffered(cfg->f16_atomic);
+    case K_BWDBUF_BF16_V4: case K_BWDBUF_BF16_V1:
+        return cfg->bf16_enabled && buffered(cfg->bf16_atomic);
+    default:
+        return 1;
+    }
+}
 
 /* Tries each embedded fatbin in order; the driver picks the SASS or PTX of the device's
  * architecture inside one, and answers CUDA_ERROR_NO_BINARY_FOR_GPU where there is none. */
@@ -58,11 +81,9 @@ static msda_status load_module(const msda_driver *drv, msda_module *m, msda_erro
     for (int k = 0; k < K_COUNT; k++) {
         msda_kernel *kn = &m->kernels[k];
         kn->name = kernel_names[k];
+        kn->fn = NULL;
+        if (!kernel_built(&m->config, (msda_kernel_id)k)) continue; /* never asked: no API error */
         r = drv->ModuleGetFunction(&kn->fn, m->module, kn->name);
-        if (r == CUDA_ERROR_NOT_FOUND) { /* compiled out: MSDA_ENABLE_F16=0 or the like */
-            kn->fn = NULL;
-            continue;
-        }
         if (r != CUDA_SUCCESS) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, kn->name);
         /* The block size that gives the most resident threads for this kernel's registers on
          * this device, never over its own launch limit: the launch cannot run out of resources. */

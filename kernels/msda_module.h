@@ -12,6 +12,7 @@ typedef enum msda_kernel_id {
     K_FWD_F16_V8, K_FWD_F16_V4, K_FWD_F16_V1, K_BWD_F16_V8, K_BWD_F16_V4, K_BWD_F16_V1,
     K_FWD_BF16_V8, K_FWD_BF16_V4, K_FWD_BF16_V1, K_BWD_BF16_V8, K_BWD_BF16_V4, K_BWD_BF16_V1,
     K_CONVERT_F16, K_CONVERT_BF16,
+    K_BWDBUF_F16_V4, K_BWDBUF_F16_V1, K_BWDBUF_BF16_V4, K_BWDBUF_BF16_V1, /* every level buffered */
     K_COUNT
 } msda_kernel_id;
 

@@ -171,3 +171,31 @@ def test_no_kernel_image_error_from_a_library_without_code_for_this_gpu(monkeypa
     assert f"compute capability {major}.{minor}, sm_{major}{minor}" in text
     assert f"`msda-doctor build --arch sm_{major}{minor}`" in text
     assert "no kernel image is available for execution on the device" in text
+
+
+def test_gradcheck_f64_cuda():
+    value, shapes, starts, loc, w = make_inputs([(3, 4), (2, 2)], batch=2, queries=3, heads=2,
+                                                channels=3, points=2, dtype=torch.float64,
+                                                device="cuda", seed=90)
+    inputs = [t.requires_grad_(True) for t in (value, loc, w)]
+    fn = lambda v, l, a: msda.ms_deform_attn(v, shapes, starts, l, a)
+    assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float64, 1e-12)])
+def test_dropin_module_on_cuda_matches_reference(dtype, tol):
+    # `import MultiScaleDeformableAttention as MSDA`, called the way Deformable-DETR's own
+    # autograd.Function calls it, on the GPU, against the grid_sample reference in f64.
+    from test_dropin import OriginalStyleFunction
+    value, shapes, starts, loc, w = make_inputs(SHAPES, batch=3, queries=20, heads=2, channels=8,
+                                                dtype=dtype, device="cuda", seed=91)
+    grad_out = torch.randn(3, 20, 16, device="cuda", dtype=dtype)
+    got = [t.clone().requires_grad_(True) for t in (value, loc, w)]
+    out = OriginalStyleFunction.apply(got[0], shapes, starts, got[1], got[2], 64)
+    out.backward(grad_out)
+    ref = [t.detach().double().cpu().requires_grad_(True) for t in (value, loc, w)]
+    ref_out = ms_deform_attn_reference(ref[0], SHAPES, ref[1], ref[2])
+    ref_out.backward(grad_out.double().cpu())
+    assert out.is_cuda and rel_err(out, ref_out) < tol
+    for g, r in zip(got, ref):
+        assert g.grad.is_cuda and rel_err(g.grad, r.grad) < 4 * tol
