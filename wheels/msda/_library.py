@@ -46,7 +46,9 @@ class _BackwardArgs(ctypes.Structure):
                 ("value", ctypes.c_void_p), ("sampling_locations", ctypes.c_void_p),
                 ("attention_weights", ctypes.c_void_p), ("grad_output", ctypes.c_void_p),
                 ("grad_value", ctypes.c_void_p), ("grad_sampling_locations", ctypes.c_void_p),
-                ("grad_attention_weights", ctypes.c_void_p)]
+                ("grad_attention_weights", ctypes.c_void_p),
+                # msda.h's optional device workspace: the struct must match the C one exactly
+                ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t)]
 
 
 class _Error(ctypes.Structure):
@@ -124,6 +126,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "msda_forward_cuda": ([ctypes.POINTER(_ForwardArgs), ctypes.c_void_p, err], ctypes.c_int),
         "msda_backward_cuda": ([ctypes.POINTER(_BackwardArgs), ctypes.c_void_p, err],
                                ctypes.c_int),
+        "msda_backward_cuda_workspace": ([ctypes.POINTER(_BackwardArgs),
+                                          ctypes.POINTER(ctypes.c_size_t), err], ctypes.c_int),
         "msda_fatbin_count": ([], ctypes.c_int),
         "msda_embedded_archs": ([ctypes.POINTER(_Arch), ctypes.c_int], ctypes.c_int),
         "msda_embedded_archs_string": ([ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int),
@@ -199,14 +203,25 @@ class Library:
     def backward(self, dtype: DType, sizes: Sizes, shapes: Sequence[int], starts: Sequence[int],
                  value: int, locations: int, weights: int, grad_output: int, grad_value: int,
                  grad_locations: int, grad_weights: int, *, cuda_stream: Optional[int] = None,
-                 threads: int = 0, gpu: Optional[Callable[[], Optional[GPU]]] = None) -> None:
-        """Writes the three gradients; as forward otherwise."""
+                 threads: int = 0, gpu: Optional[Callable[[], Optional[GPU]]] = None,
+                 workspace: Optional[Callable[[int], int]] = None) -> None:
+        """Writes the three gradients; as forward otherwise. On CUDA, `workspace(nbytes)` returns
+        device memory the call may use on its stream (the caller's allocator), so that the
+        library need not allocate one per call."""
         shapes_arr, starts_arr = _level_table(shapes, starts)
         args = _BackwardArgs(int(dtype), _c_sizes(sizes),
                              ctypes.cast(shapes_arr, ctypes.c_void_p),
                              ctypes.cast(starts_arr, ctypes.c_void_p), value, locations, weights,
                              grad_output, grad_value, grad_locations, grad_weights)
         err = _Error()
+        if cuda_stream is not None and workspace is not None:
+            nbytes = ctypes.c_size_t(0)
+            status = self._lib.msda_backward_cuda_workspace(ctypes.byref(args), ctypes.byref(nbytes),
+                                                            ctypes.byref(err))
+            self._check(status, err, gpu)
+            if nbytes.value:
+                args.workspace = workspace(nbytes.value)
+                args.workspace_bytes = nbytes.value
         if cuda_stream is None:
             status = self._lib.msda_backward_cpu(ctypes.byref(args), threads, ctypes.byref(err))
         else:

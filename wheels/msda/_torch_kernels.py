@@ -142,7 +142,17 @@ def backward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_inde
                 torch.zeros_like(p.weights)]
     grads = [torch.empty_like(p.value), torch.empty_like(p.locations), torch.empty_like(p.weights)]
 
+    held: List[torch.Tensor] = []
+
+    def workspace(nbytes: int) -> int:
+        # From torch's caching allocator, on the call's stream: freed after the call, the
+        # memory is reused only by work ordered after it on that stream.
+        held.append(torch.empty(nbytes, dtype=torch.uint8, device=p.value.device))
+        return held[-1].data_ptr()
+
     def call(**where) -> None:
+        if "cuda_stream" in where:
+            where["workspace"] = workspace
         library().backward(p.dtype, p.sizes, p.shapes, p.starts, p.value.data_ptr(),
                            p.locations.data_ptr(), p.weights.data_ptr(), grad_output.data_ptr(),
                            *(g.data_ptr() for g in grads), **where)
