@@ -25,7 +25,13 @@ typedef struct {
 
 static const char *atomic_name(md_atomic_strategy a)
 {
-    return a == MD_ATOMIC_NATIVE ? "native" : a == MD_ATOMIC_CAS ? "cas" : "f32-buffer";
+    switch (a) {
+    case MD_ATOMIC_NATIVE: return "native";
+    case MD_ATOMIC_CAS: return "cas";
+    case MD_ATOMIC_F32_BUFFER: return "f32-buffer";
+    case MD_ATOMIC_MIXED: return "mixed";
+    }
+    return "f32-buffer";
 }
 
 static void target_name(const md_plan_target *t, char *buf, size_t size)

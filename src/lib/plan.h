@@ -6,7 +6,12 @@
 #include "toolkit.h"
 
 /* How the backward accumulates f16/bf16 value gradients (kernels/msda.h MSDA_*_ATOMIC). */
-typedef enum { MD_ATOMIC_NATIVE = 1, MD_ATOMIC_CAS = 2, MD_ATOMIC_F32_BUFFER = 3 } md_atomic_strategy;
+typedef enum {
+    MD_ATOMIC_NATIVE = 1,
+    MD_ATOMIC_CAS = 2,
+    MD_ATOMIC_F32_BUFFER = 3,
+    MD_ATOMIC_MIXED = 4     /* native on sparse levels, the f32 buffer on dense ones */
+} md_atomic_strategy;
 
 typedef struct {
     unsigned sm;
