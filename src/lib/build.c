@@ -754,7 +754,6 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
         one.n = 1;
         one.envs[0] = pack->envs[i];
         st = run_steps(&one, log_dir, 1, result, err);
-        memcpy(pack->tmp[i], one.tmp[0], sizeof pack->tmp[i]);
     }
     for (size_t p = 0; p < result->n_outputs && st == MD_OK; p++) {
         if ((st = check_manylinux(&result->outputs[p], err)) == MD_OK)

@@ -25,50 +25,65 @@ enum {
     CUDA_ERROR_NO_DEVICE = 100
 };
 
-static const char *error_name(void *lib, int code)
+const char *md_libcuda_error_name(const md_libcuda *cuda, int code)
 {
-    cu_error_name_fn name_of = (cu_error_name_fn)dlsym(lib, "cuGetErrorName");
+    cu_error_name_fn name_of = (cu_error_name_fn)dlsym(cuda->lib, "cuGetErrorName");
     const char *name = NULL;
     if (name_of && name_of(code, &name) == 0 && name)
         return name;
     return "unknown CUDA error";
 }
 
-md_status md_gpu_probe_run(md_gpu_probe *out, md_error *err)
+md_status md_libcuda_open(md_libcuda *out, md_error *err)
 {
     memset(out, 0, sizeof *out);
     const char *path = getenv("MSDA_LIBCUDA");
-    if (!path || !*path)
-        path = "libcuda.so.1";
-    snprintf(out->library, sizeof out->library, "%s", path);
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib)
+    snprintf(out->path, sizeof out->path, "%s", path && *path ? path : "libcuda.so.1");
+    out->lib = dlopen(out->path, RTLD_NOW | RTLD_LOCAL);
+    if (!out->lib)
         return md_fail(err, MD_ERR_UNSUPPORTED, "no CUDA driver: %s", dlerror());
-    md_status st = MD_OK;
-    cu_init_fn init = (cu_init_fn)dlsym(lib, "cuInit");
-    cu_driver_version_fn driver_version = (cu_driver_version_fn)dlsym(lib, "cuDriverGetVersion");
+    cu_init_fn init = (cu_init_fn)dlsym(out->lib, "cuInit");
+    cu_driver_version_fn driver_version = (cu_driver_version_fn)dlsym(out->lib, "cuDriverGetVersion");
+    if (!init || !driver_version) {
+        dlclose(out->lib); /* cuInit never ran: nothing of it can dangle */
+        out->lib = NULL;
+        return md_fail(err, MD_ERR_UNSUPPORTED, "'%s' lacks the CUDA driver API", out->path);
+    }
+    /* asked before cuInit: it answers without a device, and says which CUDA the driver is for */
+    if (driver_version(&out->driver_version) != 0)
+        out->driver_version = 0;
+    out->init_result = init(0);
+    return MD_OK;
+}
+
+md_status md_gpu_probe_run(md_gpu_probe *out, md_error *err)
+{
+    memset(out, 0, sizeof *out);
+    md_libcuda cuda;
+    md_status st = md_libcuda_open(&cuda, err);
+    snprintf(out->library, sizeof out->library, "%s", cuda.path);
+    if (st != MD_OK)
+        return st;
+    void *lib = cuda.lib;
     cu_device_count_fn count = (cu_device_count_fn)dlsym(lib, "cuDeviceGetCount");
     cu_device_get_fn get = (cu_device_get_fn)dlsym(lib, "cuDeviceGet");
     cu_device_name_fn name = (cu_device_name_fn)dlsym(lib, "cuDeviceGetName");
     cu_device_attribute_fn attr = (cu_device_attribute_fn)dlsym(lib, "cuDeviceGetAttribute");
     cu_device_total_mem_fn total_mem = (cu_device_total_mem_fn)dlsym(lib, "cuDeviceTotalMem_v2");
-    if (!init || !driver_version || !count || !get || !name || !attr) {
-        st = md_fail(err, MD_ERR_UNSUPPORTED, "'%s' lacks the CUDA driver API", path);
-        goto end;
-    }
-    /* asked before cuInit: it answers without a device, and says which CUDA the driver is for */
-    driver_version(&out->driver_version);
-    int rc = init(0);
+    if (!count || !get || !name || !attr)
+        return md_fail(err, MD_ERR_UNSUPPORTED, "'%s' lacks the CUDA driver API", cuda.path);
+    out->driver_version = cuda.driver_version;
+    int rc = cuda.init_result;
     if (rc == CUDA_ERROR_NO_DEVICE) /* a working driver on a machine without GPUs */
-        goto end;
+        return MD_OK;
     if (rc != 0) {
-        st = md_fail(err, MD_ERR_UNSUPPORTED, "cuInit failed: %s (%d)%s", error_name(lib, rc), rc,
+        st = md_fail(err, MD_ERR_UNSUPPORTED, "cuInit failed: %s (%d)%s", md_libcuda_error_name(&cuda, rc), rc,
                      rc == CUDA_ERROR_STUB_LIBRARY ? ": the toolkit's stub libcuda was loaded, not a driver" : "");
         goto end;
     }
     int n = 0;
     if ((rc = count(&n)) != 0) {
-        st = md_fail(err, MD_ERR_UNSUPPORTED, "cuDeviceGetCount failed: %s", error_name(lib, rc));
+        st = md_fail(err, MD_ERR_UNSUPPORTED, "cuDeviceGetCount failed: %s", md_libcuda_error_name(&cuda, rc));
         goto end;
     }
     out->gpus = calloc(n > 0 ? (size_t)n : 1, sizeof *out->gpus);
@@ -96,7 +111,6 @@ md_status md_gpu_probe_run(md_gpu_probe *out, md_error *err)
         out->n_gpus++;
     }
 end:
-    /* Not unloaded: drivers are not made for it, and what cuInit allocated would dangle. */
     return st;
 }
 

@@ -22,6 +22,22 @@ typedef struct {
     char library[256];           /* the driver library that answered */
 } md_gpu_probe;
 
+/* The CUDA driver library, opened and initialised. */
+typedef struct {
+    void *lib;                   /* never closed: drivers are not made to be unloaded, and what
+                                  * cuInit allocated would dangle */
+    char path[256];              /* MSDA_LIBCUDA, else libcuda.so.1 */
+    int driver_version;          /* cuDriverGetVersion, asked before cuInit; 0 if it failed */
+    int init_result;             /* cuInit's CUresult: 0, 100 (no device), 34 (the stub), ... */
+} md_libcuda;
+
+/* Opens the driver library and calls cuInit, whatever it answers (see init_result).
+ * MD_ERR_UNSUPPORTED when the library cannot be opened or lacks cuInit/cuDriverGetVersion. */
+md_status md_libcuda_open(md_libcuda *out, md_error *err);
+
+/* The CUresult's name ("CUDA_ERROR_NO_DEVICE"), never NULL. */
+const char *md_libcuda_error_name(const md_libcuda *cuda, int code);
+
 /* Fills OUT. A machine without a driver is MD_ERR_UNSUPPORTED with the reason (no library,
  * cuInit failing with its error name); zero GPUs with a working driver is MD_OK. */
 md_status md_gpu_probe_run(md_gpu_probe *out, md_error *err);

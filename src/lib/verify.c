@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include "build.h"
 #include "elf_glibc.h"
+#include "gpu_probe.h"
 #include "msda.h"
 #include "wheel.h"
 
@@ -289,7 +290,6 @@ static void check_cpu(const msda_api *api, const problem *p, md_verify_device *d
 
 typedef struct {
     void *lib;
-    int (*init)(unsigned);
     int (*count)(int *);
     int (*get)(int *, int);
     int (*name)(char *, int, int);
@@ -308,38 +308,30 @@ typedef struct {
 static bool load_driver(driver *drv, char *why, size_t size)
 {
     memset(drv, 0, sizeof *drv);
-    const char *path = getenv("MSDA_LIBCUDA");
-    drv->lib = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!drv->lib) {
-        snprintf(why, size, "no CUDA driver: %s", dlerror());
+    md_libcuda cuda;
+    md_error err;
+    if (md_libcuda_open(&cuda, &err) != MD_OK) {
+        snprintf(why, size, "%s", err.message);
         return false;
     }
-    void **slots[] = { (void **)&drv->init, (void **)&drv->count, (void **)&drv->get, (void **)&drv->name,
-                       (void **)&drv->attribute, (void **)&drv->retain, (void **)&drv->release,
-                       (void **)&drv->set_current, (void **)&drv->alloc, (void **)&drv->free, (void **)&drv->htod,
-                       (void **)&drv->dtoh, (void **)&drv->synchronize, (void **)&drv->error_name };
-    const char *names[] = { "cuInit", "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName", "cuDeviceGetAttribute",
+    if (cuda.init_result != 0) {
+        snprintf(why, size, "cuInit failed: %s", md_libcuda_error_name(&cuda, cuda.init_result));
+        return false;
+    }
+    drv->lib = cuda.lib;
+    void **slots[] = { (void **)&drv->count, (void **)&drv->get, (void **)&drv->name, (void **)&drv->attribute,
+                       (void **)&drv->retain, (void **)&drv->release, (void **)&drv->set_current,
+                       (void **)&drv->alloc, (void **)&drv->free, (void **)&drv->htod, (void **)&drv->dtoh,
+                       (void **)&drv->synchronize, (void **)&drv->error_name };
+    const char *names[] = { "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName", "cuDeviceGetAttribute",
                             "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuCtxSetCurrent",
                             "cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2",
                             "cuCtxSynchronize", "cuGetErrorName" };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        *slots[i] = dlsym(drv->lib, names[i]);
-        if (!*slots[i]) {
+        if (!(*slots[i] = dlsym(drv->lib, names[i]))) {
             snprintf(why, size, "the CUDA driver lacks %s", names[i]);
-            dlclose(drv->lib);
-            drv->lib = NULL;
             return false;
         }
-    }
-    /* After cuInit the driver stays loaded even when it fails: drivers are not made to be
-     * unloaded, and what cuInit allocated would dangle. */
-    int rc = drv->init(0);
-    if (rc != 0) {
-        const char *n = NULL;
-        drv->error_name(rc, &n);
-        snprintf(why, size, "cuInit failed: %s", n ? n : "unknown error");
-        drv->lib = NULL;
-        return false;
     }
     return true;
 }
