@@ -24,7 +24,7 @@ typedef struct msda_kparams {
     int32_t channels;          /* D */
     int32_t levels;            /* L */
     int32_t points;            /* P */
-    int32_t chunks;            /* D / VEC: vectors per head */
+    int32_t chunks;            /* D / VEC: vectors per head; conversion: elements a thread */
     int32_t lanes_log2;        /* lanes over a head's chunks: 1 << lanes_log2 */
     int32_t parts_log2;        /* forward: the L*P points split over 1 << parts_log2 lanes; a
                                   group is 1 << (lanes_log2 + parts_log2) <= 32 threads */

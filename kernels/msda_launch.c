@@ -55,13 +55,20 @@ static void fill_params(const msda_problem *pb, int vec, msda_kparams *kp) {
     }
 }
 
-static msda_status launch(const msda_driver *drv, const msda_kernel *k, msda_kparams *kp,
-                          CUstream stream, msda_error *err) {
-    const int64_t blocks = (kp->threads + k->block - 1) / k->block;
+/* `threads` threads (kp->threads but where a thread takes several elements), in blocks of the
+ * kernel's size. */
+static msda_status launch_threads(const msda_driver *drv, const msda_kernel *k, msda_kparams *kp, int64_t threads,
+                                  CUstream stream, msda_error *err) {
+    const int64_t blocks = (threads + k->block - 1) / k->block;
     const unsigned grid = blocks > INT32_MAX ? INT32_MAX : (unsigned)blocks; /* loops cover the rest */
     void *params[] = {kp};
     const CUresult r = drv->LaunchKernel(k->fn, grid, 1, 1, (unsigned)k->block, 1, 1, 0, stream, params, NULL);
     return r == CUDA_SUCCESS ? MSDA_OK : msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, k->name);
+}
+
+static msda_status launch(const msda_driver *drv, const msda_kernel *k, msda_kparams *kp, CUstream stream,
+                          msda_error *err) {
+    return launch_threads(drv, k, kp, kp->threads, stream, err);
 }
 
 /* Validation, the driver and the module, shared by both directions. */
@@ -299,7 +306,10 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
         cp.buffer_start = bp.start;
         cp.buffer_spatial = bp.spatial;
         cp.threads = (int64_t)(bytes / sizeof(float));
-        st = launch(drv, conv, &cp, stream, err);
+        /* Vectors of 8 or 4 never straddle an n (M * D is a multiple), and land aligned. */
+        const int64_t row = pb.M * pb.D;
+        cp.chunks = row % 8 == 0 && aligned(a->grad_value, 16) ? 8 : row % 4 == 0 && aligned(a->grad_value, 8) ? 4 : 1;
+        st = launch_threads(drv, conv, &cp, (cp.threads + cp.chunks - 1) / cp.chunks, stream, err);
     }
     return own ? buffer_free(drv, stream, buf, async, st, err) : st;
 }

@@ -1,5 +1,5 @@
 /* GPU check of libmsda: the CUDA forward and backward against the library's CPU path, for each
- * data type on the Deformable-DETR shapes and others (D in 16, 24, 32, 64, 71; batch 1 to 16).
+ * data type on the Deformable-DETR shapes and others (D in 12, 16, 24, 32, 64, 71; batch 1 to 16).
  * Outputs are poisoned (all bits set: NaN) before each run, so an unwritten element fails.
  * Prints one row per case and a summary line "N passed, M failed"; exits non-zero on failure.
  *
@@ -42,10 +42,13 @@ static const gcase full_cases[] = {
     {"dec_b16_d16", 16, 900, 8, 16, 4, 4, detr_shapes}, {"dec_b5_d64", 5, 900, 8, 64, 4, 4, detr_shapes},
     {"dec_b16_d71", 16, 900, 8, 71, 4, 4, detr_shapes}, {"dec_b3_d24", 3, 900, 8, 24, 4, 4, detr_shapes},
     {"small_m3_l1_p1_d5", 5, 37, 3, 5, 1, 1, small_shapes},
+    /* M * D = 36: the f32 buffer's conversion in vectors of 4 (32 and 568 above take 8, 15 one) */
+    {"enc_b2_m3_d12", 2, 0, 3, 12, 4, 4, detr_shapes},
 };
 static const gcase small_cases[] = {
     {"small_d32", 2, 60, 4, 32, 4, 4, small_shapes},
     {"small_d5", 3, 17, 3, 5, 2, 3, small_shapes},
+    {"small_m3_d12", 2, 60, 3, 12, 4, 4, small_shapes},
 };
 
 static const char *dtype_name(msda_dtype t) {
