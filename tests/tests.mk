@@ -76,5 +76,6 @@ check-python: $(BUILD)/san/msda-doctor $(PY_VENV)/.stamp
 	@rm -rf $(BUILD)/py-tests && mkdir -p $(BUILD)/py-tests && cp -r wheels/tests $(BUILD)/py-tests/
 	@printf '[pytest]\nmarkers =\n    cuda: needs a CUDA GPU\n    compile: runs torch.compile\n' > $(BUILD)/py-tests/pytest.ini
 	@cd $(BUILD)/py-tests && PYTHONPATH=$(abspath $(PY_SITE)) MSDA_LIBRARY=$(abspath $(PY_SITE))/msda/libmsda.so \
-	  MSDA_EXPECT_INSTALLED=$(abspath $(PY_SITE)) $(abspath $(RUN_SUITE)) python counts \
+	  MSDA_EXPECT_INSTALLED=$(abspath $(PY_SITE)) MSDA_HEADER=$(abspath kernels/msda.h) \
+	  $(abspath $(RUN_SUITE)) python counts \
 	  $(abspath $(PY_VENV))/bin/python -m pytest -q -p no:cacheprovider tests
