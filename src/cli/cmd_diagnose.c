@@ -153,6 +153,11 @@ static json_t *tri(int v)
     return v < 0 ? json_null() : json_boolean(v);
 }
 
+static json_t *count_or_null(int v)
+{
+    return v < 0 ? json_null() : json_integer(v);
+}
+
 static json_t *json_check(const md_check *c)
 {
     json_t *lists[3] = { json_array(), json_array(), json_array() };
@@ -297,10 +302,14 @@ static json_t *json_machine(const md_diagnosis *d)
                                                 "max_threads_that_fit",
                                                 o->n_not_fitting ? json_integer(o->max_threads_that_fit) : json_null()));
         }
-        json_array_append_new(bins, json_pack("{s:s, s:s, s:o, s:o, s:o, s:o}", "path", bf->path, "kind", kinds[bf->kind],
-                                              "sass", arch_names(bf->sass_sms, bf->n_sass, false), "ptx",
-                                              arch_names(bf->ptx_sms, bf->n_ptx, true), "error",
-                                              text_or_null(bf->error), "gpus", on));
+        json_t *symbols = json_pack("{s:o, s:o, s:o, s:o, s:o}", "torch_imported", count_or_null(bf->torch_imports),
+                                    "torch_missing", count_or_null(bf->torch_missing), "first_missing",
+                                    text_or_null(bf->missing_symbol), "needs_torch_python", tri(bf->needs_torch_python),
+                                    "links_torch_python", tri(bf->links_torch_python));
+        json_array_append_new(bins, json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "path", bf->path, "kind",
+                                              kinds[bf->kind], "sass", arch_names(bf->sass_sms, bf->n_sass, false),
+                                              "ptx", arch_names(bf->ptx_sms, bf->n_ptx, true), "error",
+                                              text_or_null(bf->error), "gpus", on, "host_symbols", symbols));
     }
     json_t *cudnn = json_array();
     for (size_t i = 0; i < m->n_cudnn; i++)

@@ -135,6 +135,12 @@ typedef struct {
     unsigned ptx_sms[16];
     size_t n_ptx;
     md_binary_on_gpu on_gpu[MD_DIAG_MAX_GPUS]; /* one per md_machine gpu, same order */
+    /* Host symbols of an extension (not of libmsda, which links no torch); -1: not known */
+    int torch_imports;               /* at::, c10:: and torch:: symbols it imports */
+    int torch_missing;               /* of those, not exported by the probed torch's libraries */
+    char missing_symbol[256];        /* the first of them, mangled */
+    int needs_torch_python;          /* imports THP* or torch::python symbols */
+    int links_torch_python;          /* DT_NEEDED libtorch_python.so */
 } md_binary_facts;
 
 typedef struct {
@@ -198,6 +204,9 @@ void md_probe_smi(md_machine *m, md_check *c);
 /* Rewrites the GPU check's summary once nvidia-smi has told the driver's release number. */
 void md_probe_gpu_summary(const md_machine *m, md_check *c);
 void md_probe_jetson(md_machine *m, md_check *c);
+/* The host symbols of one installed extension, F->path, against the probed torch's libraries:
+ * fills F's torch_* fields and adds its lines to the binaries check C. */
+void md_probe_binary_symbols(const md_machine *m, md_binary_facts *f, md_check *c);
 void md_probe_toolkits(md_machine *m, md_check *c);
 void md_probe_python(md_machine *m, md_check *c);
 void md_probe_binaries(md_machine *m, md_check *c);   /* after gpu, jetson and python */

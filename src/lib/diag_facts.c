@@ -1,6 +1,7 @@
 /* The probe-fact keys of recipes/signatures.json (`confirm`, `rule_out`), evaluated on what the
  * probes found and what the log said. Keys this code cannot judge are unknown (-1); the table
  * of keys and meanings is in tests/fixtures/logs/README.md. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -52,6 +53,23 @@ static int binaries_answer(const md_machine *m, bin_question q)
     }
     return asked ? any : UNKNOWN;
 }
+
+/* Over the binaries whose host symbols were read: does the int at offset FIELD of any one's
+ * md_binary_facts (-1: unknown) satisfy IS? 1 yes, 0 where no known one does, else UNKNOWN. */
+static int any_extension(const md_machine *m, size_t field, bool (*is)(int value))
+{
+    bool known = false, any = false;
+    for (size_t b = 0; b < m->n_binaries; b++) {
+        int value = *(const int *)((const char *)&m->binaries[b] + field);
+        if (value < 0)
+            continue;
+        known = true;
+        any |= is(value);
+    }
+    return known ? any : UNKNOWN;
+}
+
+static bool positive(int value) { return value > 0; }
 
 static int built_on_other_gpu(const md_machine *m)
 {
@@ -156,6 +174,26 @@ int md_fact(const md_diagnosis *d, const md_finding *f, const char *key)
         if (!any)
             return UNKNOWN;
         return !strcmp(key, "binary_has_cuda_code") ? with : without;
+    }
+    if (!strcmp(key, "binary_undefined_torch_symbols") || !strcmp(key, "binary_symbols_resolved")) {
+        int missing = any_extension(m, offsetof(md_binary_facts, torch_missing), positive);
+        if (missing == UNKNOWN)
+            return UNKNOWN;
+        return !strcmp(key, "binary_undefined_torch_symbols") ? missing : !missing;
+    }
+    if (!strcmp(key, "binary_links_torch_python"))
+        return any_extension(m, offsetof(md_binary_facts, links_torch_python), positive);
+    if (!strcmp(key, "binary_missing_torch_python")) {
+        bool known = false;
+        for (size_t b = 0; b < m->n_binaries; b++) {
+            const md_binary_facts *bf = &m->binaries[b];
+            if (bf->needs_torch_python < 0 || bf->links_torch_python < 0)
+                continue;
+            known = true;
+            if (bf->needs_torch_python && !bf->links_torch_python)
+                return 1;
+        }
+        return known ? 0 : UNKNOWN;
     }
     if (!strcmp(key, "binary_installed")) return m->py.ran ? m->py.msda_importable : UNKNOWN;
     if (!strcmp(key, "binary_missing")) return m->py.ran ? !m->py.msda_importable : UNKNOWN;

@@ -199,6 +199,7 @@ void md_probe_binaries(md_machine *m, md_check *c)
             md_binary_facts *f = &m->binaries[m->n_binaries++];
             snprintf(f->path, sizeof f->path, "%s", it->bin.path);
             f->kind = kind_of(it->bin.path);
+            f->torch_imports = f->torch_missing = f->needs_torch_python = f->links_torch_python = -1;
             if (it->status != MD_OK) {
                 snprintf(f->error, sizeof f->error, "%s", it->message);
                 md_check_add(c, MD_LINE_PROBLEM, "%s", it->message);
@@ -210,6 +211,7 @@ void md_probe_binaries(md_machine *m, md_check *c)
             list_archs(&it->bin, MD_CODE_PTX, f->ptx, sizeof f->ptx, f->ptx_sms, 16, &f->n_ptx);
             md_check_add(c, MD_LINE_DETAIL, "%s: SASS %s; PTX %s", f->path, f->n_sass ? f->sass : "none",
                          f->n_ptx ? f->ptx : "none");
+            md_probe_binary_symbols(m, f, c);
             if (f->n_sass + f->n_ptx == 0) {
                 md_check_add(c, MD_LINE_PROBLEM, "%s carries no CUDA device code (built without CUDA)", f->path);
                 md_check_raise(c, MD_CHECK_FAIL);
