@@ -41,6 +41,11 @@ static bool is_torch_python_symbol(const char *name)
     return strncmp(name, "_ZN5torch6python", 16) == 0 || strncmp(name, "_ZNK5torch6python", 17) == 0;
 }
 
+static bool is_torch_or_python_symbol(const char *name)
+{
+    return is_torch_symbol(name) || is_torch_python_symbol(name);
+}
+
 static bool is_torch_library(const char *name)
 {
     return (strncmp(name, "libc10", 6) == 0 || strncmp(name, "libtorch", 8) == 0) && strstr(name, ".so");
@@ -78,15 +83,28 @@ void md_probe_binary_symbols(const md_machine *m, md_binary_facts *f, md_check *
     if (f->kind == MD_BIN_MSDA_WHEEL)
         return; /* libmsda links no torch: nothing to resolve */
     md_error err;
-    md_symbol_list imports;
-    if (md_elf_imports(f->path, is_torch_symbol, &imports, &err) != MD_OK) {
-        md_symbol_list_free(&imports);
+    md_symbol_list all, imports = { 0 };
+    if (md_elf_imports(f->path, is_torch_or_python_symbol, &all, &err) != MD_OK) {
+        md_symbol_list_free(&all);
         return; /* a member of an archive, or not ELF: inspect has said what it could */
     }
-    md_symbol_list python_imports;
-    if (md_elf_imports(f->path, is_torch_python_symbol, &python_imports, &err) == MD_OK)
-        f->needs_torch_python = python_imports.n > 0;
-    md_symbol_list_free(&python_imports);
+    /* The torch symbols, still sorted, taken out of ALL; the Python-only ones stay there. */
+    imports.names = malloc((all.n ? all.n : 1) * sizeof *imports.names);
+    if (!imports.names) {
+        md_symbol_list_free(&all);
+        return;
+    }
+    f->needs_torch_python = 0;
+    size_t kept = 0;
+    for (size_t i = 0; i < all.n; i++) {
+        f->needs_torch_python |= is_torch_python_symbol(all.names[i]);
+        if (is_torch_symbol(all.names[i]))
+            imports.names[imports.n++] = all.names[i];
+        else
+            all.names[kept++] = all.names[i];
+    }
+    all.n = kept;
+    md_symbol_list_free(&all);
     md_elf_glibc links;
     if (md_elf_glibc_read_file(f->path, 2, 17, &links, &err) == MD_OK) {
         f->links_torch_python = 0;
