@@ -8,7 +8,8 @@
 #
 # Set MSDA_NO_INSTALL=1 to skip the package check (e.g. on a non-Debian system).
 
-VERSION  := 0.1.0
+# The one source of the version: --version, the wheel, its Python package and the man page.
+VERSION  := $(strip $(file < VERSION))
 PREFIX   ?= /usr/local
 BINDIR   ?= $(PREFIX)/bin
 MANDIR   ?= $(PREFIX)/share/man
@@ -110,7 +111,7 @@ run: msda-doctor test-deps
 	-./msda-doctor diagnose
 	./msda-doctor build --arch all
 	./msda-doctor inspect $(RUN_GPUS) wheels/dist/msda-$(VERSION)-*.whl
-	./msda-doctor verify wheels/dist/msda-$(VERSION)-py3-none-manylinux_2_17_$(shell uname -m).manylinux2014_$(shell uname -m).whl
+	./msda-doctor verify wheels/dist/msda-$(VERSION)-*_$(shell uname -m).whl
 
 # Wall time of build --arch all, cold and with nothing changed.
 .PHONY: bench-build

@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include "build.h"
 #include "cli.h"
+#include "product.h"
 #include "gpu_probe.h"
 
 #define MAX_TOOLKIT_DIRS 8
@@ -170,7 +171,7 @@ int cmd_build(int argc, char **argv)
         return md_cli_usage_error("build", "unexpected argument '%s'", argv[optind]);
 
     md_build_config cfg = { .jobs = opt.jobs, .dry_run = opt.dry_run, .out_dir = opt.out, .cache_dir = opt.cache,
-                            .version = MSDA_DOCTOR_VERSION };
+                            .version = MD_VERSION };
     const char *epoch = getenv("SOURCE_DATE_EPOCH");
     if (epoch && *epoch) {
         char *end;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "product.h"
 
 #define PROGRAM "msda-doctor"
 
@@ -147,7 +148,7 @@ int cmd_help(int argc, char **argv)
         json_array_append_new(list, json_pack("{s:s, s:s, s:s}", "name", c2->name, "summary", c2->summary,
                                               "synopsis", c2->synopsis));
     }
-    return md_cli_print_json(json_pack("{s:s, s:o}", "version", MSDA_DOCTOR_VERSION, "commands", list));
+    return md_cli_print_json(json_pack("{s:s, s:o}", "version", MD_VERSION, "commands", list));
 }
 
 int main(int argc, char **argv)
@@ -160,7 +161,7 @@ int main(int argc, char **argv)
         return md_cli_finish(MD_EXIT_OK);
     }
     if (strcmp(first, "--version") == 0 || strcmp(first, "-V") == 0) {
-        printf(PROGRAM " %s\n", MSDA_DOCTOR_VERSION);
+        printf(PROGRAM " %s\n", MD_VERSION);
         return md_cli_finish(MD_EXIT_OK);
     }
     if (first[0] == '-')

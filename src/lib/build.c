@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include "elf_glibc.h"
 #include "process.h"
+#include "product.h"
 #include "recipes.h"
 #include "wheel.h"
 
@@ -25,7 +26,7 @@ static const char *const NVCC_FLAGS[] = { "-O3", "-std=c++17", "-Wno-deprecated-
 /* -ffp-contract=off: the CPU path rounds h = y*H - 0.5 exactly as the device code does. */
 static const char *const HOST_CFLAGS[] = { "-std=c11", "-D_GNU_SOURCE", "-O2", "-fPIC", "-fvisibility=hidden",
                                            "-ffp-contract=off", "-Wall", "-Wextra", NULL };
-static const char *const LINK_FLAGS[] = { "-shared", "-Wl,-soname,libmsda.so", "-Wl,-z,noexecstack",
+static const char *const LINK_FLAGS[] = { "-shared", "-Wl,-soname," MD_LIBRARY_NAME, "-Wl,-z,noexecstack",
                                           "-Wl,--no-undefined", NULL };
 static const char *const LINK_LIBS[] = { "-ldl", "-lpthread", "-lm", NULL };
 
@@ -539,7 +540,7 @@ end:
 static md_status check_manylinux(md_build_output *out, md_error *err)
 {
     md_elf_glibc info;
-    md_status st = md_elf_glibc_read_file(out->library, 2, 17, &info, err);
+    md_status st = md_elf_glibc_read_file(out->library, MD_GLIBC_FLOOR_MAJOR, MD_GLIBC_FLOOR_MINOR, &info, err);
     if (st != MD_OK)
         return st;
     if ((st = md_elf_check_libraries(&info, err)) != MD_OK)
@@ -563,7 +564,7 @@ static md_status check_manylinux(md_build_output *out, md_error *err)
             goto end;
         }
     }
-    st = md_wheel_platform_tag(out->platform, 2, 17, out->platform_tag, sizeof out->platform_tag, err);
+    st = md_wheel_platform_tag(out->platform, MD_GLIBC_FLOOR_MAJOR, MD_GLIBC_FLOOR_MINOR, out->platform_tag, sizeof out->platform_tag, err);
 end:
     md_elf_glibc_free(&info);
     return st;
@@ -623,16 +624,16 @@ static md_status write_wheel(const md_build_config *cfg, md_build_output *out, m
         snprintf(sources[i], PATH_MAX, "%s/%s", cfg->package_dir, paths.items[i]);
         files[i] = (md_wheel_file){ .path = paths.items[i], .source_path = sources[i] };
     }
-    files[paths.n] = (md_wheel_file){ .path = "msda/libmsda.so", .source_path = out->library, .executable = true };
+    files[paths.n] = (md_wheel_file){ .path = MD_LIBRARY_MEMBER, .source_path = out->library, .executable = true };
     md_wheel_spec spec = {
-        .dist = "msda",
+        .dist = MD_DIST_NAME,
         .version = cfg->version,
-        .python_tag = "py3",
-        .abi_tag = "none",
+        .python_tag = MD_PYTHON_TAG,
+        .abi_tag = MD_ABI_TAG,
         .platform_tag = out->platform_tag,
         .output_dir = cfg->out_dir,
-        .summary = "Multi-Scale Deformable Attention (Deformable-DETR's MSDeformAttn) for any torch and any Python",
-        .requires_python = ">=3.8",
+        .summary = MD_SUMMARY,
+        .requires_python = MD_REQUIRES_PYTHON,
         .files = files,
         .n_files = paths.n + 1,
         .source_date_epoch = cfg->source_date_epoch,
@@ -716,7 +717,7 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
         char dir[PATH_MAX], fatbins_o[PATH_MAX + 16], what[96];
         snprintf(dir, sizeof dir, "%s/%s", cfg->work_dir, cfg->platforms[p]);
         snprintf(fatbins_o, sizeof fatbins_o, "%s/fatbins.o", dir);
-        snprintf(out->library, sizeof out->library, "%s/libmsda.so", dir);
+        snprintf(out->library, sizeof out->library, "%s/" MD_LIBRARY_NAME, dir);
         if (!cfg->dry_run && (st = ensure_dir(dir, err)) != MD_OK)
             goto end;
         strv as = { 0 }, link = { 0 };
@@ -734,7 +735,7 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
             st = err->code ? err->code : md_fail(err, MD_ERR_NOMEM, "out of memory");
             goto end;
         }
-        snprintf(what, sizeof what, "%s libmsda.so", cfg->platforms[p]);
+        snprintf(what, sizeof what, "%s " MD_LIBRARY_NAME, cfg->platforms[p]);
         if (!add_step(pack, &link, NULL, what, out->library, false, err)) {
             strv_free(link.items);
             st = err->code;

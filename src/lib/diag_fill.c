@@ -10,6 +10,7 @@
 #include <sys/utsname.h>
 #include "arch.h"
 #include "diagnose.h"
+#include "product.h"
 #include "recipes.h"
 
 static bool is(const md_finding *f, const char *id)
@@ -213,8 +214,11 @@ static bool placeholder(const md_diagnosis *d, const md_finding *f, const char *
         struct utsname u;
         /* a Jetson is aarch64 whatever machine reads its files (tests, --root) */
         const char *mach = m->jetson.present ? "aarch64" : uname(&u) == 0 ? u.machine : "x86_64";
-        snprintf(out, size, "wheels/dist/msda-%s-py3-none-manylinux_2_17_%s.manylinux2014_%s.whl", MSDA_DOCTOR_VERSION,
-                 mach, mach);
+        char wheel_name[256];
+        md_error err;
+        if (md_product_wheel_name(mach, wheel_name, sizeof wheel_name, &err) != MD_OK)
+            return false;
+        snprintf(out, size, "wheels/dist/%s", wheel_name);
         return true;
     }
     if (!strcmp(name, "toolkit")) {

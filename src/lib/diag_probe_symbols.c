@@ -8,6 +8,7 @@
 #include "diag.h"
 #include "elf_glibc.h"
 #include "elf_symbols.h"
+#include "product.h"
 
 /* A mangled name in namespace at, c10 or torch, or their vtables and type infos:
  * _Z[TV|TI|TS]N[K](2at|3c10|5torch)... */
@@ -106,7 +107,7 @@ void md_probe_binary_symbols(const md_machine *m, md_binary_facts *f, md_check *
     all.n = kept;
     md_symbol_list_free(&all);
     md_elf_glibc links;
-    if (md_elf_glibc_read_file(f->path, 2, 17, &links, &err) == MD_OK) {
+    if (md_elf_glibc_read_file(f->path, MD_GLIBC_FLOOR_MAJOR, MD_GLIBC_FLOOR_MINOR, &links, &err) == MD_OK) {
         f->links_torch_python = 0;
         for (size_t i = 0; i < links.n_needed; i++)
             if (strncmp(links.needed[i].soname, "libtorch_python.so", 18) == 0)

@@ -15,9 +15,9 @@
 #include "elf_glibc.h"
 #include "gpu_probe.h"
 #include "msda.h"
+#include "product.h"
 #include "wheel.h"
 
-#define LIBRARY_MEMBER "msda/libmsda.so"
 
 /* The problem: two levels of odd sizes, points inside, on and outside the maps. */
 enum { N = 2, M = 2, D = 8, L = 2, P = 3, LQ = 10 };
@@ -490,7 +490,7 @@ static md_status extract_library(const char *wheel, char *dir, size_t dir_size, 
     snprintf(dir, dir_size, "%s/msda-verify-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(dir))
         return md_fail(err, MD_ERR_IO, "cannot create a temporary folder: %s", strerror(errno));
-    snprintf(path, path_size, "%s/libmsda.so", dir);
+    snprintf(path, path_size, "%s/" MD_LIBRARY_NAME, dir);
     struct archive *ar = archive_read_new();
     archive_read_support_format_zip(ar);
     md_status st = MD_OK;
@@ -503,19 +503,19 @@ static md_status extract_library(const char *wheel, char *dir, size_t dir_size, 
     int r;
     bool found = false;
     while (!found && (r = archive_read_next_header(ar, &entry)) == ARCHIVE_OK) {
-        if (strcmp(archive_entry_pathname(entry), LIBRARY_MEMBER) != 0)
+        if (strcmp(archive_entry_pathname(entry), MD_LIBRARY_MEMBER) != 0)
             continue;
         found = true;
         int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
         if (fd < 0 || archive_read_data_into_fd(ar, fd) != ARCHIVE_OK) {
-            st = md_fail(err, MD_ERR_FORMAT, "cannot extract %s from '%s': %s", LIBRARY_MEMBER, wheel,
+            st = md_fail(err, MD_ERR_FORMAT, "cannot extract %s from '%s': %s", MD_LIBRARY_MEMBER, wheel,
                          fd < 0 ? strerror(errno) : archive_error_string(ar));
         }
         if (fd >= 0)
             close(fd);
     }
     if (!found && st == MD_OK)
-        st = md_fail(err, MD_ERR_FORMAT, "'%s' has no %s", wheel, LIBRARY_MEMBER);
+        st = md_fail(err, MD_ERR_FORMAT, "'%s' has no %s", wheel, MD_LIBRARY_MEMBER);
 end:
     archive_read_free(ar);
     return st;
@@ -557,7 +557,7 @@ md_status md_verify_wheel(const char *wheel, md_verify_report *rep, md_error *er
         goto end;
     md_elf_glibc elf;
     md_error elf_err;
-    if (md_elf_glibc_read_file(path, 2, 17, &elf, &elf_err) == MD_OK) {
+    if (md_elf_glibc_read_file(path, MD_GLIBC_FLOOR_MAJOR, MD_GLIBC_FLOOR_MINOR, &elf, &elf_err) == MD_OK) {
         const char *machine = elf.machine_name ? elf.machine_name : "another CPU";
         bool foreign = strcmp(machine, md_host_platform()) != 0;
         if (foreign)

@@ -12,10 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "product.h"
 
-#ifndef MSDA_DOCTOR_VERSION
-#define MSDA_DOCTOR_VERSION "unknown"
-#endif
 
 /* 32 bytes of sha256 in base64: 44 characters with padding, 43 without. */
 #define DIGEST_B64_SIZE 48
@@ -416,7 +414,7 @@ static void build_metadata(text_buf *b, const md_wheel_spec *spec)
 static void build_wheel_file(text_buf *b, const md_wheel_spec *spec)
 {
     buf_printf(b, "Wheel-Version: 1.0\nGenerator: msda-doctor %s\nRoot-Is-Purelib: false\n",
-               MSDA_DOCTOR_VERSION);
+               MD_VERSION);
     add_tag_lines(b, spec->python_tag, spec->abi_tag, spec->platform_tag);
 }
 
