@@ -35,6 +35,7 @@ LIB_SRCS := $(sort $(wildcard src/lib/*.c))
 CLI_SRCS := $(sort $(wildcard src/cli/*.c))
 RECIPES  := $(sort $(wildcard recipes/*.json))
 GEN_SRCS := $(BUILD)/gen/recipes_data.c
+MAN_PAGE := $(BUILD)/man/msda-doctor.1
 
 REL_OBJS := $(patsubst %.c,$(BUILD)/rel/%.o,$(LIB_SRCS) $(CLI_SRCS)) $(BUILD)/rel/gen/recipes_data.o
 SAN_LIB_OBJS := $(patsubst %.c,$(BUILD)/san/%.o,$(LIB_SRCS)) $(BUILD)/san/gen/recipes_data.o
@@ -42,7 +43,7 @@ SAN_CLI_OBJS := $(patsubst %.c,$(BUILD)/san/%.o,$(CLI_SRCS))
 
 all: msda-doctor
 
-.PHONY: all run check install uninstall clean deps test-deps FORCE
+.PHONY: all run check install uninstall clean deps test-deps man FORCE
 .DELETE_ON_ERROR:
 
 deps:
@@ -92,8 +93,9 @@ RESULTS := $(BUILD)/test-results
 RUN_SUITE := tests/run-suite $(RESULTS)
 CHECK_SUITES := unit cli
 
-include tests/tests.mk
+# kernels.mk first: tests.mk's python suite takes its wheel from there.
 include kernels/kernels.mk
+include tests/tests.mk
 
 check: test-deps
 	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
@@ -119,10 +121,16 @@ bench-build: msda-doctor test-deps
 	@tests/bench/build-time.sh ./msda-doctor
 
 # ---- install -----------------------------------------------------------------------------------
-install: msda-doctor
+# The man page with the version of the VERSION file in its header.
+$(MAN_PAGE): man/msda-doctor.1 VERSION
+	@mkdir -p $(@D)
+	sed 's/@VERSION@/$(VERSION)/g' $< > $@.tmp && mv $@.tmp $@
+man: $(MAN_PAGE)
+
+install: msda-doctor $(MAN_PAGE)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1
 	install -m 0755 msda-doctor $(DESTDIR)$(BINDIR)/msda-doctor
-	install -m 0644 man/msda-doctor.1 $(DESTDIR)$(MANDIR)/man1/msda-doctor.1
+	install -m 0644 $(MAN_PAGE) $(DESTDIR)$(MANDIR)/man1/msda-doctor.1
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/msda-doctor $(DESTDIR)$(MANDIR)/man1/msda-doctor.1

@@ -1,110 +1,131 @@
 # libmsda: the MSDA op as a C library with embedded CUDA fatbins (kernels/README.md).
-# Included by the top Makefile, which sets BUILD, NVCC, CC, CSTD, WARN, SAN, RUN_SUITE.
+# Included by the top Makefile, which sets BUILD, VERSION, CC, CSTD, SAN, RUN_SUITE.
 #
-#   make build/kernels/libmsda.so   the library: host C + one fatbin for every SASS arch the local
-#                                   nvcc lists, plus PTX of the newest
-#   make check-kernels              the CPU tests (ASan+UBSan) and the embedded-arch check
-#   make gpu-check                  on a GPU machine: GPU against the CPU path, compute-sanitizer
-#   make bench                      on a GPU machine with torch: timings against grid_sample
+# kernels/libmsda.json is the one description of how libmsda is compiled and linked, and only
+# `msda-doctor build` compiles it: every target here runs on a library taken out of a wheel that
+# build wrote, so the tests and the benchmark measure what users install.
 #
-# Overridable: MSDA_ARCHS (e.g. "80 90"), MSDA_GENCODE (nvcc -gencode flags), MSDA_DEFS (the
-# device knobs, e.g. -DMSDA_MAX_THREADS=128 -DMSDA_F16_ATOMIC=2), MSDA_FATBINS (a list of
-# fatbins to embed, tried in order by the loader; the planner builds them per toolkit).
+#   make kernels        build/kernels/libmsda.so, out of MSDA_WHEEL
+#   make check-kernels  the CPU tests (ASan+UBSan) and the embedded architectures of that wheel
+#   make gpu-wheels     (here) the variant wheels gpu-check also runs, for MSDA_GPU_ARCH
+#   make gpu-check      (GPU machine) GPU against the CPU path, compute-sanitizer, variants
+#   make bench          (GPU machine with torch) timings against grid_sample
+#
+# MSDA_WHEEL: the wheel whose library is tested. Left empty, make builds one for this CPU with
+# `msda-doctor build --arch $(MSDA_ARCH)` into build/kernels/dist. On the GPU machine, where
+# msda-doctor itself is not built, name the wheel `msda-doctor build --arch all` wrote here, e.g.
+#   make gpu-check bench MSDA_WHEEL=wheels/dist/msda-0.1.0-py3-none-manylinux_2_17_x86_64...whl
+# tests/gpu/gpu-machine does that. MSDA_DEFINES: extra `--define NAME=VALUE` for that build.
 
 KERNEL_DIR := $(BUILD)/kernels
 KERNEL_LIB := $(KERNEL_DIR)/libmsda.so
+KERNEL_DIST := $(KERNEL_DIR)/dist
+HOST_ARCH := $(shell uname -m)
+MSDA_ARCH ?= all
+MSDA_DEFINES ?=
+MSDA_WHEEL ?=
+TEST_BUILD_CACHE := $(BUILD)/test-build-cache
 
-# cuda.h comes from the toolkit of $(NVCC); nothing links against a CUDA library.
+# cuda.h, for the tests that call the driver; nothing links against a CUDA library.
 MSDA_CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(realpath $(shell command -v $(NVCC) 2>/dev/null))))
-MSDA_ARCHS ?= $(shell $(NVCC) --list-gpu-code 2>/dev/null | sed -n 's/^sm_//p' | sort -n)
-MSDA_PTX_ARCH ?= $(lastword $(MSDA_ARCHS))
-MSDA_GENCODE ?= $(foreach a,$(MSDA_ARCHS),-gencode=arch=compute_$(a),code=sm_$(a)) \
-                -gencode=arch=compute_$(MSDA_PTX_ARCH),code=compute_$(MSDA_PTX_ARCH)
-MSDA_DEFS ?=
-MSDA_NVCC_FLAGS ?= -O3 -std=c++17 -Werror all-warnings --threads 0
-MSDA_FATBINS ?= $(KERNEL_DIR)/msda.fatbin
+# The host flags of the CPU tests: kernels/libmsda.json's own, read here (not copied).
+LIBMSDA_HOST_CFLAGS = $(shell python3 -c 'import json,sys; print(" ".join(json.load(open(sys.argv[1]))["host"]["cflags"]))' kernels/libmsda.json)
 
 KERNEL_SRCS := $(sort $(wildcard kernels/*.c))
 KERNEL_HDRS := $(wildcard kernels/*.h)
-KERNEL_CU_DEPS := kernels/msda_kernels.cu kernels/msda_device.cuh kernels/msda_kparams.h
-# -ffp-contract=off: the CPU path rounds h = y*H - 0.5 exactly as the device code does.
-KERNEL_CFLAGS := $(CSTD) $(WARN) -ffp-contract=off -fvisibility=hidden -Ikernels \
-                 -I$(MSDA_CUDA_HOME)/include
-
-KERNEL_REL_OBJS := $(patsubst kernels/%.c,$(KERNEL_DIR)/rel/%.o,$(KERNEL_SRCS)) $(KERNEL_DIR)/rel/fatbins.o
-KERNEL_SAN_OBJS := $(patsubst kernels/%.c,$(KERNEL_DIR)/san/%.o,$(KERNEL_SRCS)) $(KERNEL_DIR)/rel/fatbins.o
+KERNEL_INPUTS := $(KERNEL_SRCS) $(KERNEL_HDRS) $(wildcard kernels/*.cu kernels/*.cuh) kernels/libmsda.json \
+                 kernels/gen-fatbin-asm.sh
+KERNEL_SAN_OBJS := $(patsubst kernels/%.c,$(KERNEL_DIR)/san/%.o,$(KERNEL_SRCS))
 
 CHECK_SUITES += kernels
 
-.PHONY: check-kernels gpu-check gpu-variants bench kernels
+.PHONY: kernels check-kernels gpu-wheels gpu-variants gpu-check bench
 
 kernels: $(KERNEL_LIB)
 
-# The nvcc command line, rewritten only when it changes, so that a new MSDA_GENCODE or
-# MSDA_DEFS rebuilds the fatbin.
-$(KERNEL_DIR)/nvcc-flags: FORCE
+ifeq ($(MSDA_WHEEL),)
+# build --json says what it made: the wheel, and the plan's architectures for the arch check.
+# The build options are part of the stamp, so that a new MSDA_ARCH or MSDA_DEFINES rebuilds.
+KERNEL_BUILD_ARGS := --arch $(MSDA_ARCH) $(addprefix --define ,$(MSDA_DEFINES)) --platform $(HOST_ARCH)
+$(KERNEL_DIR)/build-args: FORCE
 	@mkdir -p $(@D)
-	@echo '$(NVCC) $(MSDA_GENCODE) $(MSDA_NVCC_FLAGS) $(MSDA_DEFS)' | cmp -s - $@ || \
-	  echo '$(NVCC) $(MSDA_GENCODE) $(MSDA_NVCC_FLAGS) $(MSDA_DEFS)' > $@
+	@echo '$(KERNEL_BUILD_ARGS)' | cmp -s - $@ || echo '$(KERNEL_BUILD_ARGS)' > $@
 
-$(KERNEL_DIR)/msda.fatbin: $(KERNEL_CU_DEPS) $(KERNEL_DIR)/nvcc-flags
-	@mkdir -p $(@D)
-	$(NVCC) -fatbin $(MSDA_GENCODE) $(MSDA_NVCC_FLAGS) $(MSDA_DEFS) -Ikernels -o $@ $<
+$(KERNEL_DIR)/build.json: $(BUILD)/san/msda-doctor $(KERNEL_INPUTS) $(wildcard wheels/msda/*.py) $(KERNEL_DIR)/build-args
+	@rm -rf $(KERNEL_DIST) && mkdir -p $(KERNEL_DIST)
+	$(BUILD)/san/msda-doctor build --json $(KERNEL_BUILD_ARGS) --out $(KERNEL_DIST) \
+	  --cache $(TEST_BUILD_CACHE) > $@.tmp || { jq -r .error $@.tmp >&2; rm -f $@.tmp; exit 1; }
+	@# The fatbins object linked into that library, before another build overwrites it.
+	cp "$$(dirname "$$(jq -r '.outputs[0].library' $@.tmp)")/fatbins.o" $(KERNEL_DIR)/shipped-fatbins.o
+	@mv $@.tmp $@
+$(KERNEL_DIR)/shipped-fatbins.o: $(KERNEL_DIR)/build.json
+KERNEL_WHEEL = $(shell jq -r '.outputs[0].wheel' $(KERNEL_DIR)/build.json)
+KERNEL_WHEEL_DEP := $(KERNEL_DIR)/build.json
+# What the arch check expects: the plan's SASS and PTX architectures.
+KERNEL_EXPECTED = -DMSDA_EXPECTED_ARCHS='"$(shell jq -r '[.plan.targets[] | select(.kind == "sass") | .sm] | join(" ")' $(KERNEL_DIR)/build.json)"' \
+                  -DMSDA_EXPECTED_PTX='"$(shell jq -r '[.plan.targets[] | select(.kind == "ptx") | .sm] | join(" ")' $(KERNEL_DIR)/build.json)"'
+else
+KERNEL_WHEEL := $(MSDA_WHEEL)
+KERNEL_WHEEL_DEP := $(MSDA_WHEEL)
+endif
 
-$(KERNEL_DIR)/fatbins.S: $(MSDA_FATBINS) kernels/gen-fatbin-asm.sh
-	kernels/gen-fatbin-asm.sh $@ $(MSDA_FATBINS)
-
-$(KERNEL_DIR)/rel/fatbins.o: $(KERNEL_DIR)/fatbins.S
-	@mkdir -p $(@D)
-	$(CC) -fPIC -c -o $@ $<
-
-$(KERNEL_DIR)/rel/%.o: kernels/%.c $(KERNEL_HDRS)
-	@mkdir -p $(@D)
-	$(CC) $(KERNEL_CFLAGS) -O2 -fPIC -c -o $@ $<
-
-$(KERNEL_LIB): $(KERNEL_REL_OBJS)
-	$(CC) -shared -Wl,-soname,libmsda.so -Wl,-z,noexecstack -Wl,--no-undefined -o $@ $^ \
-	  -ldl -lpthread -lm
+$(KERNEL_LIB): $(KERNEL_WHEEL_DEP) kernels/library-from-wheel
+	kernels/library-from-wheel $(KERNEL_WHEEL) $@
 
 # ---- CPU tests, with AddressSanitizer and UBSan -----------------------------------------------
-$(KERNEL_DIR)/san/%.o: kernels/%.c $(KERNEL_HDRS)
+# The kernels' C compiled again with the sanitizers, linked with the fatbins object that build
+# linked into the tested library, so the arch check sees what ships.
+$(KERNEL_DIR)/san/%.o: kernels/%.c $(KERNEL_HDRS) kernels/libmsda.json | deps
 	@mkdir -p $(@D)
-	$(CC) $(KERNEL_CFLAGS) -O1 -g $(SAN) -c -o $@ $<
+	$(CC) $(LIBMSDA_HOST_CFLAGS) -DMSDA_VERSION_STRING='"$(VERSION)"' -Ikernels -I$(MSDA_CUDA_HOME)/include \
+	  -O1 -g $(SAN) -c -o $@ $<
 
 KERNEL_TEST_SRCS := $(sort $(wildcard tests/kernels/*.c))
 KERNEL_TEST_HDRS := $(wildcard tests/kernels/*.h)
 
-# MSDA_EXPECTED_ARCHS: what the embedded-arch test expects to find (the arch list above).
-$(KERNEL_DIR)/test-kernels: $(KERNEL_TEST_SRCS) $(KERNEL_TEST_HDRS) $(KERNEL_SAN_OBJS) | test-deps
+$(KERNEL_DIR)/test-kernels: $(KERNEL_TEST_SRCS) $(KERNEL_TEST_HDRS) $(KERNEL_SAN_OBJS) $(KERNEL_DIR)/shipped-fatbins.o | test-deps
 	$(CC) $(CSTD) $(WARN) -ffp-contract=off -O1 -g $(SAN) -Ikernels -Itests/kernels \
-	  -DMSDA_EXPECTED_ARCHS='"$(strip $(MSDA_ARCHS))"' -DMSDA_EXPECTED_PTX=$(MSDA_PTX_ARCH) \
+	  -DMSDA_VERSION_STRING='"$(VERSION)"' $(KERNEL_EXPECTED) \
 	  $(shell $(PKG_CONFIG) --cflags check 2>/dev/null) -o $@ $(KERNEL_TEST_SRCS) $(KERNEL_SAN_OBJS) \
-	  $(shell $(PKG_CONFIG) --libs check 2>/dev/null) -ldl -lpthread -lm
+	  $(KERNEL_DIR)/shipped-fatbins.o $(shell $(PKG_CONFIG) --libs check 2>/dev/null) -ldl -lpthread -lm
 
+# check-kernels runs on a library that make builds (MSDA_WHEEL empty): the arch check needs the plan.
+# The arch check also compares the shipped library's own list with the test binary's.
 check-kernels: $(KERNEL_DIR)/test-kernels $(KERNEL_LIB)
-	@$(RUN_SUITE) kernels check $(KERNEL_DIR)/test-kernels
+	@MSDA_SHIPPED_LIBRARY=$(KERNEL_LIB) $(RUN_SUITE) kernels check $(KERNEL_DIR)/test-kernels
 
 # ---- GPU machine ---------------------------------------------------------------------------------
-# gpu-check also builds the library for the GPU's own arch with the two other half-atomic
-# strategies (compare-and-swap, f32 buffer) and runs the f16/bf16 cases on each.
+# gpu-check also runs the f16/bf16 cases on the library built for the GPU's own architecture
+# with the two other half-atomic strategies (compare-and-swap, f32 buffer). Those wheels are
+# made here by `make gpu-wheels MSDA_GPU_ARCH=90` (build --define) and carried with build/.
 MSDA_GPU_ARCH ?= $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d .)
 GPU_VARIANTS := cas:2 f32buf:3
+
+gpu-wheels: $(BUILD)/san/msda-doctor
+	@[ -n "$(MSDA_GPU_ARCH)" ] || { echo "gpu-wheels: set MSDA_GPU_ARCH (e.g. 90)" >&2; exit 1; }
+	@for v in $(GPU_VARIANTS); do \
+	  name=$${v%%:*}; s=$${v##*:}; dir=$(BUILD)/variant-$$name; rm -rf $$dir/dist; \
+	  $(BUILD)/san/msda-doctor build --arch sm_$(MSDA_GPU_ARCH) --platform $(HOST_ARCH) \
+	    --define MSDA_F16_ATOMIC=$$s --define MSDA_BF16_ATOMIC=$$s --out $$dir/dist \
+	    --cache $(TEST_BUILD_CACHE) >/dev/null || exit 1; \
+	done
+
+gpu-variants:
+	@for v in $(GPU_VARIANTS); do \
+	  name=$${v%%:*}; dir=$(BUILD)/variant-$$name; \
+	  wheel=$$(ls $$dir/dist/*_$(HOST_ARCH).whl 2>/dev/null | head -n 1); \
+	  [ -n "$$wheel" ] || { echo "gpu-variants: no wheel in $$dir/dist: run 'make gpu-wheels' first" >&2; exit 1; }; \
+	  kernels/library-from-wheel $$wheel $$dir/kernels/libmsda.so || exit 1; \
+	done
 
 $(KERNEL_DIR)/gpu-check: tests/gpu/gpu_check.c $(KERNEL_LIB)
 	$(CC) $(CSTD) $(WARN) -O2 -Ikernels -I$(MSDA_CUDA_HOME)/include -o $@ $< \
 	  -L$(KERNEL_DIR) -lmsda -Wl,--enable-new-dtags,-rpath,'$$ORIGIN' -L$(MSDA_CUDA_HOME)/lib64/stubs -lcuda -lpthread -lm
 
-gpu-variants:
-	@[ -n "$(MSDA_GPU_ARCH)" ] || { echo "gpu-variants: no GPU seen by nvidia-smi; set MSDA_GPU_ARCH (e.g. 90)" >&2; exit 1; }
-	@for v in $(GPU_VARIANTS); do \
-	  name=$${v%%:*}; s=$${v##*:}; \
-	  $(MAKE) --no-print-directory BUILD=$(BUILD)/variant-$$name MSDA_ARCHS=$(MSDA_GPU_ARCH) \
-	    MSDA_DEFS="-DMSDA_F16_ATOMIC=$$s -DMSDA_BF16_ATOMIC=$$s" $(BUILD)/variant-$$name/kernels/libmsda.so \
-	    || exit 1; \
-	done
-
 gpu-check: $(KERNEL_DIR)/gpu-check gpu-variants
+	@echo "library under test: $(KERNEL_LIB), from $(KERNEL_WHEEL)"
 	@tests/gpu/run-gpu-check $(KERNEL_DIR)/gpu-check $(BUILD) $(GPU_VARIANTS)
 
 bench: $(KERNEL_LIB)
+	@echo "library under test: $(KERNEL_LIB), from $(KERNEL_WHEEL)"
 	@PYTHONUNBUFFERED=1 python3 tests/bench/bench.py --lib $(KERNEL_LIB)

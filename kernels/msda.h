@@ -32,16 +32,15 @@
  * is not NULL, it is filled with the status, a message, and for CUDA failures the CUresult with
  * its name and message. The library is thread-safe.
  *
- * Compile-time knobs of the device code (the build passes them to nvcc, per architecture);
- * see kernels/README.md:
- *   MSDA_MAX_THREADS     the max threads per block in __launch_bounds__ (default 256)
- *   MSDA_ENABLE_F16      1 (default) or 0: compile the f16 kernels
- *   MSDA_ENABLE_BF16     1 (default) or 0: compile the bf16 kernels
+ * Compile-time knobs of the device code, set per architecture by `msda-doctor build` from
+ * kernels/libmsda.json (required; see kernels/README.md):
+ *   MSDA_MAX_THREADS     the max threads per block in __launch_bounds__
+ *   MSDA_ENABLE_F16      1 or 0: compile the f16 kernels
+ *   MSDA_ENABLE_BF16     1 or 0: compile the bf16 kernels
  *   MSDA_F16_ATOMIC      how the f16 backward accumulates the value gradient:
- *   MSDA_BF16_ATOMIC       0 auto (default), 1 native atomics, 2 compare-and-swap, 3 f32 buffer,
- *                          4 mixed (native on levels with few additions per element, else the
- *                          f32 buffer); auto is 1 (2 below sm_70) for f16, 4 (3 below sm_80)
- *                          for bf16. Strategies 3 and 4 use a workspace: see
+ *   MSDA_BF16_ATOMIC       1 native atomics, 2 compare-and-swap, 3 f32 buffer, 4 mixed (native
+ *                          on levels with few additions per element, else the f32 buffer).
+ *                          Strategies 3 and 4 use a workspace: see
  *                          msda_backward_cuda_workspace.
  *   MSDA_VECTOR_ATOMICS  1 (default) or 0: 16-byte red/atomic instructions on sm_90 and newer
  *   MSDA_BUFFER_MIN_BLOCKS  min blocks per SM of the all-buffer 16-bit backward (default
@@ -62,11 +61,6 @@ extern "C" {
 #else
 #define MSDA_API
 #endif
-
-#define MSDA_VERSION_MAJOR 0
-#define MSDA_VERSION_MINOR 1
-#define MSDA_VERSION_PATCH 0
-#define MSDA_VERSION_STRING "0.1.0"
 
 /* At most this many levels (L). */
 #define MSDA_MAX_LEVELS 16
@@ -161,7 +155,7 @@ typedef struct msda_backward_args {
 /* The message for a status: a static string, never NULL ("unknown status" if out of range). */
 MSDA_API const char *msda_status_string(msda_status status);
 
-/* The library's version, MSDA_VERSION_STRING of the build. */
+/* The library's version: the project's VERSION, which the build passes as MSDA_VERSION_STRING. */
 MSDA_API const char *msda_version(void);
 
 /* Checks sizes, shapes, level starts and pointers, as both paths do before any work. */

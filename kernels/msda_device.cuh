@@ -9,23 +9,14 @@
 
 #include "msda_kparams.h"
 
-#ifndef MSDA_MAX_THREADS
-#define MSDA_MAX_THREADS 256
+// The per-architecture knobs come from the build (kernels/libmsda.json, through `msda-doctor
+// build`), never from defaults here: one owner decides them, for the wheel and the tests alike.
+#if !defined(MSDA_MAX_THREADS) || !defined(MSDA_ENABLE_F16) || !defined(MSDA_ENABLE_BF16) || \
+    !defined(MSDA_F16_ATOMIC) || !defined(MSDA_BF16_ATOMIC)
+#error "MSDA_MAX_THREADS, MSDA_ENABLE_F16/BF16 and MSDA_F16/BF16_ATOMIC are set per architecture by msda-doctor build from kernels/libmsda.json"
 #endif
 #ifndef MSDA_BUFFER_MIN_BLOCKS // min resident blocks per SM of the all-buffer 16-bit backward
 #define MSDA_BUFFER_MIN_BLOCKS (MSDA_MAX_THREADS <= 1024 / 4 ? 1024 / MSDA_MAX_THREADS : 1)
-#endif
-#ifndef MSDA_ENABLE_F16
-#define MSDA_ENABLE_F16 1
-#endif
-#ifndef MSDA_ENABLE_BF16
-#define MSDA_ENABLE_BF16 1
-#endif
-#ifndef MSDA_F16_ATOMIC
-#define MSDA_F16_ATOMIC MSDA_ATOMIC_AUTO
-#endif
-#ifndef MSDA_BF16_ATOMIC
-#define MSDA_BF16_ATOMIC MSDA_ATOMIC_AUTO
 #endif
 #ifndef MSDA_VECTOR_ATOMICS
 #define MSDA_VECTOR_ATOMICS 1
@@ -42,22 +33,17 @@
 #define MSDA_ARCH 0
 #endif
 
-// The strategies in effect. Auto: for f16, the native instruction where the hardware has it
-// (atomicAdd on __half from sm_70, on __half2 from sm_60), else CAS. For bf16, mixed from sm_80
-// (native bf16 atomics exist), else the f32 buffer: bf16's 8-bit mantissa loses too much where
-// many points add to one value element (measured on an H200, Deformable-DETR encoder: relative
-// error 1.9e-2 with bf16 atomics or CAS on every level, 2.5e-5 with the f32 buffer; f16
-// atomics: 2.5e-3), so the coarse levels, where that happens, go through the buffer.
-#if MSDA_F16_ATOMIC == MSDA_ATOMIC_AUTO
-#define MSDA_F16_STRATEGY (MSDA_ARCH >= 70 ? MSDA_ATOMIC_NATIVE : MSDA_ATOMIC_CAS)
-#else
+// The strategies in effect. Why these per architecture (kernels/libmsda.json): bf16's 8-bit
+// mantissa loses too much where many points add to one value element (measured on an H200,
+// Deformable-DETR encoder: relative error 1.9e-2 with bf16 atomics or CAS on every level,
+// 2.5e-5 with the f32 buffer; f16 atomics: 2.5e-3), so where bf16 atomics exist the coarse
+// levels, where that happens, go through the buffer (mixed).
+#if MSDA_F16_ATOMIC < MSDA_ATOMIC_NATIVE || MSDA_F16_ATOMIC > MSDA_ATOMIC_MIXED || \
+    MSDA_BF16_ATOMIC < MSDA_ATOMIC_NATIVE || MSDA_BF16_ATOMIC > MSDA_ATOMIC_MIXED
+#error "MSDA_F16_ATOMIC and MSDA_BF16_ATOMIC: 1 native, 2 compare-and-swap, 3 f32 buffer, 4 mixed"
+#endif
 #define MSDA_F16_STRATEGY MSDA_F16_ATOMIC
-#endif
-#if MSDA_BF16_ATOMIC == MSDA_ATOMIC_AUTO
-#define MSDA_BF16_STRATEGY (MSDA_ARCH >= 80 ? MSDA_ATOMIC_MIXED : MSDA_ATOMIC_F32_BUFFER)
-#else
 #define MSDA_BF16_STRATEGY MSDA_BF16_ATOMIC
-#endif
 #if defined(__CUDA_ARCH__) && MSDA_F16_ATOMIC == MSDA_ATOMIC_NATIVE && __CUDA_ARCH__ < 700
 #error "MSDA_F16_ATOMIC=1 (native) needs sm_70 or newer: use 2 (CAS) or 3 (f32 buffer)"
 #endif

@@ -58,7 +58,6 @@ typedef struct msda_device_config {
 #define MSDA_DEVICE_ABI 3
 
 /* Half-precision atomic strategies of the backward's value gradient. */
-#define MSDA_ATOMIC_AUTO 0
 #define MSDA_ATOMIC_NATIVE 1
 #define MSDA_ATOMIC_CAS 2
 #define MSDA_ATOMIC_F32_BUFFER 3 /* every level summed in an f32 buffer, then converted */

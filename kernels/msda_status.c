@@ -32,6 +32,9 @@ const char *msda_status_string(msda_status status) {
     return status_messages[status];
 }
 
+#ifndef MSDA_VERSION_STRING
+#error "MSDA_VERSION_STRING comes from the project's VERSION file (kernels/libmsda.json: host.version_define)"
+#endif
 const char *msda_version(void) { return MSDA_VERSION_STRING; }
 
 msda_status msda_fail(msda_error *err, msda_status status, const char *fmt, ...) {

@@ -24,8 +24,8 @@ fixtures: $(FIXTURES)/.stamp
 check-unit: $(UNIT_BIN) $(FIXTURES)/.stamp
 	@MSDA_FIXTURES=$(FIXTURES) CK_FORK=yes $(RUN_SUITE) unit check $(UNIT_BIN)
 
-check-cli: $(BUILD)/san/msda-doctor $(FIXTURES)/.stamp
-	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) MSDA_FIXTURES=$(abspath $(FIXTURES)) \
+check-cli: $(BUILD)/san/msda-doctor $(FIXTURES)/.stamp $(MAN_PAGE)
+	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) MSDA_FIXTURES=$(abspath $(FIXTURES)) MSDA_MAN_PAGE=$(abspath $(MAN_PAGE)) \
 	  $(RUN_SUITE) cli tap bats --tap tests/cli
 
 # The fake CUDA driver (tests/fakes/README.md), loaded through MSDA_LIBCUDA. Not sanitized: it
@@ -55,7 +55,7 @@ check-diagnose: $(BUILD)/san/msda-doctor $(FAKE_LIBCUDA) $(FIXTURES)/.stamp
 	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) MSDA_FAKE_LIBCUDA=$(abspath $(FAKE_LIBCUDA)) \
 	  MSDA_FIXTURES=$(abspath $(FIXTURES)) $(RUN_SUITE) diagnose tap bats --tap tests/cli/diagnose
 
-# The Python package from an installed x86_64 wheel, in a virtual environment with torch (from
+# The Python package from an installed wheel for this CPU, in a virtual environment with torch (from
 # PyPI: about 60 s and 5 GB the first time, kept in build/ afterwards).
 PY_VENV := $(BUILD)/venv-torch
 PY_SITE := $(BUILD)/py-site
@@ -67,15 +67,14 @@ $(PY_VENV)/.stamp:
 
 CHECK_SUITES += python
 .PHONY: check-python
-check-python: $(BUILD)/san/msda-doctor $(PY_VENV)/.stamp
-	@rm -rf $(BUILD)/py-dist $(PY_SITE)
-	$(BUILD)/san/msda-doctor build --arch all --platform x86_64 --out $(BUILD)/py-dist \
-	  --cache $(BUILD)/test-build-cache > $(BUILD)/py-build.log
-	$(PY_VENV)/bin/pip install -q --no-index --no-deps --target $(PY_SITE) $(BUILD)/py-dist/msda-*.whl
+# The wheel is the one the kernel tests take their library from (kernels/kernels.mk).
+check-python: $(KERNEL_WHEEL_DEP) $(PY_VENV)/.stamp
+	@rm -rf $(PY_SITE)
+	$(PY_VENV)/bin/pip install -q --no-index --no-deps --target $(PY_SITE) $(KERNEL_WHEEL)
 	@# The tests run from a copy outside wheels/, whose pytest.ini would import the sources.
 	@rm -rf $(BUILD)/py-tests && mkdir -p $(BUILD)/py-tests && cp -r wheels/tests $(BUILD)/py-tests/
 	@printf '[pytest]\nmarkers =\n    cuda: needs a CUDA GPU\n    compile: runs torch.compile\n' > $(BUILD)/py-tests/pytest.ini
 	@cd $(BUILD)/py-tests && PYTHONPATH=$(abspath $(PY_SITE)) MSDA_LIBRARY=$(abspath $(PY_SITE))/msda/libmsda.so \
-	  MSDA_EXPECT_INSTALLED=$(abspath $(PY_SITE)) MSDA_HEADER=$(abspath kernels/msda.h) \
+	  MSDA_EXPECT_INSTALLED=$(abspath $(PY_SITE)) MSDA_HEADER=$(abspath kernels/msda.h) MSDA_EXPECT_VERSION=$(VERSION) \
 	  $(abspath $(RUN_SUITE)) python counts \
 	  $(abspath $(PY_VENV))/bin/python -m pytest -q -p no:cacheprovider tests

@@ -16,13 +16,17 @@ const md_command md_commands[] = {
       "  -h, --help       show this help\n" },
     { "build", cmd_build,
       "Compile the MSDA kernels for every architecture and package them per CPU platform",
-      "build [--json] [--dry-run] [--arch SPEC] [--platform LIST] [--toolkit DIR]... [-j N] [--source DIR] [--out DIR] [--cache DIR]",
-      "  --arch SPEC      all (every architecture the toolkits target, plus PTX of the newest),\n"
+      "build [--json] [--dry-run] [--arch SPEC] [--platform LIST] [--toolkit DIR]... [--define NAME=VALUE]... [-j N] [--source DIR] [--out DIR] [--cache DIR]",
+      "  --arch SPEC      all (every architecture the toolkits target, plus PTX of the newest and\n"
+      "                   of the oldest of the newest toolkit),\n"
       "                   native (the GPUs here), or a list: sm_61,8.6,orin; '+PTX' after an\n"
       "                   architecture adds its PTX (default: all)\n"
       "  --platform LIST  x86_64, aarch64 or both (default: this machine's, and the other when its\n"
       "                   cross compiler is installed)\n"
       "  --toolkit DIR    a CUDA toolkit (DIR/bin/nvcc) to use beside those found; repeatable\n"
+      "  --define NAME=VALUE\n"
+      "                   set a device-code macro for every target (a knob of\n"
+      "                   kernels/libmsda.json, or another); repeatable\n"
       "  -j, --jobs N     compilations at a time (default: the number of cores)\n"
       "  --source DIR     the project folder with kernels/ and wheels/ (default: .)\n"
       "  --out DIR        where the wheels go (default: wheels/dist)\n"

@@ -182,6 +182,12 @@ static bool parse_cc(const char *text, unsigned *sm)
     return true;
 }
 
+bool md_arch_parse_number(const char *text, unsigned *sm)
+{
+    char variant;
+    return parse_sm_number(text, sm, &variant) || parse_cc(text, sm);
+}
+
 md_status md_gpu_target_parse(const char *text, md_gpu_target *out, md_error *err)
 {
     md_status st = md_arch_table_load(err);

@@ -39,6 +39,10 @@ const md_arch *md_arch_all(unsigned *count);
  * Returns MD_ERR_ARGUMENT with a message naming the input when it is unknown. */
 md_status md_gpu_target_parse(const char *text, md_gpu_target *out, md_error *err);
 
+/* Parses the numeric forms alone ("sm_88", "sm_90a", "compute_86", "8.8", "88") into *SM,
+ * whether or not the table knows the architecture; false for anything else. */
+bool md_arch_parse_number(const char *text, unsigned *sm);
+
 /* Writes "sm_90", "sm_90a", "compute_86" into BUF. */
 void md_arch_format(char *buf, unsigned size, bool ptx, unsigned sm, char variant);
 

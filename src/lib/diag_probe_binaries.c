@@ -8,13 +8,14 @@
 #include <sys/stat.h>
 #include "arch.h"
 #include "diag.h"
+#include "product.h"
 #include "inspect.h"
 
 #define SEARCH_DEPTH 10
 
 /* Names a copy of the op goes by; matched against the whole path (fnmatch '*' crosses '/'). */
 static const char *const op_patterns[] = {
-    "*/MultiScaleDeformableAttention*.so", "*/libmsda.so", "*/msda-*.whl",
+    "*/MultiScaleDeformableAttention*.so", "*/" MD_LIBRARY_NAME, "*/" MD_DIST_NAME "-*.whl",
     "*/mmcv/_ext*.so", "*/detrex/_C*.so", "*/groundingdino/_C*.so",
 };
 
@@ -73,7 +74,7 @@ static md_binary_kind kind_of(const char *path)
 {
     if (strstr(path, "MultiScaleDeformableAttention"))
         return MD_BIN_EXTENSION;
-    if (strstr(path, "libmsda.so") || strstr(path, "/msda-"))
+    if (strstr(path, MD_LIBRARY_NAME) || strstr(path, "/" MD_DIST_NAME "-"))
         return MD_BIN_MSDA_WHEEL;
     return MD_BIN_OTHER_OP;
 }

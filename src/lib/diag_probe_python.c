@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "diag.h"
+#include "product.h"
 #include "process.h"
 
 #define PYTHON_TIMEOUT_S 30
@@ -42,7 +43,7 @@ static const char probe_script[] =
     "    except Exception as e: t['cuda_error'] = str(e)[:200]\n"
     "    r['torch'] = t\n"
     "except Exception as e: r['torch_error'] = str(e)[:200]\n"
-    "pats = ('MultiScaleDeformableAttention*.so', 'msda/libmsda.so', 'mmcv/_ext*.so',\n"
+    "pats = ('MultiScaleDeformableAttention*.so', '" MD_LIBRARY_MEMBER "', 'mmcv/_ext*.so',\n"
     "        'detrex/_C*.so', 'groundingdino/_C*.so')\n"
     "seen = set()\n"
     "for d in sys.path:\n"

@@ -1,26 +1,30 @@
 #include "plan.h"
 
 #include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <limits.h>
 #include "arch.h"
 
 #define MAX_TARGETS 64
-#define THREADS_64K_REGISTERS 256u
-/* At 32K registers per block a 256-thread bound caps a thread at 128 registers; 128 threads
- * keep the full 255 available, so ptxas never has to spill to honour the bound. */
-#define THREADS_32K_REGISTERS 128u
 
 typedef struct {
     unsigned sm;
     bool ptx;
 } wanted;
 
-static void add_note(md_plan *plan, const char *fmt, unsigned sm)
+static void add_note(md_plan *plan, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add_note(md_plan *plan, const char *fmt, ...)
 {
-    if (plan->n_notes < sizeof plan->notes / sizeof plan->notes[0])
-        snprintf(plan->notes[plan->n_notes++], sizeof plan->notes[0], fmt, sm);
+    if (plan->n_notes == sizeof plan->notes / sizeof plan->notes[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(plan->notes[plan->n_notes++], sizeof plan->notes[0], fmt, ap);
+    va_end(ap);
 }
 
 static bool add_wanted(wanted *list, size_t *n, unsigned sm, bool ptx)
@@ -42,37 +46,41 @@ static int compare_wanted(const void *a, const void *b)
     return x->sm < y->sm ? -1 : x->sm > y->sm;
 }
 
-/* "all": every architecture a toolkit targets that the table knows, and PTX of the newest. */
-static md_status wanted_all(const md_toolkit *tks, size_t n_tks, md_plan *plan, wanted *list, size_t *n,
+/* "all": every SASS architecture a toolkit targets, and the PTX the recipe asks for: of the
+ * newest architecture, and of the oldest one the newest toolkit targets. */
+static md_status wanted_all(const md_toolkit *tks, size_t n_tks, unsigned ptx, wanted *list, size_t *n,
                             md_error *err)
 {
-    unsigned newest = 0, left_out[MAX_TARGETS];
-    size_t n_left_out = 0;
+    unsigned newest = 0, oldest_of_newest = 0;
     for (size_t t = 0; t < n_tks; t++) {
         for (size_t i = 0; i < tks[t].n_sms; i++) {
             unsigned sm = tks[t].sms[i];
-            if (!md_arch_by_sm(sm)) {
-                size_t k = 0;
-                while (k < n_left_out && left_out[k] != sm)
-                    k++;
-                if (k == n_left_out && n_left_out < MAX_TARGETS) {
-                    left_out[n_left_out++] = sm;
-                    add_note(plan, "sm_%u: left out, not in recipes/architectures.json", sm);
-                }
-                continue;
-            }
             if (!add_wanted(list, n, sm, false))
                 return md_fail(err, MD_ERR_ARGUMENT, "too many architectures");
             if (sm > newest)
                 newest = sm;
         }
     }
-    if (newest)
+    for (size_t i = 0; n_tks > 0 && i < tks[0].n_sms; i++) /* toolkits are sorted newest first */
+        if (!oldest_of_newest || tks[0].sms[i] < oldest_of_newest)
+            oldest_of_newest = tks[0].sms[i];
+    if (newest && (ptx & MD_PTX_NEWEST))
         add_wanted(list, n, newest, true);
+    if (oldest_of_newest && (ptx & MD_PTX_OLDEST_OF_NEWEST))
+        add_wanted(list, n, oldest_of_newest, true);
     return MD_OK;
 }
 
-static md_status wanted_list(const char *spec, wanted *list, size_t *n, md_error *err)
+static bool any_toolkit_targets(const md_toolkit *tks, size_t n_tks, unsigned sm)
+{
+    for (size_t t = 0; t < n_tks; t++)
+        if (md_toolkit_supports(&tks[t], sm))
+            return true;
+    return false;
+}
+
+static md_status wanted_list(const char *spec, const md_toolkit *tks, size_t n_tks, wanted *list, size_t *n,
+                             md_error *err)
 {
     char copy[1024];
     if (strlen(spec) >= sizeof copy)
@@ -92,11 +100,16 @@ static md_status wanted_list(const char *spec, wanted *list, size_t *n, md_error
         }
         if (!strcmp(tok, "all") || !strcmp(tok, "native"))
             return md_fail(err, MD_ERR_ARGUMENT, "'%s' cannot be combined with other architectures", tok);
-        md_gpu_target target;
-        md_status st = md_gpu_target_parse(tok, &target, err);
-        if (st != MD_OK)
-            return st;
-        if (!add_wanted(list, n, target.arch->sm, false) || (ptx && !add_wanted(list, n, target.arch->sm, true)))
+        /* An architecture the table lacks is fine where a toolkit here targets it. */
+        unsigned sm;
+        if (!md_arch_parse_number(tok, &sm) || !any_toolkit_targets(tks, n_tks, sm)) {
+            md_gpu_target target;
+            md_status st = md_gpu_target_parse(tok, &target, err);
+            if (st != MD_OK)
+                return st;
+            sm = target.arch->sm;
+        }
+        if (!add_wanted(list, n, sm, false) || (ptx && !add_wanted(list, n, sm, true)))
             return md_fail(err, MD_ERR_ARGUMENT, "too many architectures");
     }
     if (*n == 0)
@@ -130,82 +143,162 @@ static md_status pick_compiler(const md_toolkit *tk, const md_host_compiler *ccs
                    tk->version, tk->max_gcc, tk->max_gcc);
 }
 
-static void choose_kernel_options(md_plan_target *t)
+static md_define *find_define(md_plan_target *t, const char *name)
 {
-    const md_arch *a = md_arch_by_sm(t->sm);
-    /* f16 and bf16 are stored as 16 bits and computed in f32, which every architecture can do;
-     * what differs is how the backward adds into a 16-bit value gradient. */
-    t->f16 = true;
-    t->bf16 = true;
-    t->f16_atomic = a->half_atomic_add ? MD_ATOMIC_NATIVE : MD_ATOMIC_F32_BUFFER;
-    /* Native bf16 atomics on every level cost 1.9e-2 of value-gradient error on encoder shapes
-     * (kernels/README.md): where they exist, only on sparse levels. */
-    t->bf16_atomic = a->bf16 ? MD_ATOMIC_MIXED : MD_ATOMIC_F32_BUFFER;
-    t->max_threads = a->registers_per_block <= 32768 ? THREADS_32K_REGISTERS : THREADS_64K_REGISTERS;
+    for (size_t i = 0; i < t->n_defines; i++)
+        if (strcmp(t->defines[i].name, name) == 0)
+            return &t->defines[i];
+    return NULL;
 }
 
-md_status md_plan_make(const char *arch_spec, const unsigned *native_sms, size_t n_native,
-                       const md_toolkit *toolkits, size_t n_toolkits, const md_host_compiler *compilers,
-                       size_t n_compilers, md_plan *out, md_error *err)
+/* "NAME=VALUE" or "NAME": a C identifier and an integer. */
+static md_status parse_define(const char *text, md_define *out, md_error *err)
+{
+    size_t len = strcspn(text, "=");
+    bool ident = len > 0 && len < sizeof out->name && (isalpha((unsigned char)text[0]) || text[0] == '_');
+    for (size_t i = 0; ident && i < len; i++)
+        ident = isalnum((unsigned char)text[i]) || text[i] == '_';
+    if (!ident)
+        return md_fail(err, MD_ERR_ARGUMENT, "--define '%s': the name must be a C identifier", text);
+    snprintf(out->name, sizeof out->name, "%.*s", (int)len, text);
+    out->value = 1;
+    if (text[len] == '=') {
+        char *end;
+        errno = 0;
+        out->value = strtol(text + len + 1, &end, 10);
+        if (errno || end == text + len + 1 || *end || out->value < INT_MIN || out->value > INT_MAX)
+            return md_fail(err, MD_ERR_ARGUMENT, "--define '%s': the value must be an integer", text);
+    }
+    return MD_OK;
+}
+
+/* The recipe's knobs for the architecture, then the caller's defines, each replacing a knob of
+ * the same name or added after them. */
+static md_status choose_defines(md_plan_target *t, const md_plan_request *req, md_error *err)
+{
+    const md_arch *a = md_arch_by_sm(t->sm);
+    t->known = a != NULL;
+    for (size_t i = 0; i < req->recipe->n_knobs; i++) {
+        md_define *d = &t->defines[t->n_defines++];
+        snprintf(d->name, sizeof d->name, "%s", req->recipe->knobs[i].name);
+        d->value = md_knob_value(&req->recipe->knobs[i], a);
+    }
+    for (size_t i = 0; req->defines && req->defines[i]; i++) {
+        md_define d;
+        md_status st = parse_define(req->defines[i], &d, err);
+        if (st != MD_OK)
+            return st;
+        md_define *slot = find_define(t, d.name);
+        if (!slot) {
+            if (t->n_defines == MD_MAX_DEFINES)
+                return md_fail(err, MD_ERR_ARGUMENT, "too many --define options (at most %d macros in all)",
+                               MD_MAX_DEFINES);
+            slot = &t->defines[t->n_defines++];
+        }
+        *slot = d;
+    }
+    return MD_OK;
+}
+
+long md_plan_define(const md_plan_target *t, const char *name, long fallback)
+{
+    for (size_t i = 0; i < t->n_defines; i++)
+        if (strcmp(t->defines[i].name, name) == 0)
+            return t->defines[i].value;
+    return fallback;
+}
+
+const char *md_atomic_name(long strategy)
+{
+    switch (strategy) {
+    case MD_ATOMIC_NATIVE: return "native";
+    case MD_ATOMIC_CAS: return "cas";
+    case MD_ATOMIC_F32_BUFFER: return "f32-buffer";
+    case MD_ATOMIC_MIXED: return "mixed";
+    }
+    return "?";
+}
+
+/* One note for the architectures the table lacks, saying what they got. */
+static void note_unknown(md_plan *plan)
+{
+    char list[128] = "";
+    const md_plan_target *first = NULL;
+    for (size_t i = 0; i < plan->n_targets; i++) {
+        const md_plan_target *t = &plan->targets[i];
+        if (t->known || t->ptx)
+            continue;
+        first = first ? first : t;
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%ssm_%u", list[0] ? ", " : "", t->sm);
+    }
+    if (!first)
+        return;
+    char knobs[128] = "";
+    for (size_t i = 0; i < first->n_defines; i++)
+        snprintf(knobs + strlen(knobs), sizeof knobs - strlen(knobs), "%s%s=%ld", i ? " " : "", first->defines[i].name,
+                 first->defines[i].value);
+    add_note(plan, "%s: not in recipes/architectures.json, built with the safe defaults of kernels/libmsda.json (%s)",
+             list, knobs);
+}
+
+md_status md_plan_make(const md_plan_request *req, md_plan *out, md_error *err)
 {
     memset(out, 0, sizeof *out);
     md_status st = md_arch_table_load(err);
     if (st != MD_OK)
         return st;
-    if (n_toolkits == 0)
+    if (req->n_toolkits == 0)
         return md_fail(err, MD_ERR_UNSUPPORTED,
                        "no CUDA toolkit found (nvcc on PATH, CUDA_HOME, /usr/local/cuda*); give one with --toolkit DIR");
     wanted list[MAX_TARGETS];
     size_t n = 0;
-    if (strcmp(arch_spec, "all") == 0) {
-        st = wanted_all(toolkits, n_toolkits, out, list, &n, err);
-    } else if (strcmp(arch_spec, "native") == 0) {
-        if (n_native == 0)
+    if (strcmp(req->arch_spec, "all") == 0) {
+        st = wanted_all(req->toolkits, req->n_toolkits, req->recipe->ptx, list, &n, err);
+    } else if (strcmp(req->arch_spec, "native") == 0) {
+        if (req->n_native == 0)
             return md_fail(err, MD_ERR_UNSUPPORTED, "--arch native: no GPU found on this machine");
-        for (size_t i = 0; i < n_native; i++) {
-            if (!md_arch_by_sm(native_sms[i]))
-                return md_fail(err, MD_ERR_UNSUPPORTED, "--arch native: GPU of compute capability %u.%u is not in the table",
-                               native_sms[i] / 10, native_sms[i] % 10);
-            add_wanted(list, &n, native_sms[i], false);
-        }
+        for (size_t i = 0; i < req->n_native; i++)
+            add_wanted(list, &n, req->native_sms[i], false);
     } else {
-        st = wanted_list(arch_spec, list, &n, err);
+        st = wanted_list(req->arch_spec, req->toolkits, req->n_toolkits, list, &n, err);
     }
     if (st != MD_OK)
         return st;
     qsort(list, n, sizeof *list, compare_wanted);
 
-    out->toolkits = malloc(n_toolkits * sizeof *out->toolkits);
+    out->toolkits = malloc(req->n_toolkits * sizeof *out->toolkits);
     out->targets = calloc(n ? n : 1, sizeof *out->targets);
     if (!out->toolkits || !out->targets) {
         md_plan_free(out);
         return md_fail(err, MD_ERR_NOMEM, "out of memory");
     }
-    memcpy(out->toolkits, toolkits, n_toolkits * sizeof *toolkits);
-    out->n_toolkits = n_toolkits;
+    memcpy(out->toolkits, req->toolkits, req->n_toolkits * sizeof *req->toolkits);
+    out->n_toolkits = req->n_toolkits;
 
     char unsupported[512] = "";
     for (size_t i = 0; i < n; i++) {
         const md_toolkit *tk = NULL;
-        for (size_t t = 0; t < n_toolkits && !tk; t++) /* newest first */
+        for (size_t t = 0; t < out->n_toolkits && !tk; t++) /* newest first */
             if (md_toolkit_supports(&out->toolkits[t], list[i].sm))
                 tk = &out->toolkits[t];
         if (!tk) {
             char who[64], found[128] = "";
             md_toolkits_supporting(list[i].sm, who, sizeof who);
-            for (size_t t = 0; t < n_toolkits; t++)
+            for (size_t t = 0; t < req->n_toolkits; t++)
                 snprintf(found + strlen(found), sizeof found - strlen(found), "%s%s", t ? ", " : "",
-                         toolkits[t].version);
+                         req->toolkits[t].version);
             snprintf(unsupported + strlen(unsupported), sizeof unsupported - strlen(unsupported),
-                     "%ssm_%u needs %s; found %s", unsupported[0] ? "; " : "", list[i].sm, who, found);
+                     "%ssm_%u needs %s; found %s", unsupported[0] ? "; " : "", list[i].sm,
+                     who[0] ? who : "a toolkit that targets it", found);
             continue;
         }
         md_plan_target *t = &out->targets[out->n_targets++];
         t->sm = list[i].sm;
         t->ptx = list[i].ptx;
         t->toolkit = tk;
-        choose_kernel_options(t);
-        st = pick_compiler(tk, compilers, n_compilers, t->ccbin, sizeof t->ccbin, err);
+        st = choose_defines(t, req, err);
+        if (st == MD_OK)
+            st = pick_compiler(tk, req->compilers, req->n_compilers, t->ccbin, sizeof t->ccbin, err);
         if (st != MD_OK) {
             md_plan_free(out);
             return st;
@@ -213,9 +306,9 @@ md_status md_plan_make(const char *arch_spec, const unsigned *native_sms, size_t
     }
     if (unsupported[0]) {
         md_plan_free(out);
-        return md_fail(err, MD_ERR_UNSUPPORTED, "%s (add one with --toolkit DIR)",
-                       unsupported);
+        return md_fail(err, MD_ERR_UNSUPPORTED, "%s (add one with --toolkit DIR)", unsupported);
     }
+    note_unknown(out);
     return MD_OK;
 }
 

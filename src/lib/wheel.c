@@ -541,10 +541,22 @@ static md_status write_archive(int fd, const member *m, size_t count, const char
         st = md_fail(err, MD_ERR_IO, "cannot start the zip writer: %s", archive_error_string(ar));
         goto end;
     }
+    /* libarchive writes zip (DOS) dates in local time: in UTC, the same inputs give the same
+     * bytes in every time zone. The caller's zone is put back afterwards. */
+    const char *zone = getenv("TZ");
+    char *saved_zone = zone ? strdup(zone) : NULL;
+    setenv("TZ", "UTC", 1);
+    tzset();
     st = write_members(ar, m, count, record_path, mtime, err);
     /* Closing writes the central directory; its failure is a failed wheel. */
     if (archive_write_close(ar) != ARCHIVE_OK && st == MD_OK)
         st = md_fail(err, MD_ERR_IO, "cannot finish the wheel: %s", archive_error_string(ar));
+    if (saved_zone)
+        setenv("TZ", saved_zone, 1);
+    else
+        unsetenv("TZ");
+    tzset();
+    free(saved_zone);
 end:
     archive_write_free(ar);
     return st;

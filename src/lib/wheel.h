@@ -60,8 +60,8 @@ typedef struct {
 /* Writes OUTPUT_DIR/{dist}-{version}-{python}-{abi}-{platform}.whl, with the dist name's runs
  * of "-_." replaced by "_". Members are sorted by path with the .dist-info files after the
  * rest and RECORD last; all have the same mtime, uid/gid 0, mode 0644 (0755 for executables)
- * and are deflated, so the same inputs give the same bytes (in the same time zone: zip's DOS
- * timestamps are local time, so callers that want identical bytes everywhere run with TZ=UTC).
+ * and are deflated, so the same inputs give the same bytes in any time zone (zip's DOS
+ * timestamps are local time: the writer runs libarchive in UTC and puts TZ back after).
  * The archive is written to a hidden temporary file in OUTPUT_DIR and renamed into place only
  * when complete; on any failure nothing is left behind (an older wheel of the same name is
  * kept). On success, when WRITTEN is not NULL, *WRITTEN receives the path written, which the

@@ -1,6 +1,7 @@
 /* The API: status messages, version, validation before any work, the CUDA entry points where
  * no GPU is usable, and the device code embedded in the library. */
 #include <stdio.h>
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,8 +127,8 @@ START_TEST(cuda_path_without_context_fails_cleanly) {
 }
 END_TEST
 
-#ifndef MSDA_EXPECTED_ARCHS
-#error "build with -DMSDA_EXPECTED_ARCHS=\"75 80 ...\" (kernels/kernels.mk does)"
+#if !defined(MSDA_EXPECTED_ARCHS) || !defined(MSDA_EXPECTED_PTX)
+#error "build with -DMSDA_EXPECTED_ARCHS=\"75 80 ...\" -DMSDA_EXPECTED_PTX=\"75 121\" (kernels/kernels.mk does)"
 #endif
 
 static int has_image(const msda_arch *a, int n, int arch, int is_ptx) {
@@ -136,33 +137,48 @@ static int has_image(const msda_arch *a, int n, int arch, int is_ptx) {
     return 0;
 }
 
-/* The CUDA sources compiled for every arch of the local nvcc: the library carries SASS for
- * each, and PTX of the newest. */
+/* Every architecture of LIST is among ARCHS as SASS (IS_PTX 0) or PTX; returns how many. */
+static int expect_all(const msda_arch *archs, int n, const char *list, int is_ptx) {
+    const char *p = list;
+    char *end;
+    int expected = 0;
+    for (long arch = strtol(p, &end, 10); end != p; p = end, arch = strtol(p, &end, 10)) {
+        ck_assert_msg(has_image(archs, n, (int)arch, is_ptx), "no %s for %ld", is_ptx ? "PTX" : "SASS", arch);
+        expected++;
+    }
+    return expected;
+}
+
+/* The library carries SASS for every architecture of build's plan and the PTX it chose, no
+ * more; and the shipped library (MSDA_SHIPPED_LIBRARY, from the wheel) lists the same. */
 START_TEST(library_embeds_every_arch) {
     msda_arch archs[128];
     const int n = msda_embedded_archs(archs, 128);
     ck_assert_int_ge(msda_fatbin_count(), 1);
     ck_assert_msg(n > 0 && n <= 128, "%d images", n);
-    const char *p = MSDA_EXPECTED_ARCHS;
-    char *end;
-    int expected = 0;
-    for (long arch = strtol(p, &end, 10); end != p; p = end, arch = strtol(p, &end, 10)) {
-        ck_assert_msg(has_image(archs, n, (int)arch, 0), "no SASS for sm_%ld", arch);
-        expected++;
-    }
-    ck_assert_int_ge(expected, 1);
-    ck_assert_msg(has_image(archs, n, MSDA_EXPECTED_PTX, 1), "no PTX for compute_%d", MSDA_EXPECTED_PTX);
-    ck_assert_int_eq(n, expected + 1);
+    const int sass = expect_all(archs, n, MSDA_EXPECTED_ARCHS, 0);
+    const int ptx = expect_all(archs, n, MSDA_EXPECTED_PTX, 1);
+    ck_assert_int_ge(sass, 1);
+    ck_assert_int_ge(ptx, 1);
+    ck_assert_int_eq(n, sass + ptx);
 
-    char text[1024], small[8];
+    char text[2048], small[8];
     const int len = msda_embedded_archs_string(text, sizeof text);
     ck_assert_int_eq(len, (int)strlen(text));
-    char want[16];
-    snprintf(want, sizeof want, "compute_%d", MSDA_EXPECTED_PTX);
-    ck_assert_ptr_nonnull(strstr(text, want));
     ck_assert_int_eq(msda_embedded_archs_string(small, sizeof small), len);
     ck_assert_int_eq((int)strlen(small), (int)sizeof small - 1);
     ck_assert(strncmp(small, text, sizeof small - 1) == 0);
+
+    const char *shipped = getenv("MSDA_SHIPPED_LIBRARY");
+    ck_assert_msg(shipped && *shipped, "MSDA_SHIPPED_LIBRARY names the library out of the wheel");
+    void *lib = dlopen(shipped, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(lib != NULL, "dlopen %s: %s", shipped, dlerror());
+    int (*shipped_archs)(char *, size_t) = (int (*)(char *, size_t))dlsym(lib, "msda_embedded_archs_string");
+    ck_assert_ptr_nonnull(shipped_archs);
+    char shipped_text[2048];
+    ck_assert_int_eq(shipped_archs(shipped_text, sizeof shipped_text), len);
+    ck_assert_str_eq(shipped_text, text);
+    dlclose(lib);
 }
 END_TEST
 

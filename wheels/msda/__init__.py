@@ -17,7 +17,10 @@ from ._errors import GPU, MSDAError, MSDAInputError, Status
 from ._library import ENV_LIBRARY, Arch, LibraryInfo, library, library_path
 from ._numpy_api import cpu_backward, cpu_forward
 
-__version__ = "0.1.0"
+try:  # written into the wheel by `msda-doctor build`, from the project's VERSION file
+    from ._version import __version__
+except ImportError:  # the sources themselves, not a built wheel
+    __version__ = "0+source"
 
 # Name -> (module, attribute) of what needs torch.
 _TORCH_EXPORTS = {

@@ -148,10 +148,9 @@ def test_library_carries_code_for_this_gpu():
 
 
 def test_no_kernel_image_error_from_a_library_without_code_for_this_gpu(monkeypatch):
-    """MSDA_TEST_FOREIGN_LIBRARY: a libmsda.so built for other architectures only (e.g.
-    `make BUILD=build/variant-sm80 MSDA_ARCHS=80
-    MSDA_GENCODE=-gencode=arch=compute_80,code=sm_80 build/variant-sm80/kernels/libmsda.so`
-    for a Hopper GPU)."""
+    """MSDA_TEST_FOREIGN_LIBRARY: a libmsda.so built for other architectures only (e.g. for a
+    Hopper GPU, the library out of `msda-doctor build --arch sm_80 --out build/variant-sm80/dist`,
+    which carries sm_80 SASS and no PTX; tests/gpu/gpu-machine does that)."""
     import os
     foreign = os.environ.get("MSDA_TEST_FOREIGN_LIBRARY")
     if not foreign:

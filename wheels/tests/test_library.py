@@ -29,6 +29,15 @@ def test_library_info_lists_version_and_archs():
     assert str(info).startswith(f"libmsda {info.version} (")
 
 
+def test_version_is_the_projects():
+    """The package and the library both carry the VERSION file's version, through the build."""
+    want = os.environ.get("MSDA_EXPECT_VERSION")
+    if not want:
+        pytest.skip("MSDA_EXPECT_VERSION is set by `make check-python`")
+    assert msda.__version__ == want
+    assert msda.library_info().version == want
+
+
 def test_library_path_follows_the_variable(monkeypatch):
     monkeypatch.setenv("MSDA_LIBRARY", "/somewhere/libmsda.so")
     assert msda.library_path() == "/somewhere/libmsda.so"

@@ -83,8 +83,8 @@ run_case() {
   [ "$(jq '.compiled' <<<"$output")" -eq 0 ]
 }
 
-@test "all with CUDA 13.0: every architecture it targets that the table knows, PTX of the newest" { run_case all-cuda13; }
-@test "all with CUDA 13.0 and 11.8: old architectures go to 11.8 with g++-11" { run_case all-cuda13-and-11.8; }
+@test "all with CUDA 13.0: every architecture it targets (sm_88 with safe defaults), PTX of the newest and of the oldest" { run_case all-cuda13; }
+@test "all with CUDA 13.0 and 11.8: old architectures go to 11.8 with g++-11, sm_35 included" { run_case all-cuda13-and-11.8; }
 @test "each architecture goes to the newest toolkit that lists it; +PTX adds PTX" { run_case newest-toolkit-wins; }
 @test "GPU names and compute capabilities, de-duplicated" { run_case named-gpus; }
 @test "an unknown GPU name is a usage error" { run_case unknown-name; }
@@ -105,4 +105,68 @@ run_case() {
   [ "$status" -eq 0 ]
   [[ "$output" == *"sm_62        CUDA 11.8  threads 128"*"-ccbin $FAKE/bin/g++-11"* ]]
   [[ "$output" == *"$FAKE/cuda-11.8/bin/nvcc -fatbin -gencode arch=compute_62,code=sm_62 "*"-DMSDA_MAX_THREADS=128"*"msda_kernels.cu"* ]]
+}
+
+@test "an architecture the table lacks, named alone, is built with the safe defaults and a note" {
+  make_fakes "13.0" "12"
+  run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run --json \
+      --platform x86_64 --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_88
+  [ "$status" -eq 0 ]
+  [ "$(jq -r '.plan.targets[] | "\(.arch) \(.known) \(.max_threads) \(.f16_atomic)"' <<<"$output")" = "sm_88 false 128 f32-buffer" ]
+  jq -e '.plan.notes[] | select(contains("sm_88: not in recipes/architectures.json"))' <<<"$output" >/dev/null
+}
+
+@test "--define replaces a knob of the recipe for every target and adds other macros" {
+  make_fakes "13.0" "12"
+  run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run --json \
+      --platform x86_64 --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_80,sm_90 \
+      --define MSDA_F16_ATOMIC=2 --define MSDA_VECTOR_ATOMICS=0
+  [ "$status" -eq 0 ]
+  [ "$(jq -r '[.plan.targets[] | .f16_atomic] | unique | join(",")' <<<"$output")" = "cas" ]
+  cmd=$(jq -r '.steps[0].command | join(" ")' <<<"$output")
+  [[ "$cmd" == *"-DMSDA_F16_ATOMIC=2 -DMSDA_BF16_ATOMIC=4 -DMSDA_VECTOR_ATOMICS=0 -o "* ]]
+  [[ "$cmd" != *"-DMSDA_F16_ATOMIC=1"* ]]
+}
+
+@test "a malformed --define is a usage error" {
+  make_fakes "13.0" "12"
+  run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
+      --platform x86_64 --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90 --define '1X=2'
+  [ "$status" -eq 2 ]
+  [[ "$stderr" == *"--define '1X=2': the name must be a C identifier"* ]]
+  run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
+      --platform x86_64 --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90 --define 'X=two'
+  [ "$status" -eq 2 ]
+  [[ "$stderr" == *"the value must be an integer"* ]]
+}
+
+# A source folder whose kernels/libmsda.json is a copy, changed by the jq program $1.
+recipe_source() {
+  SRC="$BATS_TEST_TMPDIR/edited"
+  mkdir -p "$SRC/kernels" && cp -r "$ROOT"/kernels/. "$SRC/kernels/" && ln -sfn "$ROOT/wheels" "$SRC/wheels"
+  jq "$1" "$ROOT/kernels/libmsda.json" > "$SRC/kernels/libmsda.json"
+}
+
+@test "kernels/libmsda.json alone decides the flags: one edit reaches nvcc, the host compiler and the link" {
+  make_fakes "13.0" "12"
+  recipe_source '.device.nvcc_flags += ["-lineinfo"] | .host.cflags += ["-DMSDA_EDITED"] | .host.libs += ["-lrt"]
+                 | .per_arch.MSDA_MAX_THREADS.otherwise = 512 | .ptx = ["newest"]'
+  run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run --json \
+      --platform x86_64 --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch all
+  [ "$status" -eq 0 ]
+  jq -e '[.steps[] | select(.what | test("^(sm|compute)_")) | .command | index("-lineinfo")] | all' <<<"$output" >/dev/null
+  jq -e '[.steps[] | select(.what | endswith(".c")) | .command | index("-DMSDA_EDITED")] | all' <<<"$output" >/dev/null
+  jq -e '.steps[] | select(.what | endswith("libmsda.so")) | .command | index("-lrt")' <<<"$output" >/dev/null
+  [ "$(jq -r '.plan.targets[] | select(.arch == "sm_90") | .max_threads' <<<"$output")" = 512 ]
+  [ "$(jq -r '[.plan.targets[] | select(.kind == "ptx") | .arch] | join(",")' <<<"$output")" = "compute_121" ]
+}
+
+@test "a malformed kernels/libmsda.json is an error naming the file and the field" {
+  make_fakes "13.0" "12"
+  recipe_source '.per_arch.MSDA_MAX_THREADS.fact = "colour"'
+  run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
+      --platform x86_64 --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90
+  [ "$status" -eq 3 ]
+  [[ "$stderr" == *"kernels/libmsda.json: per_arch 'MSDA_MAX_THREADS' follows an unknown fact 'colour'"* ]]
+  [ "$(printf '%s\n' "$stderr" | grep -c .)" -eq 1 ]
 }
