@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
-# Benchmarks libmsda built several ways for this GPU's architecture, one after the other:
-#   tests/bench/variants.sh [--dtypes f32,f16,bf16] NAME='DEFS' [NAME='DEFS' ...]
-# e.g. base='' nostage='-DMSDA_STAGING=0' t768='-DMSDA_STAGED_THREADS=768'. Each variant is built
-# under build/variant-NAME with MSDA_DEFS=DEFS and timed by tests/bench/bench.py; the table rows
-# of every variant are printed together at the end (and each full log kept beside the build).
+# Benchmarks libmsda built several ways for one GPU architecture:
+#   tests/bench/variants.sh [--dtypes f32,f16,bf16] NAME='MACRO=VALUE ...' [NAME='...' ...]
+# e.g. base='' novec='MSDA_VECTOR_ATOMICS=0' cas='MSDA_F16_ATOMIC=2 MSDA_BF16_ATOMIC=2'. Each
+# variant is a wheel that `msda-doctor build --arch sm_$MSDA_GPU_ARCH --define ...` writes under
+# build/variant-NAME/dist: where msda-doctor is at hand (./msda-doctor or $MSDA_DOCTOR) and the
+# wheel is missing, it is built; on the GPU machine, build the wheels here first (same command,
+# MSDA_GPU_ARCH=90) and carry build/variant-*. Each library is taken out of its wheel and timed
+# by tests/bench/bench.py; the rows of every variant are printed together at the end.
 set -euo pipefail
 dtypes=f32,f16,bf16
 if [ "${1:-}" = --dtypes ]; then dtypes=$2; shift 2; fi
-[ $# -gt 0 ] || { echo "usage: $0 [--dtypes LIST] NAME='DEFS' ..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 [--dtypes LIST] NAME='MACRO=VALUE ...' ..." >&2; exit 2; }
 arch=${MSDA_GPU_ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d .)}
+doctor=${MSDA_DOCTOR:-./msda-doctor}
 for v in "$@"; do
-    name=${v%%=*} defs=${v#*=}
-    make --no-print-directory -s BUILD="build/variant-$name" MSDA_ARCHS="$arch" MSDA_DEFS="$defs" \
-        "build/variant-$name/kernels/libmsda.so"
+    name=${v%%=*} defs=${v#*=} dir=build/variant-$name
+    if ! ls "$dir"/dist/*.whl >/dev/null 2>&1; then
+        args=()
+        for d in $defs; do args+=(--define "$d"); done
+        "$doctor" build --arch "sm_$arch" --platform "$(uname -m)" "${args[@]}" --out "$dir/dist" \
+            --cache build/test-build-cache >/dev/null
+    fi
+    kernels/library-from-wheel "$(ls "$dir"/dist/*.whl | head -n 1)" "$dir/kernels/libmsda.so"
 done
 for v in "$@"; do
     name=${v%%=*}
