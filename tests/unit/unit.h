@@ -11,5 +11,6 @@ Suite *suite_wheel(void);
 Suite *suite_elf_glibc(void);
 Suite *suite_logscan(void);
 Suite *suite_toolkit_table(void);
+Suite *suite_platform(void);
 
 #endif
