@@ -1,7 +1,6 @@
 /* Ties one finding to the machine: which GPU it is about, the probe facts that confirm or argue
  * against it, the evidence, the cause in one sentence, and the fixes and notes with their
  * {placeholders} filled from the probes and the log (tests/fixtures/logs/README.md). */
-#include <jansson.h>
 #include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -11,7 +10,7 @@
 #include "arch.h"
 #include "diagnose.h"
 #include "product.h"
-#include "recipes.h"
+#include "toolkit_table.h"
 
 static bool is(const md_finding *f, const char *id)
 {
@@ -95,30 +94,14 @@ static int pick_gpu(const md_diagnosis *d, const md_finding *f)
 
 /* ---- placeholders ------------------------------------------------------------------------- */
 
-/* The newest version in recipes/toolkits.json that targets SM (when non-zero) and whose CUDA a
- * driver of API version MAX_API supports (when non-zero). */
+/* The newest CUDA version that targets SM (when non-zero) and that a driver of API version
+ * MAX_API runs (when non-zero). */
 static bool table_toolkit(unsigned sm, int max_api, char *out, size_t size)
 {
-    md_error err;
-    json_t *doc = md_recipe_load("toolkits.json", &err);
-    bool found = false;
-    size_t i;
-    json_t *row;
-    json_array_foreach(json_object_get(doc, "toolkits"), i, row) {
-        const char *v = json_string_value(json_object_get(row, "version"));
-        unsigned ma = 0, mi = 0;
-        if (!v || sscanf(v, "%u.%u", &ma, &mi) != 2)
-            continue;
-        if (sm && (sm < (unsigned)json_integer_value(json_object_get(row, "sm_min")) ||
-                   sm > (unsigned)json_integer_value(json_object_get(row, "sm_max"))))
-            continue;
-        if (max_api && (int)(ma * 1000 + mi * 10) > max_api)
-            continue;
-        snprintf(out, size, "%s", v); /* rows are oldest first: the last that fits is the newest */
-        found = true;
-    }
-    json_decref(doc);
-    return found;
+    const md_toolkit_row *row = md_toolkit_row_newest_for(sm, max_api);
+    if (row)
+        snprintf(out, size, "%s", row->version);
+    return row != NULL;
 }
 
 static void toolkit_root(const md_toolkit *tk, char *out, size_t size)

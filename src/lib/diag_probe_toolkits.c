@@ -1,12 +1,11 @@
 /* CUDA toolkits and host compilers for diagnose: every nvcc found (toolkit.c), the host g++
  * against each nvcc's limit, and the driver against each toolkit's minimum. */
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "diag.h"
 #include "process.h"
-#include "recipes.h"
+#include "toolkit_table.h"
 
 /* The nvcc torch's extension builder would use: $CUDA_HOME, then nvcc on PATH, then
  * /usr/local/cuda; among the toolkits found, else the newest one found. */
@@ -33,25 +32,8 @@ static const md_toolkit *build_toolkit(const md_machine *m)
 
 void md_toolkit_min_driver(const md_toolkit *tk, char *out, size_t size)
 {
-    md_error err;
-    json_t *doc = md_recipe_load("toolkits.json", &err);
-    unsigned best = 0;
-    out[0] = '\0';
-    size_t i;
-    json_t *row;
-    json_array_foreach(json_object_get(doc, "toolkits"), i, row) {
-        unsigned ma = 0, mi = 0;
-        const char *v = json_string_value(json_object_get(row, "version"));
-        const char *d = json_string_value(json_object_get(row, "min_driver"));
-        if (!v || !d || sscanf(v, "%u.%u", &ma, &mi) != 2)
-            continue;
-        /* the newest row not newer than this toolkit, within its major version */
-        if (ma == tk->major && mi <= tk->minor && ma * 100 + mi >= best) {
-            best = ma * 100 + mi;
-            snprintf(out, size, "%s", d);
-        }
-    }
-    json_decref(doc);
+    const md_toolkit_row *row = md_toolkit_row_for(tk->major, tk->minor);
+    snprintf(out, size, "%s", row ? row->min_driver : "");
 }
 
 void md_probe_toolkits(md_machine *m, md_check *c)

@@ -13,7 +13,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "recipes.h"
+#include "platform.h"
 
 #define VERSYM_INDEX_MASK 0x7fffu /* the top bit marks a hidden version */
 #define VERSYM_FIRST_NAMED 2      /* 0 is local, 1 is the unversioned global */
@@ -276,9 +276,8 @@ md_status md_elf_glibc_read(uint8_t *data, size_t size, unsigned floor_major, un
         goto end;
     }
     out->machine = ehdr.e_machine;
-    out->machine_name = ehdr.e_machine == MD_ELF_MACHINE_X86_64    ? "x86_64"
-                        : ehdr.e_machine == MD_ELF_MACHINE_AARCH64 ? "aarch64"
-                                                                   : NULL;
+    const md_platform *platform = md_platform_by_machine(ehdr.e_machine);
+    out->machine_name = platform ? platform->name : NULL;
     /* As in inspect.c: libelf shows fewer sections for a file cut short, so check extents. */
     uint64_t shnum = ehdr.e_shnum ? ehdr.e_shnum : ehdr.e_shoff ? 1 : 0;
     if (ehdr.e_shoff == 0 || shnum == 0) {
@@ -386,32 +385,14 @@ md_status md_elf_glibc_read_file(const char *path, unsigned floor_major, unsigne
 
 md_status md_elf_check_libraries(md_elf_glibc *info, md_error *err)
 {
-    json_t *doc = md_recipe_load("platforms.json", err);
-    if (!doc)
-        return MD_ERR_INTERNAL;
-    md_status st = MD_OK;
-    json_t *allowed = json_object_get(doc, "manylinux_2_17_allowed_libraries");
-    if (!json_is_array(allowed) || json_array_size(allowed) == 0) {
-        st = md_fail(err, MD_ERR_INTERNAL, "platforms.json has no manylinux_2_17_allowed_libraries list");
-        goto end;
-    }
+    md_status st = md_platform_table_load(err);
+    if (st != MD_OK)
+        return st;
     info->n_disallowed = 0;
     for (size_t i = 0; i < info->n_needed; i++) {
-        info->needed[i].allowed = false;
-        size_t k;
-        json_t *item;
-        json_array_foreach(allowed, k, item) {
-            if (!json_is_string(item)) {
-                st = md_fail(err, MD_ERR_INTERNAL, "platforms.json: library %zu is not a string", k);
-                goto end;
-            }
-            if (strcmp(json_string_value(item), info->needed[i].soname) == 0)
-                info->needed[i].allowed = true;
-        }
+        info->needed[i].allowed = md_platform_library_allowed(info->needed[i].soname);
         if (!info->needed[i].allowed)
             info->n_disallowed++;
     }
-end:
-    json_decref(doc);
-    return st;
+    return MD_OK;
 }

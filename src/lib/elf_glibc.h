@@ -33,7 +33,7 @@ typedef struct {
 
 typedef struct {
     unsigned machine;           /* e_machine: 62 x86_64, 183 aarch64, others as read */
-    const char *machine_name;   /* "x86_64", "aarch64", or NULL for another machine */
+    const char *machine_name;   /* its platform's name (platform.h): "x86_64"; NULL for another CPU */
     md_glibc_version glibc;     /* the highest GLIBC_x.y[.z] needed; {0,0,0} when none */
     char glibc_name[32];        /* that version as written: "GLIBC_2.34", or "" */
     bool glibc_private;         /* GLIBC_PRIVATE is needed: no manylinux tag is honest */
@@ -61,8 +61,8 @@ md_status md_elf_glibc_read(uint8_t *data, size_t size, unsigned floor_major, un
 md_status md_elf_glibc_read_file(const char *path, unsigned floor_major, unsigned floor_minor,
                                  md_elf_glibc *out, md_error *err);
 
-/* Marks each INFO->needed[i].allowed from "manylinux_2_17_allowed_libraries" in the embedded
- * recipes/platforms.json and counts the others in INFO->n_disallowed.
+/* Marks each INFO->needed[i].allowed from the manylinux_2_17 allowed libraries (platform.h,
+ * recipes/platforms.json) and counts the others in INFO->n_disallowed.
  * MD_ERR_INTERNAL when the recipe is broken. */
 md_status md_elf_check_libraries(md_elf_glibc *info, md_error *err);
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "process.h"
-#include "recipes.h"
+#include "toolkit_table.h"
 
 #define NVCC_TIMEOUT_S 60
 #define GCC_MAJOR_MIN 5
@@ -52,49 +52,19 @@ static md_status ask_nvcc(const char *nvcc, const char *bin_dir, const char *one
 
 unsigned md_toolkit_max_gcc(unsigned major, unsigned minor)
 {
-    md_error err;
-    json_t *doc = md_recipe_load("toolkits.json", &err);
-    unsigned best = 0, best_version = 0, want = major * 100 + minor;
-    size_t i;
-    json_t *tk;
-    json_array_foreach(json_object_get(doc, "toolkits"), i, tk) {
-        unsigned ma = 0, mi = 0;
-        if (sscanf(json_string_value(json_object_get(tk, "version")), "%u.%u", &ma, &mi) != 2)
-            continue;
-        unsigned v = ma * 100 + mi;
-        /* The newest table row not newer than this nvcc, within the same major version. */
-        if (ma == major && v <= want && v >= best_version) {
-            best_version = v;
-            best = (unsigned)json_integer_value(json_object_get(tk, "max_gcc"));
-        }
-    }
-    json_decref(doc);
-    return best;
+    const md_toolkit_row *row = md_toolkit_row_for(major, minor);
+    return row ? row->max_gcc : 0;
 }
 
 void md_toolkits_supporting(unsigned sm, char *out, size_t size)
 {
-    md_error err;
-    json_t *doc = md_recipe_load("toolkits.json", &err);
-    const char *first = NULL, *last = NULL;
-    size_t i;
-    json_t *tk;
-    json_array_foreach(json_object_get(doc, "toolkits"), i, tk) {
-        json_int_t lo = json_integer_value(json_object_get(tk, "sm_min"));
-        json_int_t hi = json_integer_value(json_object_get(tk, "sm_max"));
-        if ((json_int_t)sm >= lo && (json_int_t)sm <= hi) {
-            if (!first)
-                first = json_string_value(json_object_get(tk, "version"));
-            last = json_string_value(json_object_get(tk, "version"));
-        }
-    }
-    if (!first)
+    const md_toolkit_row *oldest, *newest;
+    if (!md_toolkit_rows_targeting(sm, &oldest, &newest))
         snprintf(out, size, "no CUDA toolkit in the table");
-    else if (strcmp(first, last) == 0)
-        snprintf(out, size, "CUDA %s", first);
+    else if (oldest == newest)
+        snprintf(out, size, "CUDA %s", oldest->version);
     else
-        snprintf(out, size, "CUDA %s to %s", first, last);
-    json_decref(doc);
+        snprintf(out, size, "CUDA %s to %s", oldest->version, newest->version);
 }
 
 bool md_toolkit_supports(const md_toolkit *tk, unsigned sm)

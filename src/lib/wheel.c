@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "platform.h"
 #include "product.h"
 
 
@@ -167,7 +168,7 @@ static bool valid_tag_set(const char *tag)
 md_status md_wheel_platform_tag(const char *arch, unsigned glibc_major, unsigned glibc_minor,
                                 char *tag, size_t size, md_error *err)
 {
-    if (!arch || (strcmp(arch, "x86_64") != 0 && strcmp(arch, "aarch64") != 0))
+    if (!arch || !md_platform_find(arch))
         return md_fail(err, MD_ERR_ARGUMENT, "no manylinux tag for CPU architecture '%s'",
                        arch ? arch : "(null)");
     /* 0.0 is what the ELF reader reports for code that needs no versioned glibc symbol. */

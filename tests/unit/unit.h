@@ -10,5 +10,8 @@ Suite *suite_fixtures(void);
 Suite *suite_wheel(void);
 Suite *suite_elf_glibc(void);
 Suite *suite_logscan(void);
+Suite *suite_toolkit_table(void);
+Suite *suite_platform(void);
+Suite *suite_jetson_table(void);
 
 #endif
