@@ -15,6 +15,7 @@
 #include "elf_glibc.h"
 #include "gpu_probe.h"
 #include "msda.h"
+#include "msda_half.h"
 #include "product.h"
 #include "wheel.h"
 
@@ -65,61 +66,6 @@ static double next_random(uint64_t *state)
     return (double)(*state >> 11) / 9007199254740992.0;
 }
 
-static uint16_t f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u, abs = x & 0x7fffffffu;
-    if (abs >= 0x7f800000u)
-        return (uint16_t)(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
-    if (abs >= 0x477ff000u) /* rounds to above 65504 */
-        return (uint16_t)(sign | 0x7c00u);
-    if (abs < 0x38800000u) { /* subnormal or zero in f16 */
-        float scaled = fabsf(f) * 16777216.0f; /* 2^24: units of the smallest subnormal */
-        return (uint16_t)(sign | (uint32_t)lrintf(scaled));
-    }
-    uint32_t mant = abs & 0x7fffffu, exp = (abs >> 23) - 112;
-    uint32_t h = (exp << 10) | (mant >> 13), rest = mant & 0x1fffu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
-        h++;
-    return (uint16_t)(sign | h);
-}
-
-static float f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-    float v;
-    if (exp == 0)
-        v = (float)mant / 16777216.0f;
-    else if (exp == 31)
-        v = mant ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(mant | 0x400u), (int)exp - 25);
-    uint32_t bits;
-    memcpy(&bits, &v, 4);
-    bits |= sign;
-    memcpy(&v, &bits, 4);
-    return v;
-}
-
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((x >> 16) | 0x40u);
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (uint16_t)(x >> 16);
-}
-
-static float bf16_to_f32(uint16_t b)
-{
-    uint32_t x = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
 static void *to_dtype(const double *src, size_t n, int d)
 {
     void *out = malloc(n * ELEMENT_SIZE[d]);
@@ -127,8 +73,8 @@ static void *to_dtype(const double *src, size_t n, int d)
         switch (DTYPES[d]) {
         case MSDA_F32: ((float *)out)[i] = (float)src[i]; break;
         case MSDA_F64: ((double *)out)[i] = src[i]; break;
-        case MSDA_F16: ((uint16_t *)out)[i] = f32_to_f16((float)src[i]); break;
-        case MSDA_BF16: ((uint16_t *)out)[i] = f32_to_bf16((float)src[i]); break;
+        case MSDA_F16: ((uint16_t *)out)[i] = msda_f32_to_f16((float)src[i]); break;
+        case MSDA_BF16: ((uint16_t *)out)[i] = msda_f32_to_bf16((float)src[i]); break;
         }
     }
     return out;
@@ -139,8 +85,8 @@ static double element(const void *buf, size_t i, int d)
     switch (DTYPES[d]) {
     case MSDA_F32: return ((const float *)buf)[i];
     case MSDA_F64: return ((const double *)buf)[i];
-    case MSDA_F16: return f16_to_f32(((const uint16_t *)buf)[i]);
-    case MSDA_BF16: return bf16_to_f32(((const uint16_t *)buf)[i]);
+    case MSDA_F16: return msda_f16_to_f32(((const uint16_t *)buf)[i]);
+    case MSDA_BF16: return msda_bf16_to_f32(((const uint16_t *)buf)[i]);
     }
     return NAN;
 }
