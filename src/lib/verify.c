@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include "build.h"
 #include "elf_glibc.h"
-#include "gpu_probe.h"
+#include "cuda_driver.h"
 #include "msda.h"
 #include "msda_half.h"
 #include "product.h"
@@ -234,63 +234,27 @@ static void check_cpu(const msda_api *api, const problem *p, md_verify_device *d
 
 /* ---- the GPUs, through the driver API ----------------------------------------------------------- */
 
-typedef struct {
-    void *lib;
-    int (*count)(int *);
-    int (*get)(int *, int);
-    int (*name)(char *, int, int);
-    int (*attribute)(int *, int, int);
-    int (*retain)(void **, int);
-    int (*release)(int);
-    int (*set_current)(void *);
-    int (*alloc)(unsigned long long *, size_t);
-    int (*free)(unsigned long long);
-    int (*htod)(unsigned long long, const void *, size_t);
-    int (*dtoh)(void *, unsigned long long, size_t);
-    int (*synchronize)(void);
-    int (*error_name)(int, const char **);
-} driver;
-
-static bool load_driver(driver *drv, char *why, size_t size)
+/* The driver, with the entry points verify uses, or false with WHY saying what is missing. */
+static bool load_driver(md_libcuda *cuda, char *why, size_t size)
 {
-    memset(drv, 0, sizeof *drv);
-    md_libcuda cuda;
     md_error err;
-    if (md_libcuda_open(&cuda, &err) != MD_OK) {
+    if (md_libcuda_open(cuda, &err) != MD_OK) {
         snprintf(why, size, "%s", err.message);
         return false;
     }
-    if (cuda.init_result != 0) {
-        snprintf(why, size, "cuInit failed: %s", md_libcuda_error_name(&cuda, cuda.init_result));
+    if (cuda->init_result != 0) {
+        snprintf(why, size, "cuInit failed: %s", md_libcuda_error_name(cuda, cuda->init_result));
         return false;
     }
-    drv->lib = cuda.lib;
-    void **slots[] = { (void **)&drv->count, (void **)&drv->get, (void **)&drv->name, (void **)&drv->attribute,
-                       (void **)&drv->retain, (void **)&drv->release, (void **)&drv->set_current,
-                       (void **)&drv->alloc, (void **)&drv->free, (void **)&drv->htod, (void **)&drv->dtoh,
-                       (void **)&drv->synchronize, (void **)&drv->error_name };
-    const char *names[] = { "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName", "cuDeviceGetAttribute",
-                            "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuCtxSetCurrent",
-                            "cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2",
-                            "cuCtxSynchronize", "cuGetErrorName" };
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        if (!(*slots[i] = dlsym(drv->lib, names[i]))) {
-            snprintf(why, size, "the CUDA driver lacks %s", names[i]);
-            return false;
-        }
+    if (md_libcuda_require(cuda, MD_CUDA_DEVICES | MD_CUDA_COMPUTE, &err) != MD_OK) {
+        snprintf(why, size, "%s", err.message);
+        return false;
     }
     return true;
 }
 
-static const char *cu_name(const driver *drv, int rc)
-{
-    const char *n = NULL;
-    drv->error_name(rc, &n);
-    return n ? n : "unknown CUDA error";
-}
-
 /* Uploads, runs forward and backward on the current context, downloads into H. */
-static bool run_on_gpu(const driver *drv, const msda_api *api, host_buffers *h, int d, char *why, size_t size)
+static bool run_on_gpu(const md_libcuda *drv, const msda_api *api, host_buffers *h, int d, char *why, size_t size)
 {
     size_t es = ELEMENT_SIZE[d];
     size_t counts[8] = { N_VALUE, N_LOC, N_ATTN, N_OUT, N_OUT, N_VALUE, N_LOC, N_ATTN };
@@ -299,12 +263,12 @@ static bool run_on_gpu(const driver *drv, const msda_api *api, host_buffers *h, 
     bool ok = true;
     int rc = 0;
     for (int i = 0; i < 8 && ok; i++)
-        ok = (rc = drv->alloc(&dev[i], counts[i] * es)) == 0;
+        ok = (rc = drv->mem_alloc(&dev[i], counts[i] * es)) == 0;
     /* The outputs go up poisoned too (poison()): an element the kernels leave unwritten fails. */
     for (int i = 0; i < 8 && ok; i++)
-        ok = (rc = drv->htod(dev[i], hosts[i], counts[i] * es)) == 0;
+        ok = (rc = drv->memcpy_htod(dev[i], hosts[i], counts[i] * es)) == 0;
     if (!ok)
-        snprintf(why, size, "CUDA memory: %s", cu_name(drv, rc));
+        snprintf(why, size, "CUDA memory: %s", md_libcuda_error_name(drv, rc));
     msda_forward_args f;
     msda_backward_args b;
     msda_error e;
@@ -315,18 +279,18 @@ static bool run_on_gpu(const driver *drv, const msda_api *api, host_buffers *h, 
         snprintf(why, size, "%s", e.message);
         ok = false;
     }
-    if (ok && (rc = drv->synchronize()) != 0) {
-        snprintf(why, size, "the kernels failed: %s", cu_name(drv, rc));
+    if (ok && (rc = drv->ctx_synchronize()) != 0) {
+        snprintf(why, size, "the kernels failed: %s", md_libcuda_error_name(drv, rc));
         ok = false;
     }
     for (int i = 3; i < 8 && ok; i++)
-        if (i != 4 && (rc = drv->dtoh(hosts[i], dev[i], counts[i] * es)) != 0) {
-            snprintf(why, size, "copy back: %s", cu_name(drv, rc));
+        if (i != 4 && (rc = drv->memcpy_dtoh(hosts[i], dev[i], counts[i] * es)) != 0) {
+            snprintf(why, size, "copy back: %s", md_libcuda_error_name(drv, rc));
             ok = false;
         }
     for (int i = 0; i < 8; i++)
         if (dev[i])
-            drv->free(dev[i]);
+            drv->mem_free(dev[i]);
     return ok;
 }
 
@@ -362,11 +326,11 @@ static void describe_code(const msda_api *api, md_verify_device *dev)
 static md_status check_gpus(const msda_api *api, const problem *p, const results *cpu, md_verify_report *rep,
                             md_error *err)
 {
-    driver drv;
+    md_libcuda drv;
     if (!load_driver(&drv, rep->gpu_note, sizeof rep->gpu_note))
         return MD_OK;
     int n = 0;
-    drv.count(&n);
+    drv.device_get_count(&n);
     if (n == 0)
         snprintf(rep->gpu_note, sizeof rep->gpu_note, "the driver sees no GPU");
     md_verify_device *grown = realloc(rep->devices, (rep->n_devices + (size_t)n) * sizeof *grown);
@@ -381,22 +345,22 @@ static md_status check_gpus(const msda_api *api, const problem *p, const results
         int cu_dev = 0, major = 0, minor = 0;
         char name[128] = "?";
         void *ctx = NULL;
-        drv.get(&cu_dev, g);
-        drv.name(name, sizeof name, cu_dev);
-        drv.attribute(&major, 75, cu_dev);
-        drv.attribute(&minor, 76, cu_dev);
+        drv.device_get(&cu_dev, g);
+        drv.device_get_name(name, sizeof name, cu_dev);
+        drv.device_get_attribute(&major, MD_CU_ATTR_COMPUTE_CAPABILITY_MAJOR, cu_dev);
+        drv.device_get_attribute(&minor, MD_CU_ATTR_COMPUTE_CAPABILITY_MINOR, cu_dev);
         dev->sm = (unsigned)(major * 10 + minor);
         snprintf(dev->device, sizeof dev->device, "GPU %d: %s (sm_%u)", g, name, dev->sm);
-        int rc = drv.retain(&ctx, cu_dev);
+        int rc = drv.primary_ctx_retain(&ctx, cu_dev);
         msda_error e;
-        if (rc != 0 || drv.set_current(ctx) != 0) {
-            snprintf(dev->error, sizeof dev->error, "no context: %s", cu_name(&drv, rc));
+        if (rc != 0 || drv.ctx_set_current(ctx) != 0) {
+            snprintf(dev->error, sizeof dev->error, "no context: %s", md_libcuda_error_name(&drv, rc));
             continue;
         }
         if (api->prepare(&e) != MSDA_OK) {
             snprintf(dev->error, sizeof dev->error, "%s", e.message);
-            drv.set_current(NULL);
-            drv.release(cu_dev);
+            drv.ctx_set_current(NULL);
+            drv.primary_ctx_release(cu_dev);
             continue;
         }
         describe_code(api, dev);
@@ -420,8 +384,8 @@ static md_status check_gpus(const msda_api *api, const problem *p, const results
             free_host(&h);
             dev->passed &= r->passed;
         }
-        drv.set_current(NULL);
-        drv.release(cu_dev);
+        drv.ctx_set_current(NULL);
+        drv.primary_ctx_release(cu_dev);
     }
     /* The driver stays loaded: the library under test holds its own handle to it. */
     return MD_OK;

@@ -10,5 +10,6 @@ Suite *suite_fixtures(void);
 Suite *suite_wheel(void);
 Suite *suite_elf_glibc(void);
 Suite *suite_logscan(void);
+Suite *suite_cuda_driver(void);
 
 #endif
