@@ -1,7 +1,5 @@
 #include "verify.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,6 +16,7 @@
 #include "msda_half.h"
 #include "product.h"
 #include "wheel.h"
+#include "zip_members.h"
 
 
 /* The problem: two levels of odd sizes, points inside, on and outside the maps. */
@@ -401,33 +400,12 @@ static md_status extract_library(const char *wheel, char *dir, size_t dir_size, 
     if (!mkdtemp(dir))
         return md_fail(err, MD_ERR_IO, "cannot create a temporary folder: %s", strerror(errno));
     snprintf(path, path_size, "%s/" MD_LIBRARY_NAME, dir);
-    struct archive *ar = archive_read_new();
-    archive_read_support_format_zip(ar);
-    md_status st = MD_OK;
-    if (archive_read_open_filename(ar, wheel, 65536) != ARCHIVE_OK) {
-        st = md_fail(err, errno == ENOENT ? MD_ERR_IO : MD_ERR_FORMAT, "cannot read '%s': %s", wheel,
-                     archive_error_string(ar));
-        goto end;
-    }
-    struct archive_entry *entry;
-    int r;
-    bool found = false;
-    while (!found && (r = archive_read_next_header(ar, &entry)) == ARCHIVE_OK) {
-        if (strcmp(archive_entry_pathname(entry), MD_LIBRARY_MEMBER) != 0)
-            continue;
-        found = true;
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
-        if (fd < 0 || archive_read_data_into_fd(ar, fd) != ARCHIVE_OK) {
-            st = md_fail(err, MD_ERR_FORMAT, "cannot extract %s from '%s': %s", MD_LIBRARY_MEMBER, wheel,
-                         fd < 0 ? strerror(errno) : archive_error_string(ar));
-        }
-        if (fd >= 0)
-            close(fd);
-    }
-    if (!found && st == MD_OK)
-        st = md_fail(err, MD_ERR_FORMAT, "'%s' has no %s", wheel, MD_LIBRARY_MEMBER);
-end:
-    archive_read_free(ar);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
+    if (fd < 0)
+        return md_fail(err, MD_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+    md_status st = md_zip_extract(wheel, MD_LIBRARY_MEMBER, fd, err);
+    if (close(fd) != 0 && st == MD_OK)
+        st = md_fail(err, MD_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
     return st;
 }
 

@@ -11,6 +11,7 @@ int main(void)
     srunner_add_suite(sr, suite_elf_glibc());
     srunner_add_suite(sr, suite_logscan());
     srunner_add_suite(sr, suite_cuda_driver());
+    srunner_add_suite(sr, suite_zip_members());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -11,5 +11,6 @@ Suite *suite_wheel(void);
 Suite *suite_elf_glibc(void);
 Suite *suite_logscan(void);
 Suite *suite_cuda_driver(void);
+Suite *suite_zip_members(void);
 
 #endif
