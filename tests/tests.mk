@@ -4,6 +4,7 @@ CHECK_LIBS   = $(shell $(PKG_CONFIG) --libs check 2>/dev/null)
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 UNIT_BIN  := $(BUILD)/san/tests/unit-tests
 FIXTURES  := $(BUILD)/fixtures
+FAKE_LIBCUDA := $(BUILD)/fakes/libcuda.so.1
 
 $(BUILD)/san/tests/unit/%.o: tests/unit/%.c | deps $(GEN_SRCS)
 	@mkdir -p $(@D)
@@ -21,8 +22,8 @@ $(FIXTURES)/.stamp: tests/fixtures/make-fixtures $(wildcard tests/fixtures/src/*
 .PHONY: check-unit check-cli fixtures
 fixtures: $(FIXTURES)/.stamp
 
-check-unit: $(UNIT_BIN) $(FIXTURES)/.stamp
-	@MSDA_FIXTURES=$(FIXTURES) CK_FORK=yes $(RUN_SUITE) unit check $(UNIT_BIN)
+check-unit: $(UNIT_BIN) $(FIXTURES)/.stamp $(FAKE_LIBCUDA)
+	@MSDA_FIXTURES=$(FIXTURES) MSDA_FAKE_LIBCUDA=$(abspath $(FAKE_LIBCUDA)) CK_FORK=yes $(RUN_SUITE) unit check $(UNIT_BIN)
 
 check-cli: $(BUILD)/san/msda-doctor $(FIXTURES)/.stamp $(MAN_PAGE)
 	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) MSDA_FIXTURES=$(abspath $(FIXTURES)) MSDA_MAN_PAGE=$(abspath $(MAN_PAGE)) \
@@ -30,7 +31,6 @@ check-cli: $(BUILD)/san/msda-doctor $(FIXTURES)/.stamp $(MAN_PAGE)
 
 # The fake CUDA driver (tests/fakes/README.md), loaded through MSDA_LIBCUDA. Not sanitized: it
 # is dlopened by the sanitized msda-doctor, whose runtime is already loaded.
-FAKE_LIBCUDA := $(BUILD)/fakes/libcuda.so.1
 $(FAKE_LIBCUDA): tests/fakes/fakecuda.c | deps
 	@mkdir -p $(@D)
 	$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -fvisibility=hidden -Wl,-soname,libcuda.so.1 \

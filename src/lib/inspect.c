@@ -1,7 +1,5 @@
 #include "inspect.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fts.h>
@@ -13,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "zip_members.h"
 
 #define ZIP_MAGIC "PK\003\004"
 #define ZIP_EMPTY_MAGIC "PK\005\006"
@@ -213,81 +212,60 @@ static bool is_code_member(const char *name)
            (n > 7 && strcmp(name + n - 7, ".fatbin") == 0);
 }
 
-/* Streams one archive member into an unlinked temporary file, to be mapped like any file. */
-static int spool_member(struct archive *ar, md_error *err)
+/* Streams the current member into an unlinked temporary file, to be mapped like any file. */
+static int spool_member(md_zip *zip, md_error *err)
 {
     FILE *tmp = tmpfile();
     if (!tmp) {
         md_fail(err, MD_ERR_IO, "cannot create a temporary file: %s", strerror(errno));
         return -1;
     }
-    const void *block;
-    size_t len;
-    la_int64_t offset;
-    int r;
-    while ((r = archive_read_data_block(ar, &block, &len, &offset)) == ARCHIVE_OK) {
-        if (fseeko(tmp, (off_t)offset, SEEK_SET) != 0 || fwrite(block, 1, len, tmp) != len) {
-            md_fail(err, MD_ERR_IO, "cannot write a temporary file: %s", strerror(errno));
-            fclose(tmp);
-            return -1;
-        }
-    }
-    if (r != ARCHIVE_EOF) {
-        md_fail(err, MD_ERR_FORMAT, "corrupt archive member: %s", archive_error_string(ar));
-        fclose(tmp);
-        return -1;
-    }
-    if (fflush(tmp) != 0) {
-        md_fail(err, MD_ERR_IO, "cannot write a temporary file: %s", strerror(errno));
-        fclose(tmp);
-        return -1;
-    }
-    int fd = dup(fileno(tmp));
-    fclose(tmp);
-    if (fd < 0)
+    int fd = -1;
+    if (md_zip_read_to_fd(zip, fileno(tmp), err) == MD_OK && (fd = dup(fileno(tmp))) < 0)
         md_fail(err, MD_ERR_IO, "dup: %s", strerror(errno));
+    fclose(tmp);
     return fd;
+}
+
+/* Sets the wheel's own item to its error: the archive cannot be read past it. */
+static md_status wheel_failed(md_inspection *out, const char *wheel_path, const md_error *why, md_error *err)
+{
+    md_inspected *it = add_item(out, wheel_path);
+    if (!it)
+        return md_fail(err, MD_ERR_NOMEM, "out of memory");
+    it->status = why->code;
+    snprintf(it->message, sizeof it->message, "%s", why->message);
+    return MD_OK;
 }
 
 static md_status read_wheel(int fd, const char *wheel_path, md_inspection *out, md_error *err)
 {
-    md_status st = MD_OK;
-    struct archive *ar = archive_read_new();
-    if (!ar)
-        return md_fail(err, MD_ERR_NOMEM, "out of memory");
-    archive_read_support_format_zip(ar);
-    int dfd = dup(fd);
-    if (dfd < 0 || lseek(dfd, 0, SEEK_SET) != 0 || archive_read_open_fd(ar, dfd, 65536) != ARCHIVE_OK) {
-        md_inspected *it = add_item(out, wheel_path);
-        if (!it) {
-            st = md_fail(err, MD_ERR_NOMEM, "out of memory");
-        } else {
-            it->status = MD_ERR_FORMAT;
-            snprintf(it->message, sizeof it->message, "'%s': corrupt zip archive: %s", wheel_path,
-                     archive_error_string(ar) ? archive_error_string(ar) : strerror(errno));
-        }
-        goto end;
-    }
-    struct archive_entry *entry;
-    int r;
-    while ((r = archive_read_next_header(ar, &entry)) == ARCHIVE_OK) {
-        const char *name = archive_entry_pathname(entry);
-        if (!name || archive_entry_filetype(entry) != AE_IFREG || !is_code_member(name))
+    md_error zerr;
+    md_error_clear(&zerr);
+    md_zip *zip;
+    md_status st = md_zip_open_fd(fd, wheel_path, &zip, &zerr);
+    if (st == MD_ERR_NOMEM)
+        return md_fail(err, st, "%s", zerr.message);
+    if (st != MD_OK)
+        return wheel_failed(out, wheel_path, &zerr, err);
+    md_zip_member m;
+    bool end = false;
+    while ((st = md_zip_next(zip, &m, &end, &zerr)) == MD_OK && !end) {
+        if (m.type != MD_ZIP_FILE || !is_code_member(m.name))
             continue;
         char member_path[4096];
-        snprintf(member_path, sizeof member_path, "%s!%s", wheel_path, name);
-        md_error merr;
-        md_error_clear(&merr);
-        int mfd = spool_member(ar, &merr);
+        snprintf(member_path, sizeof member_path, "%s!%s", wheel_path, m.name);
+        int mfd = spool_member(zip, &zerr);
         if (mfd < 0) {
             md_inspected *it = add_item(out, member_path);
             if (!it) {
                 st = md_fail(err, MD_ERR_NOMEM, "out of memory");
                 goto end;
             }
-            it->status = merr.code;
-            snprintf(it->message, sizeof it->message, "'%s': %s", member_path, merr.message);
-            if (merr.code == MD_ERR_FORMAT)
+            it->status = zerr.code;
+            snprintf(it->message, sizeof it->message, "%s", zerr.message);
+            st = MD_OK;
+            if (zerr.code == MD_ERR_FORMAT)
                 goto end; /* the archive stream cannot be trusted past a corrupt member */
             continue;
         }
@@ -296,18 +274,12 @@ static md_status read_wheel(int fd, const char *wheel_path, md_inspection *out, 
         if (st != MD_OK)
             goto end;
     }
-    if (r != ARCHIVE_EOF) {
-        md_inspected *it = add_item(out, wheel_path);
-        if (!it) {
-            st = md_fail(err, MD_ERR_NOMEM, "out of memory");
-            goto end;
-        }
-        it->status = MD_ERR_FORMAT;
-        snprintf(it->message, sizeof it->message, "'%s': corrupt zip archive: %s", wheel_path,
-                 archive_error_string(ar) ? archive_error_string(ar) : "unreadable entry");
-    }
+    if (st == MD_ERR_NOMEM)
+        st = md_fail(err, st, "%s", zerr.message);
+    else if (st != MD_OK)
+        st = wheel_failed(out, wheel_path, &zerr, err);
 end:
-    archive_read_free(ar); /* closes dfd */
+    md_zip_close(zip);
     return st;
 }
 

@@ -1,399 +1,83 @@
 #include "verify.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "build.h"
+#include "cuda_driver.h"
 #include "elf_glibc.h"
-#include "gpu_probe.h"
 #include "msda.h"
 #include "product.h"
+#include "verify_problem.h"
 #include "wheel.h"
-
-
-/* The problem: two levels of odd sizes, points inside, on and outside the maps. */
-enum { N = 2, M = 2, D = 8, L = 2, P = 3, LQ = 10 };
-static const int64_t SHAPES[L * 2] = { 6, 5, 3, 2 };
-static const int64_t STARTS[L] = { 0, 30 };
-enum { S = 36 };
-enum {
-    N_VALUE = N * S * M * D,
-    N_LOC = N * LQ * M * L * P * 2,
-    N_ATTN = N * LQ * M * L * P,
-    N_OUT = N * LQ * M * D
-};
-
-static const char *const DTYPE_NAMES[MD_VERIFY_DTYPES] = { "f32", "f64", "f16", "bf16" };
-static const msda_dtype DTYPES[MD_VERIFY_DTYPES] = { MSDA_F32, MSDA_F64, MSDA_F16, MSDA_BF16 };
-/* A GPU is held to the CPU path on the same 16-bit inputs; the CPU path itself to the f64 result
- * on unrounded inputs, where bf16's 8-bit mantissa alone costs about 1e-2. */
-static const double TOLERANCES[MD_VERIFY_DTYPES] = { 1e-5, 1e-5, 1e-2, 1e-2 };
-static const double CPU_TOLERANCES[MD_VERIFY_DTYPES] = { 1e-5, 1e-5, 1e-2, 3e-2 };
-static const size_t ELEMENT_SIZE[MD_VERIFY_DTYPES] = { 4, 8, 2, 2 };
-
-typedef struct {
-    const char *(*version)(void);
-    int (*archs_string)(char *, size_t);
-    int (*embedded)(msda_arch *, int);
-    msda_status (*forward_cpu)(const msda_forward_args *, int, msda_error *);
-    msda_status (*backward_cpu)(const msda_backward_args *, int, msda_error *);
-    msda_status (*forward_cuda)(const msda_forward_args *, void *, msda_error *);
-    msda_status (*backward_cuda)(const msda_backward_args *, void *, msda_error *);
-    msda_status (*prepare)(msda_error *);
-    msda_status (*loaded_fatbin)(int *, msda_error *); /* optional */
-} msda_api;
-
-/* The inputs in f64, and the f64 CPU results that every run is compared with. */
-typedef struct {
-    double value[N_VALUE], loc[N_LOC], attn[N_ATTN], grad_out[N_OUT];
-    double out[N_OUT], grad_value[N_VALUE], grad_loc[N_LOC], grad_attn[N_ATTN];
-} problem;
-
-/* ---- numbers ------------------------------------------------------------------------------------ */
-
-static double next_random(uint64_t *state)
-{
-    *state = *state * 6364136223846793005ull + 1442695040888963407ull;
-    return (double)(*state >> 11) / 9007199254740992.0;
-}
-
-static uint16_t f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000u, abs = x & 0x7fffffffu;
-    if (abs >= 0x7f800000u)
-        return (uint16_t)(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0));
-    if (abs >= 0x477ff000u) /* rounds to above 65504 */
-        return (uint16_t)(sign | 0x7c00u);
-    if (abs < 0x38800000u) { /* subnormal or zero in f16 */
-        float scaled = fabsf(f) * 16777216.0f; /* 2^24: units of the smallest subnormal */
-        return (uint16_t)(sign | (uint32_t)lrintf(scaled));
-    }
-    uint32_t mant = abs & 0x7fffffu, exp = (abs >> 23) - 112;
-    uint32_t h = (exp << 10) | (mant >> 13), rest = mant & 0x1fffu;
-    if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
-        h++;
-    return (uint16_t)(sign | h);
-}
-
-static float f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
-    float v;
-    if (exp == 0)
-        v = (float)mant / 16777216.0f;
-    else if (exp == 31)
-        v = mant ? NAN : INFINITY;
-    else
-        v = ldexpf((float)(mant | 0x400u), (int)exp - 25);
-    uint32_t bits;
-    memcpy(&bits, &v, 4);
-    bits |= sign;
-    memcpy(&v, &bits, 4);
-    return v;
-}
-
-static uint16_t f32_to_bf16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    if ((x & 0x7fffffffu) > 0x7f800000u)
-        return (uint16_t)((x >> 16) | 0x40u);
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (uint16_t)(x >> 16);
-}
-
-static float bf16_to_f32(uint16_t b)
-{
-    uint32_t x = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &x, 4);
-    return f;
-}
-
-static void *to_dtype(const double *src, size_t n, int d)
-{
-    void *out = malloc(n * ELEMENT_SIZE[d]);
-    for (size_t i = 0; out && i < n; i++) {
-        switch (DTYPES[d]) {
-        case MSDA_F32: ((float *)out)[i] = (float)src[i]; break;
-        case MSDA_F64: ((double *)out)[i] = src[i]; break;
-        case MSDA_F16: ((uint16_t *)out)[i] = f32_to_f16((float)src[i]); break;
-        case MSDA_BF16: ((uint16_t *)out)[i] = f32_to_bf16((float)src[i]); break;
-        }
-    }
-    return out;
-}
-
-static double element(const void *buf, size_t i, int d)
-{
-    switch (DTYPES[d]) {
-    case MSDA_F32: return ((const float *)buf)[i];
-    case MSDA_F64: return ((const double *)buf)[i];
-    case MSDA_F16: return f16_to_f32(((const uint16_t *)buf)[i]);
-    case MSDA_BF16: return bf16_to_f32(((const uint16_t *)buf)[i]);
-    }
-    return NAN;
-}
-
-/* ||got - want|| / ||want||; NaN anywhere gives infinity. */
-static double relative_error(const void *got, const double *want, size_t n, int d)
-{
-    double diff = 0, norm = 0;
-    for (size_t i = 0; i < n; i++) {
-        double g = element(got, i, d);
-        if (!isfinite(g))
-            return INFINITY;
-        diff += (g - want[i]) * (g - want[i]);
-        norm += want[i] * want[i];
-    }
-    return norm > 0 ? sqrt(diff / norm) : sqrt(diff);
-}
-
-static void make_problem(problem *p)
-{
-    uint64_t state = 20261121;
-    for (size_t i = 0; i < N_VALUE; i++)
-        p->value[i] = 2 * next_random(&state) - 1;
-    for (size_t i = 0; i < N_LOC; i++) /* some outside [0, 1]: they must contribute zero */
-        p->loc[i] = 1.2 * next_random(&state) - 0.1;
-    for (size_t i = 0; i < N_ATTN; i++)
-        p->attn[i] = next_random(&state);
-    for (size_t i = 0; i < N_OUT; i++)
-        p->grad_out[i] = 2 * next_random(&state) - 1;
-}
-
-static void fill_args(msda_forward_args *f, msda_backward_args *b, msda_dtype dtype, const void *value,
-                      const void *loc, const void *attn, void *out, const void *grad_out, void *gv, void *gl, void *ga)
-{
-    msda_sizes sizes = { .batch = N, .spatial = S, .heads = M, .channels = D, .queries = LQ, .levels = L, .points = P };
-    *f = (msda_forward_args){ .dtype = dtype, .sizes = sizes, .spatial_shapes = SHAPES, .level_start = STARTS,
-                              .value = value, .sampling_locations = loc, .attention_weights = attn, .output = out };
-    *b = (msda_backward_args){ .dtype = dtype, .sizes = sizes, .spatial_shapes = SHAPES, .level_start = STARTS,
-                               .value = value, .sampling_locations = loc, .attention_weights = attn,
-                               .grad_output = grad_out, .grad_value = gv, .grad_sampling_locations = gl,
-                               .grad_attention_weights = ga };
-}
-
-/* ---- the CPU ------------------------------------------------------------------------------------ */
-
-static md_status reference(const msda_api *api, problem *p, md_error *err)
-{
-    msda_forward_args f;
-    msda_backward_args b;
-    msda_error e;
-    fill_args(&f, &b, MSDA_F64, p->value, p->loc, p->attn, p->out, p->grad_out, p->grad_value, p->grad_loc, p->grad_attn);
-    if (api->forward_cpu(&f, 0, &e) != MSDA_OK || api->backward_cpu(&b, 0, &e) != MSDA_OK)
-        return md_fail(err, MD_ERR_BUILD, "the CPU path fails in f64: %s", e.message);
-    return MD_OK;
-}
-
-typedef struct {
-    void *value, *loc, *attn, *out, *grad_out, *gv, *gl, *ga;
-} host_buffers;
-
-static void free_host(host_buffers *h)
-{
-    free(h->value), free(h->loc), free(h->attn), free(h->out), free(h->grad_out), free(h->gv), free(h->gl), free(h->ga);
-    memset(h, 0, sizeof *h);
-}
-
-static bool alloc_host(host_buffers *h, const problem *p, int d)
-{
-    memset(h, 0, sizeof *h);
-    h->value = to_dtype(p->value, N_VALUE, d);
-    h->loc = to_dtype(p->loc, N_LOC, d);
-    h->attn = to_dtype(p->attn, N_ATTN, d);
-    h->grad_out = to_dtype(p->grad_out, N_OUT, d);
-    h->out = malloc(N_OUT * ELEMENT_SIZE[d]);
-    h->gv = malloc(N_VALUE * ELEMENT_SIZE[d]);
-    h->gl = malloc(N_LOC * ELEMENT_SIZE[d]);
-    h->ga = malloc(N_ATTN * ELEMENT_SIZE[d]);
-    return h->value && h->loc && h->attn && h->grad_out && h->out && h->gv && h->gl && h->ga;
-}
-
-/* The CPU path's results in one data type, widened to f64: what a GPU run must match. */
-typedef struct {
-    double out[N_OUT], grad_value[N_VALUE], grad_loc[N_LOC], grad_attn[N_ATTN];
-} results;
-
-static void widen(const host_buffers *h, int d, results *r)
-{
-    for (size_t i = 0; i < N_OUT; i++)
-        r->out[i] = element(h->out, i, d);
-    for (size_t i = 0; i < N_VALUE; i++)
-        r->grad_value[i] = element(h->gv, i, d);
-    for (size_t i = 0; i < N_LOC; i++)
-        r->grad_loc[i] = element(h->gl, i, d);
-    for (size_t i = 0; i < N_ATTN; i++)
-        r->grad_attn[i] = element(h->ga, i, d);
-}
-
-static void judge(md_verify_dtype *r, const host_buffers *h, const results *want, int d)
-{
-    r->forward_error = relative_error(h->out, want->out, N_OUT, d);
-    double ev = relative_error(h->gv, want->grad_value, N_VALUE, d);
-    double el = relative_error(h->gl, want->grad_loc, N_LOC, d);
-    double ea = relative_error(h->ga, want->grad_attn, N_ATTN, d);
-    r->backward_error = fmax(ev, fmax(el, ea));
-    r->passed = r->forward_error <= r->tolerance && r->backward_error <= r->tolerance;
-}
-
-static void check_cpu(const msda_api *api, const problem *p, md_verify_device *dev, results *cpu)
-{
-    results *exact = malloc(sizeof *exact);
-    if (exact) {
-        memcpy(exact->out, p->out, sizeof exact->out);
-        memcpy(exact->grad_value, p->grad_value, sizeof exact->grad_value);
-        memcpy(exact->grad_loc, p->grad_loc, sizeof exact->grad_loc);
-        memcpy(exact->grad_attn, p->grad_attn, sizeof exact->grad_attn);
-    }
-    snprintf(dev->device, sizeof dev->device, "CPU");
-    snprintf(dev->code, sizeof dev->code, "CPU path");
-    dev->passed = true;
-    for (int d = 0; d < MD_VERIFY_DTYPES; d++) {
-        md_verify_dtype *r = &dev->dtypes[d];
-        r->dtype = DTYPE_NAMES[d];
-        r->tolerance = CPU_TOLERANCES[d];
-        host_buffers h;
-        msda_forward_args f;
-        msda_backward_args b;
-        msda_error e;
-        if (!alloc_host(&h, p, d) || !exact) {
-            snprintf(r->error, sizeof r->error, "out of memory");
-        } else {
-            fill_args(&f, &b, DTYPES[d], h.value, h.loc, h.attn, h.out, h.grad_out, h.gv, h.gl, h.ga);
-            if (api->forward_cpu(&f, 0, &e) != MSDA_OK || api->backward_cpu(&b, 0, &e) != MSDA_OK) {
-                snprintf(r->error, sizeof r->error, "%s", e.message);
-            } else {
-                r->ran = true;
-                judge(r, &h, exact, d);
-                widen(&h, d, &cpu[d]);
-            }
-        }
-        free_host(&h);
-        dev->passed &= r->passed;
-    }
-    free(exact);
-}
+#include "zip_members.h"
 
 /* ---- the GPUs, through the driver API ----------------------------------------------------------- */
 
-typedef struct {
-    void *lib;
-    int (*count)(int *);
-    int (*get)(int *, int);
-    int (*name)(char *, int, int);
-    int (*attribute)(int *, int, int);
-    int (*retain)(void **, int);
-    int (*release)(int);
-    int (*set_current)(void *);
-    int (*alloc)(unsigned long long *, size_t);
-    int (*free)(unsigned long long);
-    int (*htod)(unsigned long long, const void *, size_t);
-    int (*dtoh)(void *, unsigned long long, size_t);
-    int (*synchronize)(void);
-    int (*error_name)(int, const char **);
-} driver;
-
-static bool load_driver(driver *drv, char *why, size_t size)
+/* The driver, with the entry points verify uses, or false with WHY saying what is missing. */
+static bool load_driver(md_libcuda *cuda, char *why, size_t size)
 {
-    memset(drv, 0, sizeof *drv);
-    md_libcuda cuda;
     md_error err;
-    if (md_libcuda_open(&cuda, &err) != MD_OK) {
+    if (md_libcuda_open(cuda, &err) != MD_OK) {
         snprintf(why, size, "%s", err.message);
         return false;
     }
-    if (cuda.init_result != 0) {
-        snprintf(why, size, "cuInit failed: %s", md_libcuda_error_name(&cuda, cuda.init_result));
+    if (cuda->init_result != 0) {
+        snprintf(why, size, "cuInit failed: %s", md_libcuda_error_name(cuda, cuda->init_result));
         return false;
     }
-    drv->lib = cuda.lib;
-    void **slots[] = { (void **)&drv->count, (void **)&drv->get, (void **)&drv->name, (void **)&drv->attribute,
-                       (void **)&drv->retain, (void **)&drv->release, (void **)&drv->set_current,
-                       (void **)&drv->alloc, (void **)&drv->free, (void **)&drv->htod, (void **)&drv->dtoh,
-                       (void **)&drv->synchronize, (void **)&drv->error_name };
-    const char *names[] = { "cuDeviceGetCount", "cuDeviceGet", "cuDeviceGetName", "cuDeviceGetAttribute",
-                            "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2", "cuCtxSetCurrent",
-                            "cuMemAlloc_v2", "cuMemFree_v2", "cuMemcpyHtoD_v2", "cuMemcpyDtoH_v2",
-                            "cuCtxSynchronize", "cuGetErrorName" };
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
-        if (!(*slots[i] = dlsym(drv->lib, names[i]))) {
-            snprintf(why, size, "the CUDA driver lacks %s", names[i]);
-            return false;
-        }
+    if (md_libcuda_require(cuda, MD_CUDA_DEVICES | MD_CUDA_COMPUTE, &err) != MD_OK) {
+        snprintf(why, size, "%s", err.message);
+        return false;
     }
     return true;
 }
 
-static const char *cu_name(const driver *drv, int rc)
+/* Uploads H, runs forward and backward on the current context, downloads the results into H. */
+static bool run_on_gpu(const md_libcuda *drv, const md_msda_api *api, md_vp_buffers *h, char *why, size_t size)
 {
-    const char *n = NULL;
-    drv->error_name(rc, &n);
-    return n ? n : "unknown CUDA error";
-}
-
-/* Uploads, runs forward and backward on the current context, downloads into H. */
-static bool run_on_gpu(const driver *drv, const msda_api *api, host_buffers *h, int d, char *why, size_t size)
-{
-    size_t es = ELEMENT_SIZE[d];
-    size_t counts[8] = { N_VALUE, N_LOC, N_ATTN, N_OUT, N_OUT, N_VALUE, N_LOC, N_ATTN };
-    void *hosts[8] = { h->value, h->loc, h->attn, h->out, h->grad_out, h->gv, h->gl, h->ga };
-    unsigned long long dev[8] = { 0 };
+    unsigned long long dev[MD_VP_BUFFERS] = { 0 };
     bool ok = true;
     int rc = 0;
-    for (int i = 0; i < 8 && ok; i++)
-        ok = (rc = drv->alloc(&dev[i], counts[i] * es)) == 0;
-    /* The outputs go up poisoned too (poison()): an element the kernels leave unwritten fails. */
-    for (int i = 0; i < 8 && ok; i++)
-        ok = (rc = drv->htod(dev[i], hosts[i], counts[i] * es)) == 0;
+    for (int i = 0; i < MD_VP_BUFFERS && ok; i++)
+        ok = (rc = drv->mem_alloc(&dev[i], h->bytes[i])) == 0;
+    /* The outputs go up poisoned too: an element the kernels leave unwritten fails. */
+    for (int i = 0; i < MD_VP_BUFFERS && ok; i++)
+        ok = (rc = drv->memcpy_htod(dev[i], h->buf[i], h->bytes[i])) == 0;
     if (!ok)
-        snprintf(why, size, "CUDA memory: %s", cu_name(drv, rc));
+        snprintf(why, size, "CUDA memory: %s", md_libcuda_error_name(drv, rc));
+    void *on_device[MD_VP_BUFFERS];
+    for (int i = 0; i < MD_VP_BUFFERS; i++)
+        on_device[i] = (void *)(uintptr_t)dev[i];
     msda_forward_args f;
     msda_backward_args b;
     msda_error e;
-    fill_args(&f, &b, DTYPES[d], (void *)(uintptr_t)dev[0], (void *)(uintptr_t)dev[1], (void *)(uintptr_t)dev[2],
-              (void *)(uintptr_t)dev[3], (void *)(uintptr_t)dev[4], (void *)(uintptr_t)dev[5],
-              (void *)(uintptr_t)dev[6], (void *)(uintptr_t)dev[7]);
+    md_vp_args(&f, &b, h->dtype, on_device);
     if (ok && (api->forward_cuda(&f, NULL, &e) != MSDA_OK || api->backward_cuda(&b, NULL, &e) != MSDA_OK)) {
         snprintf(why, size, "%s", e.message);
         ok = false;
     }
-    if (ok && (rc = drv->synchronize()) != 0) {
-        snprintf(why, size, "the kernels failed: %s", cu_name(drv, rc));
+    if (ok && (rc = drv->ctx_synchronize()) != 0) {
+        snprintf(why, size, "the kernels failed: %s", md_libcuda_error_name(drv, rc));
         ok = false;
     }
-    for (int i = 3; i < 8 && ok; i++)
-        if (i != 4 && (rc = drv->dtoh(hosts[i], dev[i], counts[i] * es)) != 0) {
-            snprintf(why, size, "copy back: %s", cu_name(drv, rc));
+    for (int i = MD_VP_OUT; i < MD_VP_BUFFERS && ok; i++)
+        if (i != MD_VP_GRAD_OUT && (rc = drv->memcpy_dtoh(h->buf[i], dev[i], h->bytes[i])) != 0) {
+            snprintf(why, size, "copy back: %s", md_libcuda_error_name(drv, rc));
             ok = false;
         }
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < MD_VP_BUFFERS; i++)
         if (dev[i])
-            drv->free(dev[i]);
+            drv->mem_free(dev[i]);
     return ok;
 }
 
-static void poison(host_buffers *h, int d)
-{
-    /* 0xff bytes are NaN in every floating type we use. */
-    memset(h->out, 0xff, N_OUT * ELEMENT_SIZE[d]);
-    memset(h->gv, 0xff, N_VALUE * ELEMENT_SIZE[d]);
-    memset(h->gl, 0xff, N_LOC * ELEMENT_SIZE[d]);
-    memset(h->ga, 0xff, N_ATTN * ELEMENT_SIZE[d]);
-}
-
-static void describe_code(const msda_api *api, md_verify_device *dev)
+static void describe_code(const md_msda_api *api, md_verify_device *dev)
 {
     int index = -1;
     msda_error e;
@@ -413,14 +97,14 @@ static void describe_code(const msda_api *api, md_verify_device *dev)
         snprintf(dev->code, sizeof dev->code, "fatbin %d (the driver's choice of its %d images)", index, found);
 }
 
-static md_status check_gpus(const msda_api *api, const problem *p, const results *cpu, md_verify_report *rep,
+static md_status check_gpus(const md_msda_api *api, const md_vp_problem *p, md_verify_report *rep,
                             md_error *err)
 {
-    driver drv;
+    md_libcuda drv;
     if (!load_driver(&drv, rep->gpu_note, sizeof rep->gpu_note))
         return MD_OK;
     int n = 0;
-    drv.count(&n);
+    drv.device_get_count(&n);
     if (n == 0)
         snprintf(rep->gpu_note, sizeof rep->gpu_note, "the driver sees no GPU");
     md_verify_device *grown = realloc(rep->devices, (rep->n_devices + (size_t)n) * sizeof *grown);
@@ -435,47 +119,43 @@ static md_status check_gpus(const msda_api *api, const problem *p, const results
         int cu_dev = 0, major = 0, minor = 0;
         char name[128] = "?";
         void *ctx = NULL;
-        drv.get(&cu_dev, g);
-        drv.name(name, sizeof name, cu_dev);
-        drv.attribute(&major, 75, cu_dev);
-        drv.attribute(&minor, 76, cu_dev);
+        drv.device_get(&cu_dev, g);
+        drv.device_get_name(name, sizeof name, cu_dev);
+        drv.device_get_attribute(&major, MD_CU_ATTR_COMPUTE_CAPABILITY_MAJOR, cu_dev);
+        drv.device_get_attribute(&minor, MD_CU_ATTR_COMPUTE_CAPABILITY_MINOR, cu_dev);
         dev->sm = (unsigned)(major * 10 + minor);
         snprintf(dev->device, sizeof dev->device, "GPU %d: %s (sm_%u)", g, name, dev->sm);
-        int rc = drv.retain(&ctx, cu_dev);
+        int rc = drv.primary_ctx_retain(&ctx, cu_dev);
         msda_error e;
-        if (rc != 0 || drv.set_current(ctx) != 0) {
-            snprintf(dev->error, sizeof dev->error, "no context: %s", cu_name(&drv, rc));
+        if (rc != 0 || drv.ctx_set_current(ctx) != 0) {
+            snprintf(dev->error, sizeof dev->error, "no context: %s", md_libcuda_error_name(&drv, rc));
             continue;
         }
         if (api->prepare(&e) != MSDA_OK) {
             snprintf(dev->error, sizeof dev->error, "%s", e.message);
-            drv.set_current(NULL);
-            drv.release(cu_dev);
+            drv.ctx_set_current(NULL);
+            drv.primary_ctx_release(cu_dev);
             continue;
         }
         describe_code(api, dev);
         dev->passed = true;
         for (int d = 0; d < MD_VERIFY_DTYPES; d++) {
             md_verify_dtype *r = &dev->dtypes[d];
-            r->dtype = DTYPE_NAMES[d];
-            r->tolerance = TOLERANCES[d];
-            host_buffers h;
-            if (!alloc_host(&h, p, d)) {
+            md_vp_start_gpu_dtype(r, d);
+            md_vp_buffers h;
+            if (!md_vp_buffers_alloc(&h, p, d)) {
                 snprintf(r->error, sizeof r->error, "out of memory");
-            } else {
-                poison(&h, d);
-                if (!rep->devices[0].dtypes[d].ran) {
-                    snprintf(r->error, sizeof r->error, "no CPU result to compare with");
-                } else if (run_on_gpu(&drv, api, &h, d, r->error, sizeof r->error)) {
-                    r->ran = true;
-                    judge(r, &h, &cpu[d], d);
-                }
+            } else if (!md_vp_cpu_ran(p, d)) {
+                snprintf(r->error, sizeof r->error, "no CPU result to compare with");
+            } else if (run_on_gpu(&drv, api, &h, r->error, sizeof r->error)) {
+                r->ran = true;
+                md_vp_judge_gpu(r, &h, p);
             }
-            free_host(&h);
+            md_vp_buffers_free(&h);
             dev->passed &= r->passed;
         }
-        drv.set_current(NULL);
-        drv.release(cu_dev);
+        drv.ctx_set_current(NULL);
+        drv.primary_ctx_release(cu_dev);
     }
     /* The driver stays loaded: the library under test holds its own handle to it. */
     return MD_OK;
@@ -488,40 +168,21 @@ static md_status extract_library(const char *wheel, char *dir, size_t dir_size, 
 {
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, dir_size, "%s/msda-verify-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(dir))
+    if (!mkdtemp(dir)) {
+        dir[0] = '\0';
         return md_fail(err, MD_ERR_IO, "cannot create a temporary folder: %s", strerror(errno));
+    }
     snprintf(path, path_size, "%s/" MD_LIBRARY_NAME, dir);
-    struct archive *ar = archive_read_new();
-    archive_read_support_format_zip(ar);
-    md_status st = MD_OK;
-    if (archive_read_open_filename(ar, wheel, 65536) != ARCHIVE_OK) {
-        st = md_fail(err, errno == ENOENT ? MD_ERR_IO : MD_ERR_FORMAT, "cannot read '%s': %s", wheel,
-                     archive_error_string(ar));
-        goto end;
-    }
-    struct archive_entry *entry;
-    int r;
-    bool found = false;
-    while (!found && (r = archive_read_next_header(ar, &entry)) == ARCHIVE_OK) {
-        if (strcmp(archive_entry_pathname(entry), MD_LIBRARY_MEMBER) != 0)
-            continue;
-        found = true;
-        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
-        if (fd < 0 || archive_read_data_into_fd(ar, fd) != ARCHIVE_OK) {
-            st = md_fail(err, MD_ERR_FORMAT, "cannot extract %s from '%s': %s", MD_LIBRARY_MEMBER, wheel,
-                         fd < 0 ? strerror(errno) : archive_error_string(ar));
-        }
-        if (fd >= 0)
-            close(fd);
-    }
-    if (!found && st == MD_OK)
-        st = md_fail(err, MD_ERR_FORMAT, "'%s' has no %s", wheel, MD_LIBRARY_MEMBER);
-end:
-    archive_read_free(ar);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
+    if (fd < 0)
+        return md_fail(err, MD_ERR_IO, "cannot create '%s': %s", path, strerror(errno));
+    md_status st = md_zip_extract(wheel, MD_LIBRARY_MEMBER, fd, err);
+    if (close(fd) != 0 && st == MD_OK)
+        st = md_fail(err, MD_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
     return st;
 }
 
-static md_status bind_api(void *lib, msda_api *api, md_error *err)
+static md_status bind_api(void *lib, md_msda_api *api, md_error *err)
 {
     memset(api, 0, sizeof *api);
     void **slots[] = { (void **)&api->version, (void **)&api->archs_string, (void **)&api->embedded,
@@ -548,11 +209,10 @@ md_status md_verify_wheel(const char *wheel, md_verify_report *rep, md_error *er
     if (!rep->record_ok)
         snprintf(rep->record_error, sizeof rep->record_error, "%s", rec.message);
 
-    char dir[4096], path[4200];
+    char dir[4096] = "", path[4200] = "";
     md_status st = extract_library(wheel, dir, sizeof dir, path, sizeof path, err);
     void *lib = NULL;
-    problem *p = NULL;
-    results *cpu = NULL;
+    md_vp_problem *p = NULL;
     if (st != MD_OK)
         goto end;
     md_elf_glibc elf;
@@ -572,36 +232,32 @@ md_status md_verify_wheel(const char *wheel, md_verify_report *rep, md_error *er
         st = md_fail(err, MD_ERR_UNSUPPORTED, "cannot load the wheel's library here: %s", dlerror());
         goto end;
     }
-    msda_api api;
+    md_msda_api api;
     if ((st = bind_api(lib, &api, err)) != MD_OK)
         goto end;
     snprintf(rep->library_version, sizeof rep->library_version, "%s", api.version());
     api.archs_string(rep->embedded, sizeof rep->embedded);
-    if (!(p = calloc(1, sizeof *p)) || !(rep->devices = calloc(1, sizeof *rep->devices))) {
+    if (!(rep->devices = calloc(1, sizeof *rep->devices))) {
         st = md_fail(err, MD_ERR_NOMEM, "out of memory");
         goto end;
     }
-    make_problem(p);
-    if ((st = reference(&api, p, err)) != MD_OK)
+    if ((st = md_vp_new(&api, &p, err)) != MD_OK)
         goto end;
-    if (!(cpu = calloc(MD_VERIFY_DTYPES, sizeof *cpu))) {
-        st = md_fail(err, MD_ERR_NOMEM, "out of memory");
-        goto end;
-    }
     rep->n_devices = 1;
-    check_cpu(&api, p, &rep->devices[0], cpu);
-    if ((st = check_gpus(&api, p, cpu, rep, err)) != MD_OK)
+    md_vp_check_cpu(&api, p, &rep->devices[0]);
+    if ((st = check_gpus(&api, p, rep, err)) != MD_OK)
         goto end;
     rep->passed = rep->record_ok;
     for (size_t i = 0; i < rep->n_devices; i++)
         rep->passed &= rep->devices[i].passed;
 end:
-    free(p);
-    free(cpu);
+    md_vp_free(p);
     /* The library stays loaded (a CUDA context may still refer to its module); its file goes. */
     (void)lib;
-    unlink(path);
-    rmdir(dir);
+    if (path[0])
+        unlink(path);
+    if (dir[0])
+        rmdir(dir);
     return st;
 }
 

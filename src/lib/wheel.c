@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "platform.h"
 #include "product.h"
+#include "zip_members.h"
 
 
 /* 32 bytes of sha256 in base64: 44 characters with padding, 43 without. */
@@ -755,91 +756,62 @@ static md_status check_record_rows(char *record, const char *record_name, archiv
     return MD_OK;
 }
 
-/* Hashes the current member of AR; keeps its bytes in *KEPT when KEEP (for RECORD). */
-static md_status hash_member(struct archive *ar, const char *name, archived_file *f, bool keep,
-                             text_buf *kept, md_error *err)
+typedef struct {
+    EVP_MD_CTX *sha;
+    const char *name;
+    bool keep;
+    text_buf *kept;
+} hashing;
+
+static md_status hash_block(const void *data, size_t len, void *ctx, md_error *err)
 {
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
-        EVP_MD_CTX_free(ctx);
+    hashing *h = ctx;
+    if (!EVP_DigestUpdate(h->sha, data, len))
+        return md_fail(err, MD_ERR_INTERNAL, "sha256 failed in libcrypto");
+    if (h->keep) {
+        if (h->kept->len + len > MAX_RECORD_SIZE)
+            return md_fail(err, MD_ERR_FORMAT, "'%s' is larger than %zu bytes", h->name, MAX_RECORD_SIZE);
+        buf_append(h->kept, data, len);
+        if (h->kept->failed)
+            return md_fail(err, MD_ERR_NOMEM, "out of memory");
+    }
+    return MD_OK;
+}
+
+/* Hashes the current member of ZIP; keeps its bytes in *KEPT when KEEP (for RECORD). */
+static md_status hash_member(md_zip *zip, const char *name, archived_file *f, bool keep, text_buf *kept,
+                             md_error *err)
+{
+    hashing h = { .sha = EVP_MD_CTX_new(), .name = name, .keep = keep, .kept = kept };
+    if (!h.sha || !EVP_DigestInit_ex(h.sha, EVP_sha256(), NULL)) {
+        EVP_MD_CTX_free(h.sha);
         return md_fail(err, MD_ERR_INTERNAL, "sha256 failed in libcrypto");
     }
-    md_status st = MD_OK;
-    const void *block;
-    size_t len;
-    la_int64_t offset;
-    int r;
-    f->size = 0;
-    while ((r = archive_read_data_block(ar, &block, &len, &offset)) == ARCHIVE_OK) {
-        /* Zip members are contiguous; a hole would mean a sparse entry, which wheels are not. */
-        if ((uint64_t)offset != f->size) {
-            st = md_fail(err, MD_ERR_FORMAT, "member '%s' is not contiguous", name);
-            goto end;
-        }
-        if (!EVP_DigestUpdate(ctx, block, len)) {
-            st = md_fail(err, MD_ERR_INTERNAL, "sha256 failed in libcrypto");
-            goto end;
-        }
-        f->size += len;
-        if (keep) {
-            if (f->size > MAX_RECORD_SIZE) {
-                st = md_fail(err, MD_ERR_FORMAT, "'%s' is larger than %zu bytes", name, MAX_RECORD_SIZE);
-                goto end;
-            }
-            buf_append(kept, block, len);
-            if (kept->failed) {
-                st = md_fail(err, MD_ERR_NOMEM, "out of memory");
-                goto end;
-            }
-        }
-    }
-    if (r != ARCHIVE_EOF) {
-        st = md_fail(err, MD_ERR_FORMAT, "member '%s' is corrupt: %s", name,
-                     archive_error_string(ar) ? archive_error_string(ar) : "unreadable");
-        goto end;
-    }
+    md_status st = md_zip_read(zip, hash_block, &h, &f->size, err);
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int digest_len = 0;
-    if (!EVP_DigestFinal_ex(ctx, digest, &digest_len) || digest_len != 32) {
+    if (st == MD_OK && (!EVP_DigestFinal_ex(h.sha, digest, &digest_len) || digest_len != 32))
         st = md_fail(err, MD_ERR_INTERNAL, "sha256 failed in libcrypto");
-        goto end;
-    }
-    digest_to_record(digest, f->digest);
-end:
-    EVP_MD_CTX_free(ctx);
+    if (st == MD_OK)
+        digest_to_record(digest, f->digest);
+    EVP_MD_CTX_free(h.sha);
     return st;
 }
 
 md_status md_wheel_verify_record(const char *path, md_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return md_fail(err, MD_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    struct archive *ar = archive_read_new();
-    if (!ar) {
-        close(fd);
-        return md_fail(err, MD_ERR_NOMEM, "out of memory");
-    }
-    md_status st = MD_OK;
+    md_zip *zip;
+    md_status st = md_zip_open(path, &zip, err);
+    if (st != MD_OK)
+        return st;
     archived_file *files = NULL;
     size_t n_files = 0, cap = 0;
     text_buf record = { 0 };
     char *record_name = NULL;
-    archive_read_support_format_zip(ar);
-    if (archive_read_open_fd(ar, fd, 65536) != ARCHIVE_OK) {
-        st = md_fail(err, MD_ERR_FORMAT, "'%s' is not a readable zip archive: %s", path,
-                     archive_error_string(ar));
-        goto end;
-    }
-    struct archive_entry *entry;
-    int r;
-    while ((r = archive_read_next_header(ar, &entry)) == ARCHIVE_OK) {
-        const char *name = archive_entry_pathname(entry);
-        if (!name) {
-            st = md_fail(err, MD_ERR_FORMAT, "'%s': a member has no readable name", path);
-            goto end;
-        }
-        if (archive_entry_filetype(entry) == AE_IFDIR)
+    md_zip_member m;
+    bool end = false;
+    while ((st = md_zip_next(zip, &m, &end, err)) == MD_OK && !end) {
+        if (m.type == MD_ZIP_DIRECTORY)
             continue; /* directories are not listed in RECORD */
         if (n_files == cap) {
             size_t grown_cap = cap ? cap * 2 : 32;
@@ -853,27 +825,24 @@ md_status md_wheel_verify_record(const char *path, md_error *err)
         }
         archived_file *f = &files[n_files];
         memset(f, 0, sizeof *f);
-        if (!(f->name = strdup(name))) {
+        if (!(f->name = strdup(m.name))) {
             st = md_fail(err, MD_ERR_NOMEM, "out of memory");
             goto end;
         }
         n_files++;
-        bool is_record = is_record_path(name);
+        bool is_record = is_record_path(f->name);
         if (is_record && record_name) {
             st = md_fail(err, MD_ERR_FORMAT, "'%s' has two RECORD files: '%s' and '%s'", path, record_name,
-                         name);
+                         f->name);
             goto end;
         }
         if (is_record)
             record_name = f->name;
-        if ((st = hash_member(ar, name, f, is_record, &record, err)) != MD_OK)
+        if ((st = hash_member(zip, f->name, f, is_record, &record, err)) != MD_OK)
             goto end;
     }
-    if (r != ARCHIVE_EOF) {
-        st = md_fail(err, MD_ERR_FORMAT, "'%s' is a corrupt zip archive: %s", path,
-                     archive_error_string(ar) ? archive_error_string(ar) : "unreadable entry");
+    if (st != MD_OK)
         goto end;
-    }
     if (!record_name) {
         st = md_fail(err, MD_ERR_FORMAT, "'%s' has no .dist-info/RECORD", path);
         goto end;
@@ -896,8 +865,7 @@ md_status md_wheel_verify_record(const char *path, md_error *err)
     /* record_name is the string itself, which the sort of files[] did not move. */
     st = check_record_rows(record.text, record_name, files, n_files, err);
 end:
-    archive_read_free(ar);
-    close(fd);
+    md_zip_close(zip);
     for (size_t i = 0; i < n_files; i++)
         free(files[i].name);
     free(files);

@@ -13,6 +13,8 @@ int main(void)
     srunner_add_suite(sr, suite_toolkit_table());
     srunner_add_suite(sr, suite_platform());
     srunner_add_suite(sr, suite_jetson_table());
+    srunner_add_suite(sr, suite_cuda_driver());
+    srunner_add_suite(sr, suite_zip_members());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

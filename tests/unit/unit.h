@@ -13,5 +13,7 @@ Suite *suite_logscan(void);
 Suite *suite_toolkit_table(void);
 Suite *suite_platform(void);
 Suite *suite_jetson_table(void);
+Suite *suite_cuda_driver(void);
+Suite *suite_zip_members(void);
 
 #endif

@@ -1,0 +1,186 @@
+#include "zip_members.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct md_zip {
+    struct archive *ar;
+    int fd;           /* ours: archive_read_free does not close it */
+    char *path;
+    char *member;     /* the current member's name, for messages after the entry is gone */
+};
+
+static const char *why(struct archive *ar, const char *fallback)
+{
+    const char *s = archive_error_string(ar);
+    return s ? s : fallback;
+}
+
+void md_zip_close(md_zip *zip)
+{
+    if (!zip)
+        return;
+    if (zip->ar)
+        archive_read_free(zip->ar);
+    if (zip->fd >= 0)
+        close(zip->fd);
+    free(zip->path);
+    free(zip->member);
+    free(zip);
+}
+
+/* Takes FD whatever happens. */
+static md_status open_taken_fd(int fd, const char *path, md_zip **out, md_error *err)
+{
+    *out = NULL;
+    md_zip *zip = calloc(1, sizeof *zip);
+    if (!zip) {
+        close(fd);
+        return md_fail(err, MD_ERR_NOMEM, "out of memory");
+    }
+    zip->fd = fd;
+    if (!(zip->path = strdup(path)) || !(zip->ar = archive_read_new())) {
+        md_zip_close(zip);
+        return md_fail(err, MD_ERR_NOMEM, "out of memory");
+    }
+    archive_read_support_format_zip(zip->ar);
+    if (archive_read_open_fd(zip->ar, fd, 65536) != ARCHIVE_OK) {
+        md_status st = md_fail(err, MD_ERR_FORMAT, "'%s' is not a readable zip archive: %s", path,
+                               why(zip->ar, "unreadable"));
+        md_zip_close(zip);
+        return st;
+    }
+    *out = zip;
+    return MD_OK;
+}
+
+md_status md_zip_open(const char *path, md_zip **out, md_error *err)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return md_fail(err, MD_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    return open_taken_fd(fd, path, out, err);
+}
+
+md_status md_zip_open_fd(int fd, const char *path, md_zip **out, md_error *err)
+{
+    *out = NULL;
+    int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (own < 0)
+        return md_fail(err, MD_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+    if (lseek(own, 0, SEEK_SET) != 0) {
+        md_status st = md_fail(err, MD_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+        close(own);
+        return st;
+    }
+    return open_taken_fd(own, path, out, err);
+}
+
+md_status md_zip_next(md_zip *zip, md_zip_member *member, bool *end, md_error *err)
+{
+    *end = false;
+    free(zip->member);
+    zip->member = NULL;
+    struct archive_entry *entry;
+    int r = archive_read_next_header(zip->ar, &entry);
+    if (r == ARCHIVE_EOF) {
+        *end = true;
+        return MD_OK;
+    }
+    /* a warning ends the walk too: a member libarchive doubts is not one to check or load */
+    if (r != ARCHIVE_OK)
+        return md_fail(err, MD_ERR_FORMAT, "'%s' is a corrupt zip archive: %s", zip->path,
+                       why(zip->ar, "unreadable entry"));
+    const char *name = archive_entry_pathname(entry);
+    if (!name)
+        return md_fail(err, MD_ERR_FORMAT, "'%s': a member has no readable name", zip->path);
+    if (!(zip->member = strdup(name)))
+        return md_fail(err, MD_ERR_NOMEM, "out of memory");
+    mode_t type = archive_entry_filetype(entry);
+    member->name = zip->member;
+    member->type = type == AE_IFREG ? MD_ZIP_FILE : type == AE_IFDIR ? MD_ZIP_DIRECTORY : MD_ZIP_OTHER;
+    member->size = archive_entry_size_is_set(entry) && archive_entry_size(entry) > 0
+                       ? (uint64_t)archive_entry_size(entry) : 0;
+    return MD_OK;
+}
+
+md_status md_zip_read(md_zip *zip, md_zip_sink sink, void *ctx, uint64_t *size, md_error *err)
+{
+    const char *name = zip->member ? zip->member : "?";
+    const void *block;
+    size_t len;
+    la_int64_t offset;
+    uint64_t done = 0;
+    md_status st = MD_OK;
+    int r;
+    while ((r = archive_read_data_block(zip->ar, &block, &len, &offset)) == ARCHIVE_OK) {
+        /* Zip members are contiguous; a hole would mean a sparse entry, which zips are not. */
+        if (offset < 0 || (uint64_t)offset != done) {
+            st = md_fail(err, MD_ERR_FORMAT, "'%s': member '%s' is not contiguous", zip->path, name);
+            goto end;
+        }
+        if (len && (st = sink(block, len, ctx, err)) != MD_OK)
+            goto end;
+        done += len;
+    }
+    if (r != ARCHIVE_EOF)
+        st = md_fail(err, MD_ERR_FORMAT, "'%s': member '%s' is corrupt: %s", zip->path, name,
+                     why(zip->ar, "unreadable"));
+end:
+    if (size)
+        *size = done;
+    return st;
+}
+
+typedef struct {
+    int fd;
+    const md_zip *zip;
+} fd_sink;
+
+static md_status write_block(const void *data, size_t len, void *ctx, md_error *err)
+{
+    const fd_sink *to = ctx;
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = write(to->fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return md_fail(err, MD_ERR_IO, "cannot write '%s' of '%s': %s", to->zip->member, to->zip->path,
+                           n < 0 ? strerror(errno) : "short write");
+        p += n;
+        len -= (size_t)n;
+    }
+    return MD_OK;
+}
+
+md_status md_zip_read_to_fd(md_zip *zip, int fd, md_error *err)
+{
+    fd_sink to = { .fd = fd, .zip = zip };
+    return md_zip_read(zip, write_block, &to, NULL, err);
+}
+
+md_status md_zip_extract(const char *path, const char *name, int fd, md_error *err)
+{
+    md_zip *zip;
+    md_status st = md_zip_open(path, &zip, err);
+    if (st != MD_OK)
+        return st;
+    md_zip_member m;
+    bool end = false;
+    while ((st = md_zip_next(zip, &m, &end, err)) == MD_OK && !end)
+        if (m.type == MD_ZIP_FILE && strcmp(m.name, name) == 0)
+            break;
+    if (st == MD_OK && end)
+        st = md_fail(err, MD_ERR_FORMAT, "'%s' has no %s", path, name);
+    if (st == MD_OK)
+        st = md_zip_read_to_fd(zip, fd, err);
+    md_zip_close(zip);
+    return st;
+}
