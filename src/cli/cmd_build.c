@@ -76,28 +76,37 @@ static void print_command(char *const *argv)
     putchar('\n');
 }
 
+const md_option md_cli_build_options[] = {
+    { 'a', "arch", "SPEC", 0,
+      "all (every architecture the toolkits target, plus PTX of the newest and of the newest toolkit's "
+      "oldest), native (the GPUs here), "
+      "or a list: sm_61,8.6,orin; '+PTX' after an architecture adds its PTX (default: all)" },
+    { 'p', "platform", "LIST", 0,
+      "x86_64, aarch64 or both (default: this machine's, and the other when its cross compiler is installed)" },
+    { 't', "toolkit", "DIR", MD_OPT_REPEATABLE, "a CUDA toolkit (DIR/bin/nvcc) to use beside those found" },
+    { 'D', "define", "NAME=VALUE", MD_OPT_REPEATABLE,
+      "set a device-code macro for every target: a knob of kernels/libmsda.json, or another" },
+    { 'j', "jobs", "N", MD_OPT_SHORT, "compilations at a time (default: the number of cores)" },
+    { 's', "source", "DIR", 0, "the project folder with kernels/ and wheels/ (default: .)" },
+    { 'o', "out", "DIR", 0, "where the wheels go (default: wheels/dist)" },
+    { 'c', "cache", "DIR", 0, "compiled objects by content (default: build/msda-cache)" },
+    { 'n', "dry-run", NULL, 0, "print the plan and the exact commands, run nothing" },
+    { 'J', "json", NULL, 0, "print JSON instead of text" },
+    MD_OPTION_HELP,
+    MD_OPTION_END
+};
+
 int cmd_build(int argc, char **argv)
 {
-    static const struct option options[] = {
-        { "arch", required_argument, NULL, 'a' },
-        { "platform", required_argument, NULL, 'p' },
-        { "toolkit", required_argument, NULL, 't' },
-        { "define", required_argument, NULL, 'D' },
-        { "jobs", required_argument, NULL, 'j' },
-        { "source", required_argument, NULL, 's' },
-        { "out", required_argument, NULL, 'o' },
-        { "cache", required_argument, NULL, 'c' },
-        { "dry-run", no_argument, NULL, 'n' },
-        { "json", no_argument, NULL, 'J' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 }
-    };
+    md_getopt options;
+    if (!md_getopt_init(&options, "build", md_cli_build_options))
+        return MD_EXIT_INTERNAL;
     build_options opt = { .req = { .arch = "all", .source_dir = ".", .out_dir = "wheels/dist",
                                    .cache_dir = "build/msda-cache" } };
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     opt.req.jobs = cores > 0 ? (unsigned)cores : 1;
     int c;
-    while ((c = getopt_long(argc, argv, ":j:h", options, NULL)) != -1) {
+    while ((c = md_getopt_next(&options, argc, argv)) != -1) {
         switch (c) {
         case 'a': opt.req.arch = optarg; break;
         case 'p': opt.req.platforms = optarg; break;

@@ -386,23 +386,32 @@ static int read_logs(md_diagnosis *d, int argc, char **argv)
     return code;
 }
 
+const md_option md_cli_diagnose_options[] = {
+    { 0, "LOG", NULL, MD_OPT_POSITIONAL | MD_OPT_REPEATABLE,
+      "a build or run log to explain; '-' reads standard input" },
+    { 'p', "python", "PATH", 0, "the Python whose torch and installed op to probe (default: python3)" },
+    { 's', "search", "DIR", MD_OPT_REPEATABLE,
+      "also look for MSDA binaries (MultiScaleDeformableAttention*.so, msda wheels, "
+      "mmcv/detrex/GroundingDINO copies) under DIR" },
+    { 'r', "root", "DIR", 0,
+      "read /etc/nv_tegra_release, /proc and library folders under DIR (default: /, or $MSDA_ROOT)" },
+    { 'n', "no-probe", NULL, 0, "read the logs only; probe nothing on this machine" },
+    { 'l', "list", NULL, 0, "list every check and finding ID, and exit" },
+    { 'j', "json", NULL, 0, "print JSON instead of text" },
+    { 'v', "verbose", NULL, MD_OPT_SHORT, "show every detail of the checks" },
+    MD_OPTION_HELP,
+    MD_OPTION_END
+};
+
 int cmd_diagnose(int argc, char **argv)
 {
-    static const struct option options[] = {
-        { "json", no_argument, NULL, 'j' },
-        { "verbose", no_argument, NULL, 'v' },
-        { "list", no_argument, NULL, 'l' },
-        { "no-probe", no_argument, NULL, 'n' },
-        { "python", required_argument, NULL, 'p' },
-        { "search", required_argument, NULL, 's' },
-        { "root", required_argument, NULL, 'r' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 }
-    };
+    md_getopt options;
+    if (!md_getopt_init(&options, "diagnose", md_cli_diagnose_options))
+        return MD_EXIT_INTERNAL;
     diagnose_options o = { .probe = { .probe = true } };
     o.probe.root = getenv("MSDA_ROOT");
     int c;
-    while ((c = getopt_long(argc, argv, ":vh", options, NULL)) != -1) {
+    while ((c = md_getopt_next(&options, argc, argv)) != -1) {
         switch (c) {
         case 'j': o.json = true; break;
         case 'v': o.verbose = true; break;

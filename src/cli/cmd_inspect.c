@@ -199,20 +199,28 @@ static void print_verdict(const md_gpu_target *gpu, const md_verdict *v, bool ve
 
 /* ---- the command ----------------------------------------------------------------------------- */
 
+const md_option md_cli_inspect_options[] = {
+    { 0, "FILE|DIR", NULL, MD_OPT_POSITIONAL | MD_OPT_REPEATABLE,
+      "ELF executable, shared object or object, .fatbin, .cubin, .whl, or a directory searched for them" },
+    { 'g', "gpu", "ARCH", MD_OPT_REPEATABLE,
+      "also say whether the code runs there and whether each kernel's registers fit one block "
+      "(sm_61, 6.1, or a name: p40, tx2, orin, h100)" },
+    { 'j', "json", NULL, 0, "print JSON instead of text" },
+    { 'v', "verbose", NULL, MD_OPT_SHORT, "list every fatbin entry and kernel" },
+    MD_OPTION_HELP,
+    MD_OPTION_END
+};
+
 int cmd_inspect(int argc, char **argv)
 {
-    static const struct option options[] = {
-        { "gpu", required_argument, NULL, 'g' },
-        { "json", no_argument, NULL, 'j' },
-        { "verbose", no_argument, NULL, 'v' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 }
-    };
+    md_getopt options;
+    if (!md_getopt_init(&options, "inspect", md_cli_inspect_options))
+        return MD_EXIT_INTERNAL;
     inspect_options opt = { 0 };
     md_error err;
     md_error_clear(&err);
     int c;
-    while ((c = getopt_long(argc, argv, ":vh", options, NULL)) != -1) {
+    while ((c = md_getopt_next(&options, argc, argv)) != -1) {
         switch (c) {
         case 'g':
             if (opt.n_gpus == MAX_GPUS)

@@ -39,16 +39,21 @@ static void print_device(const md_verify_device *dev)
     }
 }
 
+const md_option md_cli_verify_options[] = {
+    { 0, "WHEEL", NULL, MD_OPT_POSITIONAL, "a wheel written by 'msda-doctor build'" },
+    { 'j', "json", NULL, 0, "print JSON instead of text" },
+    MD_OPTION_HELP,
+    MD_OPTION_END
+};
+
 int cmd_verify(int argc, char **argv)
 {
-    static const struct option options[] = {
-        { "json", no_argument, NULL, 'j' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 }
-    };
+    md_getopt options;
+    if (!md_getopt_init(&options, "verify", md_cli_verify_options))
+        return MD_EXIT_INTERNAL;
     bool json = false;
     int c;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    while ((c = md_getopt_next(&options, argc, argv)) != -1) {
         switch (c) {
         case 'j': json = true; break;
         case 'h': md_cli_print_help(stdout, md_command_find("verify")); return MD_EXIT_OK;

@@ -63,7 +63,8 @@ void md_cli_print_help(FILE *out, const md_command *command)
     bool first = true;
     if (command) {
         print_synopsis(out, command->synopsis, &first);
-        fprintf(out, "\n%s.\n\n%s", command->summary, command->options);
+        fprintf(out, "\n%s.\n\n", command->summary);
+        md_options_print(out, command->options);
         return;
     }
     print_synopsis(out, "[--version] [--help] COMMAND [ARGS]", &first);
@@ -116,16 +117,35 @@ int md_cli_finish(int code)
     return code;
 }
 
+/* The options before a command; the man page's OPTIONS section. */
+const md_option md_cli_global_options[] = {
+    { 'h', "help", NULL, MD_OPT_SHORT, "print the usage and exit; after a command, that command's usage" },
+    { 'V', "version", NULL, MD_OPT_SHORT, "print the version and exit" },
+    MD_OPTION_END
+};
+
+const md_option md_cli_help_options[] = {
+    { 0, "COMMAND", NULL, MD_OPT_POSITIONAL, "the command to describe" },
+    { 'j', "json", NULL, 0, "print the commands, their usage and options as JSON" },
+    MD_OPTION_HELP,
+    MD_OPTION_END
+};
+
+static json_t *command_json(const md_command *c)
+{
+    return json_pack("{s:s, s:s, s:s, s:o, s:o}", "name", c->name, "summary", c->summary, "synopsis",
+                     c->synopsis, "arguments", md_options_json(c->options, true), "options",
+                     md_options_json(c->options, false));
+}
+
 int cmd_help(int argc, char **argv)
 {
-    static const struct option options[] = {
-        { "json", no_argument, NULL, 'j' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 }
-    };
+    md_getopt options;
+    if (!md_getopt_init(&options, "help", md_cli_help_options))
+        return MD_EXIT_INTERNAL;
     bool json = false;
     int c;
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    while ((c = md_getopt_next(&options, argc, argv)) != -1) {
         switch (c) {
         case 'j': json = true; break;
         case 'h': md_cli_print_help(stdout, md_command_find("help")); return MD_EXIT_OK;
@@ -142,13 +162,16 @@ int cmd_help(int argc, char **argv)
         return MD_EXIT_OK;
     }
     json_t *list = json_array();
-    for (const md_command *c2 = md_commands; c2->name; c2++) {
+    for (const md_command *c2 = md_commands; list && c2->name; c2++) {
         if (cmd && c2 != cmd)
             continue;
-        json_array_append_new(list, json_pack("{s:s, s:s, s:s}", "name", c2->name, "summary", c2->summary,
-                                              "synopsis", c2->synopsis));
+        if (json_array_append_new(list, command_json(c2)) != 0) {
+            json_decref(list);
+            list = NULL;
+        }
     }
-    return md_cli_print_json(json_pack("{s:s, s:o}", "version", MD_VERSION, "commands", list));
+    return md_cli_print_json(json_pack("{s:s, s:o, s:o}", "version", MD_VERSION, "options",
+                                       md_options_json(md_cli_global_options, false), "commands", list));
 }
 
 int main(int argc, char **argv)
@@ -156,11 +179,12 @@ int main(int argc, char **argv)
     if (argc < 2)
         return md_cli_usage_error(NULL, "no command given");
     const char *first = argv[1];
-    if (strcmp(first, "--help") == 0 || strcmp(first, "-h") == 0) {
+    const md_option *global = md_option_find(md_cli_global_options, first);
+    switch (global ? global->key : 0) {
+    case 'h':
         md_cli_print_help(stdout, NULL);
         return md_cli_finish(MD_EXIT_OK);
-    }
-    if (strcmp(first, "--version") == 0 || strcmp(first, "-V") == 0) {
+    case 'V':
         printf(PROGRAM " %s\n", MD_VERSION);
         return md_cli_finish(MD_EXIT_OK);
     }

@@ -37,6 +37,113 @@ MAN="$BATS_TEST_DIRNAME/../../man/msda-doctor.1"
   done
 }
 
+# The tags of the .TP items in one part of the man page that are options, one a line, as --help
+# writes them: "-j, --jobs N". The part runs from the first line matching the awk pattern START
+# to the next .SH or .SS. Quoted macro arguments are honoured; .BR and its kin join their
+# arguments, .B joins them with spaces; font escapes go.
+man_option_tags() {
+  awk -v start="$1" '
+    function args(line, join,    i, ch, quoted, out, cur, n) {
+      out = ""; cur = ""; quoted = 0; n = 0
+      for (i = 1; i <= length(line); i++) {
+        ch = substr(line, i, 1)
+        if (ch == "\"") { quoted = !quoted; continue }
+        if (ch == " " && !quoted) {
+          if (cur != "") { out = out (n++ ? join : "") cur; cur = "" }
+          continue
+        }
+        cur = cur ch
+      }
+      if (cur != "") out = out (n++ ? join : "") cur
+      return out
+    }
+    in_part && /^\.S[HS] / { in_part = 0 }
+    $0 ~ start { in_part = 1; next }
+    !in_part { next }
+    tag_next {
+      tag_next = 0; t = $0
+      if (t ~ /^\.B /) t = args(substr(t, 4), " ")
+      else if (t ~ /^\.(BR|RB|BI|IB|IR|RI) /) t = args(substr(t, 5), "")
+      gsub(/\\f[BIRP]/, "", t); gsub(/\\-/, "-", t)
+      if (t ~ /^-/) print t
+      next
+    }
+    /^\.TP/ { tag_next = 1 }
+  ' "$MAN"
+}
+
+# The same tags from an options array of `help --json`.
+table_option_tags() {
+  jq -r "$1"' | .[] | (if .short then .short + ", " else "" end) + .name + (if .value then " " + .value else "" end)'
+}
+
+@test "every option of every command is in its man page section, spelled the same, and no other" {
+  json=$(doctor help --json)
+  global_table=$(table_option_tags '.options' <<<"$json" | sort)
+  global_man=$(man_option_tags '^\\.SH OPTIONS$' | sort)
+  [ -n "$global_table" ]
+  if [ "$global_table" != "$global_man" ]; then
+    echo "OPTIONS: table vs man page:" >&2; diff <(echo "$global_table") <(echo "$global_man") >&2; return 1
+  fi
+  for cmd in $(jq -r '.commands[].name' <<<"$json"); do
+    table=$(table_option_tags ".commands[] | select(.name == \"$cmd\") | .options" <<<"$json" | sort)
+    man=$(man_option_tags "^\\\\.SS \"$cmd[ \"]" | sort)
+    [ -n "$table" ] || { echo "$cmd: no options in help --json" >&2; return 1; }
+    # An option the man page gives once for all commands (-h, --help) may live in OPTIONS only.
+    while IFS= read -r tag; do
+      grep -qxF -- "$tag" <<<"$man" && continue
+      grep -qxF -- "$tag" <<<"$global_table" && grep -qxF -- "$tag" <<<"$global_man" && continue
+      echo "$cmd: '$tag' is not in its man page section" >&2; return 1
+    done <<<"$table"
+    while IFS= read -r tag; do
+      [ -z "$tag" ] || grep -qxF -- "$tag" <<<"$table" ||
+        { echo "$cmd: the man page documents '$tag', which the command does not take" >&2; return 1; }
+    done <<<"$man"
+  done
+}
+
+@test "every option and argument of every command is in its synopsis, and the synopsis has no other" {
+  json=$(doctor help --json)
+  for cmd in $(jq -r '.commands[].name' <<<"$json"); do
+    c=$(jq -c ".commands[] | select(.name == \"$cmd\")" <<<"$json")
+    syn=" $(jq -r '.synopsis' <<<"$c") "
+    # [--gpu ARCH]... for a repeatable option, [--json] for another; either spelling of it.
+    # Fields apart by \x1f: a tab is white space to read, which would merge the empty fields.
+    while IFS=$'\x1f' read -r name short value repeatable; do
+      [ "$name" = "--help" ] && continue
+      dots=""; [ "$repeatable" = true ] && dots="..."
+      v=""; [ -n "$value" ] && v=" $value"
+      [[ "$syn" == *" [$name$v]$dots "* ]] || { [ -n "$short" ] && [[ "$syn" == *" [$short$v]$dots "* ]]; } ||
+        { echo "$cmd: '$name' is not in the synopsis '$syn' as [$name$v]$dots" >&2; return 1; }
+    done < <(jq -r '.options[] | [.name, .short // "", .value // "", .repeatable] | map(tostring) | join("\u001f")' <<<"$c")
+    while IFS=$'\x1f' read -r name repeatable; do
+      dots=""; [ "$repeatable" = true ] && dots="..."
+      [[ "$syn" == *"$name$dots"* ]] || { echo "$cmd: '$name$dots' is not in the synopsis" >&2; return 1; }
+    done < <(jq -r '.arguments[] | [.name, .repeatable] | map(tostring) | join("\u001f")' <<<"$c")
+    for opt in $(grep -oE '\[--?[a-z][a-z-]*' <<<"$syn" | cut -c2-); do
+      jq -e --arg o "$opt" '.options | any(.name == $o or .short == $o)' <<<"$c" >/dev/null ||
+        { echo "$cmd: the synopsis has '$opt', which the command does not take" >&2; return 1; }
+    done
+  done
+}
+
+@test "every command's --help lists each option of its table and fits 80 columns" {
+  json=$(doctor help --json)
+  for cmd in $(jq -r '.commands[].name' <<<"$json"); do
+    run --separate-stderr doctor "$cmd" --help
+    [ "$status" -eq 0 ] || { echo "$cmd --help: $status $stderr" >&2; return 1; }
+    assert_no_sanitizer_report
+    options=$(sed -n '/^$/,$p' <<<"$output" | sed -n '3,$p')
+    while IFS= read -r tag; do
+      grep -qE "^  $(sed 's/[]|.*[]/\\&/g' <<<"$tag")( |$)" <<<"$options" ||
+        { echo "$cmd --help lacks '$tag'" >&2; return 1; }
+    done < <(table_option_tags ".commands[] | select(.name == \"$cmd\") | .options" <<<"$json")
+    if awk 'length($0) > 79 { bad = 1 } END { exit !bad }' <<<"$options"; then
+      echo "$cmd --help has an option line over 79 columns" >&2; return 1
+    fi
+  done
+}
+
 @test "every exit code of the enum is documented in the man page" {
   src="$BATS_TEST_DIRNAME/../../src/cli/cli.h"
   for code in $(sed -n 's/.*MD_EXIT_[A-Z]* = \([0-9]*\),.*/\1/p' "$src"); do
@@ -81,6 +188,19 @@ MAN="$BATS_TEST_DIRNAME/../../man/msda-doctor.1"
   run --separate-stderr doctor help --json
   [ "$status" -eq 0 ]
   [ "$(jq -r '.commands | map(.name) | join(",")' <<<"$output")" = "inspect,build,verify,diagnose,help" ]
+}
+
+@test "help --json gives each option's name, short form, metavariable and whether it repeats" {
+  run --separate-stderr doctor help --json inspect
+  [ "$status" -eq 0 ]
+  [ "$(jq -c '.commands[0].options[] | select(.name == "--gpu") | [.short, .value, .repeatable]' <<<"$output")" = '[null,"ARCH",true]' ]
+  [ "$(jq -c '.commands[0].options[] | select(.name == "--verbose") | [.short, .value, .repeatable]' <<<"$output")" = '["-v",null,false]' ]
+  [ "$(jq -c '.commands[0].arguments | map(.name)' <<<"$output")" = '["FILE|DIR"]' ]
+  [ "$(jq -c '.options | map(.name)' <<<"$output")" = '["--help","--version"]' ]
+  # Names and short forms are unique within a command: getopt_long would take the first.
+  run --separate-stderr doctor help --json
+  [ "$(jq '[.commands[] | [.options[].name] | length - (unique | length)] | add' <<<"$output")" -eq 0 ]
+  [ "$(jq '[.commands[] | [.options[].short | values] | length - (unique | length)] | add' <<<"$output")" -eq 0 ]
 }
 
 @test "a failed write to stdout is reported, not ignored" {
