@@ -5,18 +5,10 @@
 #include <string.h>
 #include "build.h"
 #include "gpu_probe.h"
+#include "platform.h"
 #include "product.h"
-#include "wheel.h"
 
 #define MAX_NATIVE 16
-
-/* A platform is one a manylinux tag can name (wheel.c owns that list). */
-static bool known_platform(const char *name)
-{
-    char tag[MD_WHEEL_TAG_MAX];
-    md_error ignored;
-    return md_wheel_platform_tag(name, MD_GLIBC_FLOOR_MAJOR, MD_GLIBC_FLOOR_MINOR, tag, sizeof tag, &ignored) == MD_OK;
-}
 
 static bool add_platform(md_build_job *job, const char *name)
 {
@@ -48,8 +40,11 @@ static md_status choose_platforms(const char *spec, md_build_job *job, md_error 
         size_t len = strcspn(p, ",");
         char name[32];
         snprintf(name, sizeof name, "%.*s", (int)len, p);
-        if (!known_platform(name))
-            return md_fail(err, MD_ERR_ARGUMENT, "unknown platform '%s' (x86_64 or aarch64)", name);
+        if (!md_platform_find(name)) {
+            char names[128];
+            md_platform_names(names, sizeof names);
+            return md_fail(err, MD_ERR_ARGUMENT, "unknown platform '%s' (%s)", name, names);
+        }
         if (!add_platform(job, name))
             return md_fail(err, MD_ERR_ARGUMENT, "too many platforms");
         p += len + (p[len] == ',');
