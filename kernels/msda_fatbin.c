@@ -49,6 +49,19 @@ static int scan_fatbin(const unsigned char *p, uint64_t size, int index, msda_ar
 
 int msda_fatbin_count(void) { return (int)msda_fatbin_table_count; }
 
+int msda_fatbin_runs_on(uint32_t index, int cc) {
+    msda_arch images[64];
+    if (index >= msda_fatbin_table_count) return 0;
+    const int n = scan_fatbin(msda_fatbin_table[index].data, msda_fatbin_table[index].size, (int)index,
+                              images, 64, 0);
+    if (n < 0 || n > 64) return -1;
+    for (int i = 0; i < n; i++) {
+        const int a = images[i].arch;
+        if (images[i].is_ptx ? a <= cc : a / 10 == cc / 10 && a <= cc) return 1;
+    }
+    return 0;
+}
+
 /* More distinct images than this are not expected (CUDA 13 has 12 SASS targets). */
 #define MAX_IMAGES 256
 

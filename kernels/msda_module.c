@@ -48,12 +48,27 @@ static int kernel_built(const msda_device_config *cfg, msda_kernel_id k) {
     }
 }
 
-/* Tries each embedded fatbin in order; the driver picks the SASS or PTX of the device's
- * architecture inside one, and answers CUDA_ERROR_NO_BINARY_FOR_GPU where there is none. */
+/* The current context's compute capability as major * 10 + minor, or -1 when unknown. */
+static int context_cc(const msda_driver *drv) {
+    CUdevice dev;
+    int major = 0, minor = 0;
+    if (drv->CtxGetDevice(&dev) != CUDA_SUCCESS ||
+        drv->DeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
+        drv->DeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS)
+        return -1;
+    return major * 10 + minor;
+}
+
+/* Tries the embedded fatbins in order (build puts the best first); the driver picks the SASS or
+ * PTX of the device's architecture inside one. Fatbins whose headers say they hold nothing the
+ * device can run are skipped: each failed cuModuleLoadData is an API error that tools such as
+ * compute-sanitizer report in the user's program. */
 static msda_status load_module(const msda_driver *drv, msda_module *m, msda_error *err) {
     CUresult r = CUDA_ERROR_NO_BINARY_FOR_GPU;
     m->module = NULL;
+    const int cc = context_cc(drv);
     for (uint32_t i = 0; i < msda_fatbin_table_count && !m->module; i++) {
+        if (cc >= 0 && msda_fatbin_runs_on(i, cc) == 0) continue;
         r = drv->ModuleLoadData(&m->module, msda_fatbin_table[i].data);
         if (r == CUDA_SUCCESS)
             m->fatbin = (int)i;

@@ -45,4 +45,9 @@ typedef struct msda_fatbin_ref {
 extern const msda_fatbin_ref msda_fatbin_table[];
 extern const uint32_t msda_fatbin_table_count;
 
+/* Whether embedded fatbin INDEX holds code a device of compute capability CC (major * 10 +
+ * minor) can load: SASS of the same major at a minor up to its own, or PTX at or below CC.
+ * 1 yes, 0 no, -1 when its headers cannot be read. */
+int msda_fatbin_runs_on(uint32_t index, int cc);
+
 #endif /* MSDA_MODULE_H */

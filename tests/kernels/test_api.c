@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kt.h"
+#include "msda_module.h"
 
 START_TEST(every_status_has_its_own_message) {
     for (int i = 0; i < MSDA_STATUS_COUNT; i++) {
@@ -182,6 +183,28 @@ START_TEST(library_embeds_every_arch) {
 }
 END_TEST
 
+/* The loader tries only the fatbins a device can load: on a 9.0 device the SASS sm_90 one and
+ * the PTX at or below 9.0; on a GPU newer than every SASS only the PTX; on 3.0 none. */
+START_TEST(loader_skips_fatbins_the_device_cannot_load) {
+    msda_arch archs[128];
+    const int n = msda_embedded_archs(archs, 128);
+    ck_assert_int_gt(n, 0);
+    for (uint32_t i = 0; i < msda_fatbin_table_count; i++) {
+        int sass90 = 0, ptx_le90 = 0, ptx = 0;
+        for (int k = 0; k < n; k++) {
+            if (archs[k].fatbin != (int)i) continue;
+            sass90 |= !archs[k].is_ptx && archs[k].arch == 90;
+            ptx_le90 |= archs[k].is_ptx && archs[k].arch <= 90;
+            ptx |= archs[k].is_ptx;
+        }
+        ck_assert_int_eq(msda_fatbin_runs_on(i, 90), sass90 || ptx_le90);
+        ck_assert_int_eq(msda_fatbin_runs_on(i, 990), ptx);
+        ck_assert_int_eq(msda_fatbin_runs_on(i, 30), 0);
+    }
+    ck_assert_int_eq(msda_fatbin_runs_on(msda_fatbin_table_count, 90), 0);
+}
+END_TEST
+
 TCase *kt_tcase_api(void) {
     TCase *tc = tcase_create("api");
     tcase_add_test(tc, every_status_has_its_own_message);
@@ -189,5 +212,6 @@ TCase *kt_tcase_api(void) {
     tcase_add_test(tc, backward_checks_its_pointers);
     tcase_add_test(tc, cuda_path_without_context_fails_cleanly);
     tcase_add_test(tc, library_embeds_every_arch);
+    tcase_add_test(tc, loader_skips_fatbins_the_device_cannot_load);
     return tc;
 }
