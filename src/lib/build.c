@@ -106,12 +106,15 @@ static md_status add_device_steps(const md_build_config *cfg, md_step_list *s, m
         }
         char output[PATH_MAX], what[96];
         snprintf(output, sizeof output, "%s/%s.fatbin", cfg->cache_dir, key);
-        free(v.items[v.n - 2]);
-        v.items[v.n - 2] = strdup(output);
+        char *output_arg = strdup(output);
+        if (output_arg) {
+            free(v.items[v.n - 2]);
+            v.items[v.n - 2] = output_arg;
+        }
         snprintf(what, sizeof what, "%s_%u (CUDA %s)", t->ptx ? "compute" : "sm", t->sm, tk->version);
         char path_value[PATH_MAX + 32];
         snprintf(path_value, sizeof path_value, "%s:/usr/bin:/bin", tk->bin_dir);
-        char **env = v.items[v.n - 2] ? md_env_with_path(path_value) : NULL;
+        char **env = output_arg ? md_env_with_path(path_value) : NULL;
         if (!env) {
             strv_free(v.items);
             return md_fail(err, MD_ERR_NOMEM, "out of memory");
