@@ -5,17 +5,17 @@
 # `msda-doctor build` compiles it: every target here runs on a library taken out of a wheel that
 # build wrote, so the tests and the benchmark measure what users install.
 #
-#   make kernels        build/kernels/libmsda.so, out of MSDA_WHEEL
+#   make kernels        build/kernels/libmsda.so, out of a wheel make builds for this CPU
 #   make check-kernels  the CPU tests (ASan+UBSan) and the embedded architectures of that wheel
 #   make gpu-wheels     (here) the variant wheels gpu-check also runs, for MSDA_GPU_ARCH
 #   make gpu-check      (GPU machine) GPU against the CPU path, compute-sanitizer, variants
 #   make bench          (GPU machine with torch) timings against grid_sample
 #
-# MSDA_WHEEL: the wheel whose library is tested. Left empty, make builds one for this CPU with
-# `msda-doctor build --arch $(MSDA_ARCH)` into build/kernels/dist. On the GPU machine, where
-# msda-doctor itself is not built, name the wheel `msda-doctor build --arch all` wrote here, e.g.
-#   make gpu-check bench MSDA_WHEEL=wheels/dist/msda-0.1.0-py3-none-manylinux_2_17_x86_64...whl
-# tests/gpu/gpu-machine does that. MSDA_DEFINES: extra `--define NAME=VALUE` for that build.
+# The wheel make builds: `msda-doctor build --arch $(MSDA_ARCH) [--define $(MSDA_DEFINES)...]`
+# (default all) into build/kernels/dist; check-kernels and check-python use it.
+# MSDA_WHEEL: the wheel gpu-check and bench run on. By default the one `msda-doctor build --arch
+# all` (make run) wrote to wheels/dist for this CPU, which is what the GPU machine has (it does
+# not build msda-doctor itself; tests/gpu/gpu-machine carries it there); without one, make's own.
 
 KERNEL_DIR := $(BUILD)/kernels
 KERNEL_LIB := $(KERNEL_DIR)/libmsda.so
@@ -23,7 +23,7 @@ KERNEL_DIST := $(KERNEL_DIR)/dist
 HOST_ARCH := $(shell uname -m)
 MSDA_ARCH ?= all
 MSDA_DEFINES ?=
-MSDA_WHEEL ?=
+MSDA_WHEEL ?= $(firstword $(wildcard wheels/dist/msda-$(VERSION)-*_$(HOST_ARCH).whl))
 TEST_BUILD_CACHE := $(BUILD)/test-build-cache
 
 # cuda.h, for the tests that call the driver; nothing links against a CUDA library.
@@ -43,7 +43,6 @@ CHECK_SUITES += kernels
 
 kernels: $(KERNEL_LIB)
 
-ifeq ($(MSDA_WHEEL),)
 # build --json says what it made: the wheel, and the plan's architectures for the arch check.
 # The build options are part of the stamp, so that a new MSDA_ARCH or MSDA_DEFINES rebuilds.
 KERNEL_BUILD_ARGS := --arch $(MSDA_ARCH) $(addprefix --define ,$(MSDA_DEFINES)) --platform $(HOST_ARCH)
@@ -64,11 +63,6 @@ KERNEL_WHEEL_DEP := $(KERNEL_DIR)/build.json
 # What the arch check expects: the plan's SASS and PTX architectures.
 KERNEL_EXPECTED = -DMSDA_EXPECTED_ARCHS='"$(shell jq -r '[.plan.targets[] | select(.kind == "sass") | .sm] | join(" ")' $(KERNEL_DIR)/build.json)"' \
                   -DMSDA_EXPECTED_PTX='"$(shell jq -r '[.plan.targets[] | select(.kind == "ptx") | .sm] | join(" ")' $(KERNEL_DIR)/build.json)"'
-else
-KERNEL_WHEEL := $(MSDA_WHEEL)
-KERNEL_WHEEL_DEP := $(MSDA_WHEEL)
-endif
-
 $(KERNEL_LIB): $(KERNEL_WHEEL_DEP) kernels/library-from-wheel
 	kernels/library-from-wheel $(KERNEL_WHEEL) $@
 
@@ -89,7 +83,6 @@ $(KERNEL_DIR)/test-kernels: $(KERNEL_TEST_SRCS) $(KERNEL_TEST_HDRS) $(KERNEL_SAN
 	  $(shell $(PKG_CONFIG) --cflags check 2>/dev/null) -o $@ $(KERNEL_TEST_SRCS) $(KERNEL_SAN_OBJS) \
 	  $(KERNEL_DIR)/shipped-fatbins.o $(shell $(PKG_CONFIG) --libs check 2>/dev/null) -ldl -lpthread -lm
 
-# check-kernels runs on a library that make builds (MSDA_WHEEL empty): the arch check needs the plan.
 # The arch check also compares the shipped library's own list with the test binary's.
 check-kernels: $(KERNEL_DIR)/test-kernels $(KERNEL_LIB)
 	@MSDA_SHIPPED_LIBRARY=$(KERNEL_LIB) $(RUN_SUITE) kernels check $(KERNEL_DIR)/test-kernels
@@ -118,14 +111,28 @@ gpu-variants:
 	  kernels/library-from-wheel $$wheel $$dir/kernels/libmsda.so || exit 1; \
 	done
 
-$(KERNEL_DIR)/gpu-check: tests/gpu/gpu_check.c $(KERNEL_LIB)
+# The library gpu-check and bench run on, and where gpu-check's binary finds it ($ORIGIN).
+GPU_DIR := $(KERNEL_DIR)/gpu
+GPU_LIB := $(GPU_DIR)/libmsda.so
+ifeq ($(MSDA_WHEEL),)
+GPU_WHEEL = $(KERNEL_WHEEL)
+$(GPU_LIB): $(KERNEL_LIB)
+	@mkdir -p $(@D)
+	cp $< $@
+else
+GPU_WHEEL := $(MSDA_WHEEL)
+$(GPU_LIB): $(MSDA_WHEEL) kernels/library-from-wheel
+	kernels/library-from-wheel $(MSDA_WHEEL) $@
+endif
+
+$(GPU_DIR)/gpu-check: tests/gpu/gpu_check.c $(GPU_LIB)
 	$(CC) $(CSTD) $(WARN) -O2 -Ikernels -I$(MSDA_CUDA_HOME)/include -o $@ $< \
-	  -L$(KERNEL_DIR) -lmsda -Wl,--enable-new-dtags,-rpath,'$$ORIGIN' -L$(MSDA_CUDA_HOME)/lib64/stubs -lcuda -lpthread -lm
+	  -L$(GPU_DIR) -lmsda -Wl,--enable-new-dtags,-rpath,'$$ORIGIN' -L$(MSDA_CUDA_HOME)/lib64/stubs -lcuda -lpthread -lm
 
-gpu-check: $(KERNEL_DIR)/gpu-check gpu-variants
-	@echo "library under test: $(KERNEL_LIB), from $(KERNEL_WHEEL)"
-	@tests/gpu/run-gpu-check $(KERNEL_DIR)/gpu-check $(BUILD) $(GPU_VARIANTS)
+gpu-check: $(GPU_DIR)/gpu-check gpu-variants
+	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
+	@tests/gpu/run-gpu-check $(GPU_DIR)/gpu-check $(BUILD) $(GPU_VARIANTS)
 
-bench: $(KERNEL_LIB)
-	@echo "library under test: $(KERNEL_LIB), from $(KERNEL_WHEEL)"
-	@PYTHONUNBUFFERED=1 python3 tests/bench/bench.py --lib $(KERNEL_LIB)
+bench: $(GPU_LIB)
+	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
+	@PYTHONUNBUFFERED=1 python3 tests/bench/bench.py --lib $(GPU_LIB)

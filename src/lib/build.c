@@ -10,6 +10,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 #include "package.h"
+#include "platform.h"
 #include "process.h"
 #include "product.h"
 
@@ -18,9 +19,8 @@
 const char *md_host_platform(void)
 {
     struct utsname u;
-    if (uname(&u) == 0 && strcmp(u.machine, "aarch64") == 0)
-        return "aarch64";
-    return "x86_64";
+    const md_platform *p = uname(&u) == 0 ? md_platform_find(u.machine) : NULL;
+    return p ? p->name : "x86_64";
 }
 
 int md_platform_compiler(const char *platform, char *out, size_t size)

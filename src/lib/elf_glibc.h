@@ -10,9 +10,6 @@
 #include <stdint.h>
 #include "status.h"
 
-#define MD_ELF_MACHINE_X86_64 62
-#define MD_ELF_MACHINE_AARCH64 183
-
 /* A glibc symbol version: GLIBC_2.2.5 is {2, 2, 5}. */
 typedef struct {
     unsigned major, minor, patch;
