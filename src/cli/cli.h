@@ -107,6 +107,7 @@ extern const md_option md_cli_inspect_options[];
 extern const md_option md_cli_build_options[];
 extern const md_option md_cli_verify_options[];
 extern const md_option md_cli_diagnose_options[];
+extern const md_option md_cli_fetch_options[];
 extern const md_option md_cli_help_options[];
 
 /* Command entry points. */
@@ -114,6 +115,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_build(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_diagnose(int argc, char **argv);
+int cmd_fetch(int argc, char **argv);
 int cmd_help(int argc, char **argv);
 
 #endif
