@@ -25,7 +25,8 @@ typedef enum {
 typedef enum {
     MD_OPT_SHORT = 1u << 0,      /* KEY is also accepted as -KEY */
     MD_OPT_REPEATABLE = 1u << 1, /* may be given more than once ("..." in the synopsis) */
-    MD_OPT_POSITIONAL = 1u << 2  /* not an option: an argument such as FILE, listed for --help */
+    MD_OPT_POSITIONAL = 1u << 2, /* not an option: an argument such as FILE, listed for --help */
+    MD_OPT_REQUIRED = 1u << 3    /* the command needs it: written without brackets in the synopsis */
 } md_option_flags;
 
 typedef struct {

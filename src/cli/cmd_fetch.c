@@ -12,7 +12,7 @@
 #define MIRROR_ENV "MSDA_CUDA_MIRROR"
 
 const md_option md_cli_fetch_options[] = {
-    { 'c', "cuda", "VERSION", 0, "the CUDA release to fetch, as NVIDIA names it: 11.8.0" },
+    { 'c', "cuda", "VERSION", MD_OPT_REQUIRED, "the CUDA release to fetch, as NVIDIA names it: 11.8.0" },
     { 'p', "platform", "PLATFORM", 0, "linux-x86_64, linux-sbsa or linux-aarch64 (default: this machine's)" },
     { 'm', "mirror", "URL", 0, "where redistrib_VERSION.json and the archives are (default: $" MIRROR_ENV
       " or NVIDIA's)" },
