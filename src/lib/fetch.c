@@ -191,6 +191,13 @@ static md_status read_manifest(const md_fetch_request *req, const char *base, md
     char *body = NULL;
     size_t len = 0;
     md_status st = md_http_get(out->manifest_url, &req->http, MAX_MANIFEST_BYTES, &body, &len, err);
+    if (st == MD_ERR_NETWORK && err && strstr(err->message, "HTTP 404") && strchr(req->version, '.') ==
+        strrchr(req->version, '.')) {
+        /* "11.8" is how users name it; NVIDIA's manifests are per release. */
+        size_t n = strlen(err->message);
+        snprintf(err->message + n, sizeof err->message - n, " (NVIDIA names manifests by release: %s.0, ...)",
+                 req->version);
+    }
     if (st != MD_OK)
         return st;
     json_error_t jerr;

@@ -116,6 +116,8 @@ assert_failed() {
   repo && serve
   fetch --cuda 11.7.0
   assert_failed 5 "redistrib_11.7.0.json': HTTP 404"
+  fetch --cuda 11.8
+  assert_failed 5 "redistrib_11.8.json': HTTP 404 (NVIDIA names manifests by release: 11.8.0, ...)"
 }
 
 @test "fetch: an archive that is not there exits 5, without retrying a 404" {
