@@ -32,6 +32,8 @@ static bool parse_version(const char *v, unsigned *major, unsigned *minor)
 static md_status make_dirs(const char *path, md_error *err)
 {
     char buf[PATH_MAX];
+    if (!*path)
+        return md_fail(err, MD_ERR_ARGUMENT, "the destination folder is empty");
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf)
         return md_fail(err, MD_ERR_ARGUMENT, "'%s' is too long a path", path);
     for (char *p = buf + 1;; p++) {

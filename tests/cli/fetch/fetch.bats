@@ -283,6 +283,9 @@ assert_failed() {
   URL="http://127.0.0.1:9"
   fetch --cuda '11.8/../x'
   assert_failed 2 "is not a CUDA version"
+  DEST=""
+  fetch
+  assert_failed 2 "the destination folder is empty"
   run --separate-stderr "$MSDA_DOCTOR" fetch --cuda 11.8.0 --retries many
   [ "$status" -eq 2 ] && [[ "$stderr" == *"--retries needs a count"* ]]
 }
