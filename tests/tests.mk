@@ -78,3 +78,9 @@ check-python: $(KERNEL_WHEEL_DEP) $(PY_VENV)/.stamp
 	  MSDA_EXPECT_INSTALLED=$(abspath $(PY_SITE)) MSDA_HEADER=$(abspath kernels/msda.h) MSDA_EXPECT_VERSION=$(VERSION) \
 	  $(abspath $(RUN_SUITE)) python counts \
 	  $(abspath $(PY_VENV))/bin/python -m pytest -q -p no:cacheprovider tests
+
+# fetch (issue 10) against a synthetic redist repository on a loopback server (tests/cli/fetch).
+CHECK_SUITES += fetch
+.PHONY: check-fetch
+check-fetch: $(BUILD)/san/msda-doctor
+	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) $(RUN_SUITE) fetch tap bats --tap tests/cli/fetch

@@ -25,7 +25,8 @@ typedef enum {
 typedef enum {
     MD_OPT_SHORT = 1u << 0,      /* KEY is also accepted as -KEY */
     MD_OPT_REPEATABLE = 1u << 1, /* may be given more than once ("..." in the synopsis) */
-    MD_OPT_POSITIONAL = 1u << 2  /* not an option: an argument such as FILE, listed for --help */
+    MD_OPT_POSITIONAL = 1u << 2, /* not an option: an argument such as FILE, listed for --help */
+    MD_OPT_REQUIRED = 1u << 3    /* the command needs it: written without brackets in the synopsis */
 } md_option_flags;
 
 typedef struct {
@@ -107,6 +108,7 @@ extern const md_option md_cli_inspect_options[];
 extern const md_option md_cli_build_options[];
 extern const md_option md_cli_verify_options[];
 extern const md_option md_cli_diagnose_options[];
+extern const md_option md_cli_fetch_options[];
 extern const md_option md_cli_help_options[];
 
 /* Command entry points. */
@@ -114,6 +116,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_build(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_diagnose(int argc, char **argv);
+int cmd_fetch(int argc, char **argv);
 int cmd_help(int argc, char **argv);
 
 #endif

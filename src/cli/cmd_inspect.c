@@ -45,6 +45,8 @@ static const char *status_name(md_status st)
     case MD_ERR_INTERNAL: return "internal";
     case MD_ERR_UNSUPPORTED: return "unsupported";
     case MD_ERR_BUILD: return "build";
+    case MD_ERR_NETWORK: return "network";
+    case MD_ERR_CHECKSUM: return "checksum";
     }
     return "internal";
 }

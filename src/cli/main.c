@@ -104,6 +104,8 @@ md_exit md_cli_exit_for(md_status st)
     case MD_ERR_INTERNAL: return MD_EXIT_INTERNAL;
     case MD_ERR_UNSUPPORTED:
     case MD_ERR_BUILD: return MD_EXIT_BUILD;
+    case MD_ERR_NETWORK: return MD_EXIT_NETWORK;
+    case MD_ERR_CHECKSUM: return MD_EXIT_CHECKSUM;
     }
     return MD_EXIT_INTERNAL;
 }

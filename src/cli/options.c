@@ -121,10 +121,10 @@ json_t *md_options_json(const md_option *table, bool positional)
             char name[128], short_name[4];
             snprintf(name, sizeof name, "--%s", o->name);
             snprintf(short_name, sizeof short_name, "-%c", o->key);
-            row = json_pack("{s:s, s:o, s:o, s:b, s:s}", "name", name, "short",
+            row = json_pack("{s:s, s:o, s:o, s:b, s:b, s:s}", "name", name, "short",
                             (o->flags & MD_OPT_SHORT) ? json_string(short_name) : json_null(), "value",
-                            o->value ? json_string(o->value) : json_null(), "repeatable", repeatable, "help",
-                            o->help);
+                            o->value ? json_string(o->value) : json_null(), "repeatable", repeatable, "required",
+                            (o->flags & MD_OPT_REQUIRED) != 0, "help", o->help);
         }
         if (!row || json_array_append_new(list, row) != 0) {
             json_decref(list);

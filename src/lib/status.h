@@ -13,7 +13,9 @@ typedef enum {
     MD_ERR_NOMEM,
     MD_ERR_INTERNAL,    /* broken embedded data or an invariant that cannot fail */
     MD_ERR_UNSUPPORTED, /* this machine cannot do it: no toolkit for an architecture, no GPU */
-    MD_ERR_BUILD        /* a compiler, linker or packaging step failed */
+    MD_ERR_BUILD,       /* a compiler, linker or packaging step failed */
+    MD_ERR_NETWORK,     /* a download failed: refused, timed out, an HTTP error, retries spent */
+    MD_ERR_CHECKSUM     /* a downloaded file does not match the checksum it was published with */
 } md_status;
 
 typedef struct {

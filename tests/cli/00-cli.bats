@@ -107,20 +107,22 @@ table_option_tags() {
   for cmd in $(jq -r '.commands[].name' <<<"$json"); do
     c=$(jq -c ".commands[] | select(.name == \"$cmd\")" <<<"$json")
     syn=" $(jq -r '.synopsis' <<<"$c") "
-    # [--gpu ARCH]... for a repeatable option, [--json] for another; either spelling of it.
+    # [--gpu ARCH]... for a repeatable option, [--json] for another, --cuda VERSION without
+    # brackets for a required one; either spelling of it.
     # Fields apart by \x1f: a tab is white space to read, which would merge the empty fields.
-    while IFS=$'\x1f' read -r name short value repeatable; do
+    while IFS=$'\x1f' read -r name short value repeatable required; do
       [ "$name" = "--help" ] && continue
       dots=""; [ "$repeatable" = true ] && dots="..."
       v=""; [ -n "$value" ] && v=" $value"
-      [[ "$syn" == *" [$name$v]$dots "* ]] || { [ -n "$short" ] && [[ "$syn" == *" [$short$v]$dots "* ]]; } ||
-        { echo "$cmd: '$name' is not in the synopsis '$syn' as [$name$v]$dots" >&2; return 1; }
-    done < <(jq -r '.options[] | [.name, .short // "", .value // "", .repeatable] | map(tostring) | join("\u001f")' <<<"$c")
+      l="["; r="]"; [ "$required" = true ] && l="" && r=""
+      [[ "$syn" == *" $l$name$v$r$dots "* ]] || { [ -n "$short" ] && [[ "$syn" == *" $l$short$v$r$dots "* ]]; } ||
+        { echo "$cmd: '$name' is not in the synopsis '$syn' as $l$name$v$r$dots" >&2; return 1; }
+    done < <(jq -r '.options[] | [.name, .short // "", .value // "", .repeatable, .required] | map(tostring) | join("\u001f")' <<<"$c")
     while IFS=$'\x1f' read -r name repeatable; do
       dots=""; [ "$repeatable" = true ] && dots="..."
       [[ "$syn" == *"$name$dots"* ]] || { echo "$cmd: '$name$dots' is not in the synopsis" >&2; return 1; }
     done < <(jq -r '.arguments[] | [.name, .repeatable] | map(tostring) | join("\u001f")' <<<"$c")
-    for opt in $(grep -oE '\[--?[a-z][a-z-]*' <<<"$syn" | cut -c2-); do
+    for opt in $(grep -oE '(\[| )--?[a-z][a-z-]*' <<<"$syn" | cut -c2-); do
       jq -e --arg o "$opt" '.options | any(.name == $o or .short == $o)' <<<"$c" >/dev/null ||
         { echo "$cmd: the synopsis has '$opt', which the command does not take" >&2; return 1; }
     done
@@ -187,7 +189,7 @@ table_option_tags() {
 @test "help --json is valid JSON listing the commands" {
   run --separate-stderr doctor help --json
   [ "$status" -eq 0 ]
-  [ "$(jq -r '.commands | map(.name) | join(",")' <<<"$output")" = "inspect,build,verify,diagnose,help" ]
+  [ "$(jq -r '.commands | map(.name) | join(",")' <<<"$output")" = "inspect,build,verify,diagnose,fetch,help" ]
 }
 
 @test "help --json gives each option's name, short form, metavariable and whether it repeats" {

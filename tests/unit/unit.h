@@ -15,5 +15,6 @@ Suite *suite_platform(void);
 Suite *suite_jetson_table(void);
 Suite *suite_cuda_driver(void);
 Suite *suite_zip_members(void);
+Suite *suite_redist_table(void);
 
 #endif

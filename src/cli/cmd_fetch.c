@@ -1,0 +1,194 @@
+/* msda-doctor fetch: an older CUDA toolkit from NVIDIA's redistributable archives, for the
+ * architectures (sm_50 to sm_72) that the newest nvcc no longer targets. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "cli.h"
+#include "fetch.h"
+
+#define MIRROR_ENV "MSDA_CUDA_MIRROR"
+
+const md_option md_cli_fetch_options[] = {
+    { 'c', "cuda", "VERSION", MD_OPT_REQUIRED, "the CUDA release to fetch, as NVIDIA names it: 11.8.0" },
+    { 'p', "platform", "PLATFORM", 0, "linux-x86_64, linux-sbsa or linux-aarch64 (default: this machine's)" },
+    { 'm', "mirror", "URL", 0, "where redistrib_VERSION.json and the archives are (default: $" MIRROR_ENV
+      " or NVIDIA's)" },
+    { 'd', "dest", "DIR", 0, "put the toolkit in DIR/cuda-MAJOR.MINOR (default: ~/.cache/msda-doctor)" },
+    { 'H', "allow-http", NULL, 0, "allow plain http:// to hosts other than loopback" },
+    { 'r', "retries", "N", 0, "attempts after a transient failure, each waiting twice as long (default: 4)" },
+    { 't', "timeout", "SECONDS", 0, "give up a connection or a stalled transfer after this long (default: 30)" },
+    { 'j', "json", NULL, 0, "print JSON instead of text" },
+    MD_OPTION_HELP,
+    MD_OPTION_END
+};
+
+/* A progress line on a terminal: bytes, rate, time left. Nothing when stderr is a pipe. */
+typedef struct {
+    char what[48];
+    struct timespec start, last;
+    bool shown, finished;
+} progress_state;
+
+static double seconds_between(const struct timespec *a, const struct timespec *b)
+{
+    return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) / 1e9;
+}
+
+static void on_progress(void *ctx, const char *what, uint64_t done, uint64_t total)
+{
+    progress_state *p = ctx;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (strcmp(p->what, what) != 0) {
+        if (p->shown && !p->finished)
+            fputc('\n', stderr);
+        snprintf(p->what, sizeof p->what, "%s", what);
+        p->start = now;
+        p->shown = p->finished = false;
+    } else if (p->finished || (p->shown && seconds_between(&p->last, &now) < 0.2 && done != total)) {
+        return;
+    }
+    p->last = now;
+    double elapsed = seconds_between(&p->start, &now), mb = 1024.0 * 1024.0;
+    double rate = elapsed > 0.0 ? (double)done / elapsed : 0.0;
+    fprintf(stderr, "\r  %-12s %8.1f", what, (double)done / mb);
+    if (total)
+        fprintf(stderr, " / %.1f MiB  %3d%%", (double)total / mb, (int)(100.0 * (double)done / (double)total));
+    else
+        fputs(" MiB", stderr);
+    fprintf(stderr, "  %6.1f MiB/s", rate / mb);
+    if (total && rate > 0.0 && done < total)
+        fprintf(stderr, "  %4.0f s left ", (double)(total - done) / rate);
+    else
+        fputs("             ", stderr);
+    p->shown = true;
+    if (total && done == total) {
+        fputc('\n', stderr);
+        p->finished = true;
+    }
+}
+
+static bool parse_count(const char *s, long max, long *out)
+{
+    char *end = NULL;
+    long n = strtol(s, &end, 10);
+    if (!*s || *end || n < 0 || n > max)
+        return false;
+    *out = n;
+    return true;
+}
+
+static json_t *result_json(const md_fetch_result *r)
+{
+    json_t *comps = json_array();
+    for (size_t i = 0; i < r->n_components; i++) {
+        const md_fetch_component *c = &r->components[i];
+        json_array_append_new(comps, json_pack("{s:s, s:s, s:s, s:s, s:I, s:b, s:I}", "name", c->name, "version",
+                                               c->version, "url", c->url, "sha256", c->sha256, "size",
+                                               (json_int_t)c->size, "downloaded", c->downloaded, "resumed_from",
+                                               (json_int_t)c->resumed_from));
+    }
+    return json_pack("{s:s, s:o, s:s, s:s, s:s, s:b, s:o}", "version", r->version, "release_label",
+                     r->release_label[0] ? json_string(r->release_label) : json_null(), "platform", r->platform,
+                     "manifest", r->manifest_url, "toolkit", r->toolkit_dir, "already_present", r->already_present,
+                     "components", comps);
+}
+
+static void print_result(const md_fetch_result *r)
+{
+    if (r->already_present) {
+        printf("CUDA %s is already in %s (remove that folder to fetch it again)\n", r->version, r->toolkit_dir);
+    } else {
+        bool label = r->release_label[0] && strcmp(r->release_label, r->version) != 0;
+        printf("Fetched CUDA %s%s%s%s for %s into %s\n", r->version, label ? " (" : "", label ? r->release_label : "",
+               label ? ")" : "", r->platform, r->toolkit_dir);
+        for (size_t i = 0; i < r->n_components; i++) {
+            const md_fetch_component *c = &r->components[i];
+            printf("  %-12s %-12s %s", c->name, c->version[0] ? c->version : "-",
+                   c->downloaded ? "downloaded" : "from an earlier run");
+            if (c->resumed_from)
+                printf(" (resumed at byte %" PRIu64 ")", c->resumed_from);
+            printf(", sha256 ok\n");
+        }
+    }
+    printf("Build with it: msda-doctor build --toolkit %s\n", r->toolkit_dir);
+}
+
+/* $XDG_CACHE_HOME/msda-doctor, else ~/.cache/msda-doctor. */
+static bool default_dest(char *out, size_t size)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n;
+    if (xdg && xdg[0] == '/')
+        n = snprintf(out, size, "%s/msda-doctor", xdg);
+    else if (home && *home)
+        n = snprintf(out, size, "%s/.cache/msda-doctor", home);
+    else
+        return false;
+    return n > 0 && (size_t)n < size;
+}
+
+int cmd_fetch(int argc, char **argv)
+{
+    md_getopt options;
+    if (!md_getopt_init(&options, "fetch", md_cli_fetch_options))
+        return MD_EXIT_INTERNAL;
+    md_fetch_request req = { .mirror = getenv(MIRROR_ENV),
+                             .http = { .retries = 4, .connect_timeout_s = 30, .stall_timeout_s = 30 } };
+    bool json = false;
+    long n;
+    int c;
+    while ((c = md_getopt_next(&options, argc, argv)) != -1) {
+        switch (c) {
+        case 'c': req.version = optarg; break;
+        case 'p': req.platform = optarg; break;
+        case 'm': req.mirror = optarg; break;
+        case 'd': req.dest = optarg; break;
+        case 'H': req.http.allow_http = true; break;
+        case 'r':
+            if (!parse_count(optarg, 20, &n))
+                return md_cli_usage_error("fetch", "--retries needs a count from 0 to 20, not '%s'", optarg);
+            req.http.retries = (unsigned)n;
+            break;
+        case 't':
+            if (!parse_count(optarg, 3600, &n) || n == 0)
+                return md_cli_usage_error("fetch", "--timeout needs seconds from 1 to 3600, not '%s'", optarg);
+            req.http.connect_timeout_s = req.http.stall_timeout_s = n;
+            break;
+        case 'j': json = true; break;
+        case 'h': md_cli_print_help(stdout, md_command_find("fetch")); return MD_EXIT_OK;
+        default: return md_cli_option_error("fetch", argv, c);
+        }
+    }
+    if (optind < argc)
+        return md_cli_usage_error("fetch", "unexpected argument '%s'", argv[optind]);
+    if (!req.version)
+        return md_cli_usage_error("fetch", "no --cuda VERSION given");
+    char dest[4096];
+    if (!req.dest) {
+        if (!default_dest(dest, sizeof dest))
+            return md_cli_usage_error("fetch", "no --dest given, and neither XDG_CACHE_HOME nor HOME is set");
+        req.dest = dest;
+    }
+    progress_state progress = { .what = "" };
+    if (isatty(STDERR_FILENO)) {
+        req.http.progress = on_progress;
+        req.http.progress_ctx = &progress;
+    }
+    md_fetch_result result;
+    md_error err;
+    md_status st = md_fetch_toolkit(&req, &result, &err);
+    if (progress.shown && !progress.finished)
+        fputc('\n', stderr);
+    if (st != MD_OK) {
+        md_cli_error("%s", err.message);
+        return md_cli_exit_for(st);
+    }
+    if (json)
+        return md_cli_print_json(result_json(&result));
+    print_result(&result);
+    return MD_EXIT_OK;
+}

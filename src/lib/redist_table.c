@@ -1,0 +1,115 @@
+#include "redist_table.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "recipes.h"
+
+static md_redist_table *table;
+
+/* Copies a non-empty string field that fits; false otherwise. */
+static bool copy_string(json_t *v, char *out, size_t size)
+{
+    const char *s = json_string_value(v);
+    if (!s || !*s || strlen(s) >= size)
+        return false;
+    snprintf(out, size, "%s", s);
+    return true;
+}
+
+md_status md_redist_table_load_json(json_t *doc, md_redist_table *out, md_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!copy_string(json_object_get(doc, "base_url"), out->base_url, sizeof out->base_url))
+        return md_fail(err, MD_ERR_INTERNAL, "redist.json: bad 'base_url'");
+    size_t len = strlen(out->base_url);
+    /* Archive URLs are base "/" relative_path: a trailing slash would double it. */
+    if (out->base_url[len - 1] == '/')
+        return md_fail(err, MD_ERR_INTERNAL, "redist.json: 'base_url' ends with '/'");
+
+    json_t *list = json_object_get(doc, "platforms"), *item;
+    size_t i;
+    if (!json_is_array(list) || json_array_size(list) == 0 || json_array_size(list) > MD_REDIST_MAX_PLATFORMS)
+        return md_fail(err, MD_ERR_INTERNAL, "redist.json: bad 'platforms'");
+    json_array_foreach(list, i, item) {
+        if (!copy_string(item, out->platforms[i], sizeof out->platforms[i]))
+            return md_fail(err, MD_ERR_INTERNAL, "redist.json: platform %zu is not a short string", i);
+    }
+    out->n_platforms = json_array_size(list);
+
+    json_t *hosts = json_object_get(doc, "host_platforms"), *value;
+    const char *key;
+    if (!json_is_object(hosts) || json_object_size(hosts) > MD_REDIST_MAX_PLATFORMS)
+        return md_fail(err, MD_ERR_INTERNAL, "redist.json: bad 'host_platforms'");
+    json_object_foreach(hosts, key, value) {
+        size_t h = out->n_hosts;
+        if (strlen(key) >= sizeof out->host_machine[h] ||
+            !copy_string(value, out->host_platform[h], sizeof out->host_platform[h]) ||
+            !md_redist_platform_known(out, out->host_platform[h]))
+            return md_fail(err, MD_ERR_INTERNAL, "redist.json: host_platforms '%s' names no known platform", key);
+        snprintf(out->host_machine[h], sizeof out->host_machine[h], "%s", key);
+        out->n_hosts++;
+    }
+
+    list = json_object_get(doc, "components");
+    if (!json_is_array(list) || json_array_size(list) == 0 || json_array_size(list) > MD_REDIST_MAX_COMPONENTS)
+        return md_fail(err, MD_ERR_INTERNAL, "redist.json: bad 'components'");
+    bool any_required = false;
+    json_array_foreach(list, i, item) {
+        md_redist_component *c = &out->components[i];
+        json_t *req = json_object_get(item, "required");
+        if (!copy_string(json_object_get(item, "name"), c->name, sizeof c->name) || !json_is_boolean(req))
+            return md_fail(err, MD_ERR_INTERNAL, "redist.json: component %zu needs 'name' and 'required'", i);
+        c->required = json_is_true(req);
+        any_required = any_required || c->required;
+    }
+    out->n_components = json_array_size(list);
+    if (!any_required)
+        return md_fail(err, MD_ERR_INTERNAL, "redist.json: no component is required");
+    return MD_OK;
+}
+
+const md_redist_table *md_redist_table_get(md_error *err)
+{
+    if (table)
+        return table;
+    json_t *doc = md_recipe_load("redist.json", err);
+    if (!doc)
+        return NULL;
+    md_redist_table *t = malloc(sizeof *t);
+    if (!t) {
+        json_decref(doc);
+        md_fail(err, MD_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    md_status st = md_redist_table_load_json(doc, t, err);
+    json_decref(doc);
+    if (st != MD_OK) {
+        free(t);
+        return NULL;
+    }
+    table = t;
+    return table;
+}
+
+void md_redist_table_free(void)
+{
+    free(table);
+    table = NULL;
+}
+
+bool md_redist_platform_known(const md_redist_table *t, const char *name)
+{
+    for (size_t i = 0; i < t->n_platforms; i++)
+        if (strcmp(t->platforms[i], name) == 0)
+            return true;
+    return false;
+}
+
+const char *md_redist_host_platform(const md_redist_table *t, const char *machine)
+{
+    for (size_t i = 0; i < t->n_hosts; i++)
+        if (strcmp(t->host_machine[i], machine) == 0)
+            return t->host_platform[i];
+    return NULL;
+}

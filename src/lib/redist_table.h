@@ -1,0 +1,46 @@
+/* NVIDIA's CUDA redistributables (recipes/redist.json): where the manifests are, which redist
+ * platform a host fetches, and which components compiling device code takes. Its one reader. */
+#ifndef MD_REDIST_TABLE_H
+#define MD_REDIST_TABLE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include "status.h"
+
+#define MD_REDIST_MAX_COMPONENTS 16
+#define MD_REDIST_MAX_PLATFORMS 8
+
+typedef struct {
+    char name[48];   /* manifest key: "cuda_nvcc" */
+    bool required;   /* the fetch fails when the manifest lacks it for the platform */
+} md_redist_component;
+
+typedef struct {
+    char base_url[256];                       /* no trailing '/' */
+    char platforms[MD_REDIST_MAX_PLATFORMS][24]; /* "linux-x86_64", ... */
+    size_t n_platforms;
+    char host_machine[MD_REDIST_MAX_PLATFORMS][24]; /* `uname -m` ... */
+    char host_platform[MD_REDIST_MAX_PLATFORMS][24]; /* ... and the platform it fetches */
+    size_t n_hosts;
+    md_redist_component components[MD_REDIST_MAX_COMPONENTS];
+    size_t n_components;
+} md_redist_table;
+
+/* The embedded table, loaded on first use (not thread-safe then); NULL with MD_ERR_INTERNAL in
+ * ERR when the recipe is malformed. The table lives until md_redist_table_free. */
+const md_redist_table *md_redist_table_get(md_error *err);
+
+/* Reads a document shaped like redist.json into *OUT (tests feed it broken ones). */
+md_status md_redist_table_load_json(json_t *doc, md_redist_table *out, md_error *err);
+
+/* Frees the loaded table (for leak-checked tests). */
+void md_redist_table_free(void);
+
+/* True when NAME is one of T's platforms. */
+bool md_redist_platform_known(const md_redist_table *t, const char *name);
+
+/* The platform a machine of `uname -m` MACHINE fetches, or NULL when the table has none. */
+const char *md_redist_host_platform(const md_redist_table *t, const char *machine);
+
+#endif
