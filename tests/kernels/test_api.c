@@ -46,7 +46,7 @@ static void fixture_init(fixture *f) {
                                   .grad_attention_weights = f->ga};
 }
 
-enum { MUT_N0, MUT_DNEG, MUT_P0, MUT_LEVELS, MUT_H0, MUT_SUM, MUT_START, MUT_VALUE_NULL,
+enum { MUT_N0, MUT_DNEG, MUT_P0, MUT_LEVELS, MUT_H0, MUT_SUM, MUT_START, MUT_START0, MUT_VALUE_NULL,
        MUT_SHAPES_NULL, MUT_OUT_NULL, MUT_DTYPE, MUT_OVERFLOW, MUT_COUNT };
 
 static msda_status mutate(fixture *f, int which) {
@@ -59,6 +59,7 @@ static msda_status mutate(fixture *f, int which) {
     case MUT_H0: f->shapes[2] = 0; return MSDA_ERR_BAD_SHAPE;
     case MUT_SUM: a->sizes.spatial = 17; return MSDA_ERR_SHAPE_SUM;
     case MUT_START: f->starts[1] = 11; return MSDA_ERR_LEVEL_START;
+    case MUT_START0: f->starts[0] = 1; return MSDA_ERR_LEVEL_START; /* the first must be 0 */
     case MUT_VALUE_NULL: a->value = NULL; return MSDA_ERR_NULL_ARGUMENT;
     case MUT_SHAPES_NULL: a->spatial_shapes = NULL; return MSDA_ERR_NULL_ARGUMENT;
     case MUT_OUT_NULL: a->output = NULL; return MSDA_ERR_NULL_ARGUMENT;
@@ -205,6 +206,26 @@ START_TEST(loader_skips_fatbins_the_device_cannot_load) {
 }
 END_TEST
 
+/* The boundary itself: MSDA_MAX_LEVELS levels are accepted (one more is MUT_LEVELS above), on
+ * the CPU path with 1x1 levels, and each level's value is sampled. */
+START_TEST(the_maximum_number_of_levels_is_accepted) {
+    enum { L = MSDA_MAX_LEVELS };
+    int64_t shapes[2 * L], starts[L];
+    float value[L], loc[L * 2], attn[L], out[1] = {-1.0f};
+    for (int l = 0; l < L; l++) {
+        shapes[2 * l] = shapes[2 * l + 1] = 1;
+        starts[l] = l;
+        value[l] = (float)(l + 1);
+        loc[2 * l] = loc[2 * l + 1] = 0.5f; /* the centre of a 1x1 map: its one value, whole */
+        attn[l] = 1.0f;
+    }
+    const msda_forward_args a = {MSDA_F32, {1, L, 1, 1, 1, L, 1}, shapes, starts, value, loc, attn, out};
+    msda_error err;
+    ck_assert_int_eq(msda_forward_cpu(&a, 1, &err), MSDA_OK);
+    ck_assert_float_eq_tol(out[0], (float)(L * (L + 1) / 2), 1e-4f);
+}
+END_TEST
+
 TCase *kt_tcase_api(void) {
     TCase *tc = tcase_create("api");
     tcase_add_test(tc, every_status_has_its_own_message);
@@ -213,5 +234,6 @@ TCase *kt_tcase_api(void) {
     tcase_add_test(tc, cuda_path_without_context_fails_cleanly);
     tcase_add_test(tc, library_embeds_every_arch);
     tcase_add_test(tc, loader_skips_fatbins_the_device_cannot_load);
+    tcase_add_test(tc, the_maximum_number_of_levels_is_accepted);
     return tc;
 }

@@ -46,6 +46,20 @@ def test_too_many_levels():
         _call(make_inputs([(1, 1)] * 17, seed=21))
 
 
+def test_the_maximum_number_of_levels_is_accepted():
+    # The boundary itself: 16 levels run (17 are refused above), in Python and in libmsda.
+    out = _call(make_inputs([(1, 1)] * 16, seed=22))
+    assert torch.isfinite(out).all()
+
+
+def test_a_first_level_start_other_than_zero_is_reported_by_libmsda(inputs):
+    inputs[2] = torch.tensor([1, 20])
+    with pytest.raises(msda.MSDAInputError, match=r"level_start\[0\] is 1, the sum of the "
+                                                  r"levels before it is 0") as info:
+        _call(inputs)
+    assert info.value.status == msda.Status.LEVEL_START
+
+
 def test_levels_not_adding_up_to_s_is_reported_by_libmsda(inputs):
     inputs[1] = torch.tensor([[4, 5], [2, 2]])
     with pytest.raises(msda.MSDAInputError, match="add up to 24, S is 26") as info:
