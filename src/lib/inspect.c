@@ -134,6 +134,13 @@ static md_status read_mapped(const uint8_t *data, size_t size, md_binary *bin, b
 
 static md_status read_wheel(int fd, const char *wheel_path, md_inspection *out, md_error *err);
 
+/* What a file that is not a regular file is, for the message refusing it. */
+static const char *file_kind(mode_t mode)
+{
+    return S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device" : S_ISBLK(mode) ? "a block device"
+           : S_ISSOCK(mode) ? "a socket" : S_ISLNK(mode) ? "a symbolic link" : "not a regular file";
+}
+
 /* Reads the open file FD (closed by the caller) shown as PATH. */
 static md_status inspect_fd(int fd, const char *path, file_source source, md_inspection *out,
                             md_error *err)
@@ -147,8 +154,11 @@ static md_status inspect_fd(int fd, const char *path, file_source source, md_ins
     if (!S_ISREG(st.st_mode) || st.st_size == 0) {
         if (source == SOURCE_ARGUMENT) {
             it->status = MD_ERR_UNKNOWN_TYPE;
-            snprintf(it->message, sizeof it->message, "'%s': %s", path,
-                     S_ISREG(st.st_mode) ? "empty file" : "not a regular file");
+            if (S_ISREG(st.st_mode))
+                snprintf(it->message, sizeof it->message, "'%s': empty file", path);
+            else
+                snprintf(it->message, sizeof it->message, "'%s': %s, not a regular file", path,
+                         file_kind(st.st_mode));
         } else {
             drop_last_item(out);
             out->skipped++;
@@ -310,7 +320,9 @@ static md_status inspect_directory(const char *path, md_inspection *out, md_erro
         }
         if (ent->fts_info != FTS_F)
             continue;
-        int fd = open(ent->fts_accpath, O_RDONLY | O_CLOEXEC);
+        /* fts saw a regular file; O_NOFOLLOW and O_NONBLOCK keep a file swapped since for a link
+         * or a FIFO from being followed or waited on (inspect_fd skips what is not regular). */
+        int fd = open(ent->fts_accpath, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
         if (fd < 0) {
             md_inspected *it = add_item(out, ent->fts_path);
             if (!it) {
@@ -334,7 +346,19 @@ md_status md_inspect_path(const char *path, md_inspection *out, md_error *err)
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return inspect_directory(path, out, err);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Refused by type before opening: opening a FIFO waits for a writer (for ever), a device
+     * may have side effects. stat follows links, so a link to a library still works. */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        md_inspected *it = add_item(out, path);
+        if (!it)
+            return md_fail(err, MD_ERR_NOMEM, "out of memory");
+        it->status = MD_ERR_UNKNOWN_TYPE;
+        snprintf(it->message, sizeof it->message, "'%s': %s, not a regular file", path, file_kind(st.st_mode));
+        return MD_OK;
+    }
+    /* O_NONBLOCK: should the file become a FIFO between stat and open, open does not wait;
+     * inspect_fd checks the type of what was opened. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         md_inspected *it = add_item(out, path);
         if (!it)
