@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "elf_check.h"
 #include "zip_members.h"
 
 #define ZIP_MAGIC "PK\003\004"
@@ -56,39 +57,25 @@ static bool is_zip(const uint8_t *data, size_t size)
 static md_status read_host_elf(const uint8_t *data, size_t size, md_binary *bin, md_error *err)
 {
     if (elf_version(EV_CURRENT) == EV_NONE)
-        return md_fail(err, MD_ERR_INTERNAL, "libelf: %s", elf_errmsg(-1));
+        return md_fail(err, MD_ERR_INTERNAL, "libelf: %s", md_elf_why("version mismatch"));
     md_status st = MD_OK;
     Elf *elf = elf_memory((char *)(uintptr_t)data, size);
     size_t shstrndx;
-    if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getshdrstrndx(elf, &shstrndx) != 0) {
-        st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF file: %s", elf_errmsg(-1));
+    if (!elf || elf_kind(elf) != ELF_K_ELF) {
+        st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF file: %s",
+                     md_elf_why("not a valid ELF header (class, byte order or version)"));
         goto end;
     }
     /* A file cut short loses its section headers (they come last) or the data they describe;
-     * libelf then shows fewer sections, so check the extents ourselves. */
-    GElf_Ehdr ehdr;
-    if (!gelf_getehdr(elf, &ehdr)) {
-        st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF header: %s", elf_errmsg(-1));
+     * libelf then shows fewer sections, so every extent is checked against the real size. */
+    if ((st = md_elf_check(elf, size, "ELF file", NULL, &shstrndx, err)) != MD_OK)
         goto end;
-    }
-    /* The header's own count: libelf reports 0 sections when the table is cut off. With more
-     * than 0xff00 sections e_shnum is 0 and the real count is in section 0, so at least one. */
-    uint64_t shnum = ehdr.e_shnum ? ehdr.e_shnum : ehdr.e_shoff ? 1 : 0;
-    if (ehdr.e_shoff > size || shnum * ehdr.e_shentsize > size - ehdr.e_shoff) {
-        st = md_fail(err, MD_ERR_FORMAT, "truncated ELF file: section headers end past its %zu bytes", size);
-        goto end;
-    }
     Elf_Scn *scn = NULL;
     while ((scn = elf_nextscn(elf, scn)) != NULL) {
         GElf_Shdr shdr;
         const char *name;
         if (!gelf_getshdr(scn, &shdr) || !(name = elf_strptr(elf, shstrndx, shdr.sh_name))) {
-            st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF section header: %s", elf_errmsg(-1));
-            goto end;
-        }
-        if (shdr.sh_type != SHT_NOBITS && (shdr.sh_offset > size || shdr.sh_size > size - shdr.sh_offset)) {
-            st = md_fail(err, MD_ERR_FORMAT, "section '%s' points outside the file (offset %llu, size %llu)",
-                         name, (unsigned long long)shdr.sh_offset, (unsigned long long)shdr.sh_size);
+            st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF section header: %s", md_elf_why("unreadable"));
             goto end;
         }
         if (strcmp(name, ".nv_fatbin") != 0 && strcmp(name, "__nv_relfatbin") != 0)

@@ -49,3 +49,86 @@ expect_refused() {
   [ "$output" = "$(t dir)/lib.so: SASS sm_80" ]
   assert_no_sanitizer_report
 }
+
+# ---- 2. cubins truncated or with corrupt headers --------------------------------------------------
+
+@test "a truncated cubin is an error at every cut, also with --gpu (it used to say 'runs')" {
+  for f in f13-sm90.cubin f13-regs40.cubin; do
+    size=$(stat -c %s "$(fix $f)")
+    for cut in 64 1000 $((size / 2)) $((size - 200)) $((size - 1)); do
+      hostile truncate "$(fix $f)" "$(t cut.cubin)" "$cut"
+      expect_refused "cubin" "$(t cut.cubin)"
+      expect_refused "cubin" --gpu h100 "$(t cut.cubin)"
+    done
+  done
+}
+
+@test "a cubin whose section headers start past its end" {
+  hostile shoff-past-end "$(fix f13-sm90.cubin)" "$(t bad.cubin)"
+  expect_refused "section headers (entry size 64) at offset" --gpu h100 "$(t bad.cubin)"
+}
+
+@test "a cubin whose .nv.info section runs past its end" {
+  hostile section-past-end "$(fix f13-sm90.cubin)" "$(t bad.cubin)"
+  expect_refused "'.nv.info' (type 0x70000000" "$(t bad.cubin)"
+}
+
+@test "a corrupt symbol-table link is an error, not every kernel at 0 registers" {
+  hostile symtab-link "$(fix f13-sm90.cubin)" "$(t bad.cubin)" shstrtab
+  expect_refused "is not in its symbol table" -v "$(t bad.cubin)"
+  hostile symtab-link "$(fix f13-sm90.cubin)" "$(t bad.cubin)" 0
+  expect_refused "symbol table (section 3) links to section 0, which is not a string table" "$(t bad.cubin)"
+  hostile symtab-link "$(fix f13-sm90.cubin)" "$(t bad.cubin)" 999
+  expect_refused "links to section 999" "$(t bad.cubin)"
+}
+
+@test "a cubin corrupted inside a fatbin is an error for the fatbin" {
+  cp "$(fix f13-uncompressed.fatbin)" "$(t bad.fatbin)"
+  python3 - "$(t bad.fatbin)" <<'PY'
+import struct, sys
+p = sys.argv[1]
+d = bytearray(open(p, "rb").read())
+i = d.find(b"\x7fELF")            # the first cubin of the fatbin
+struct.pack_into("<Q", d, i + 0x28, 1 << 40)   # e_shoff
+open(p, "wb").write(d)
+PY
+  expect_refused "truncated or corrupt cubin" "$(t bad.fatbin)"
+}
+
+@test "a host ELF whose section header table is cut is an error" {
+  size=$(stat -c %s "$(fix f13-multi.so)")
+  hostile truncate "$(fix f13-multi.so)" "$(t cut.so)" $((size - 100))
+  expect_refused "section headers at offset" "$(t cut.so)"
+}
+
+@test "the unmodified cubins still read as before" {
+  run --separate-stderr "$MSDA_DOCTOR" inspect -v "$(fix f13-sm90.cubin)"
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"_Z10probe_regsPfPKfi: 40 registers"* ]]
+  assert_no_sanitizer_report
+}
+
+# ---- 3. time linear in the number of kernel sections ----------------------------------------------
+
+@test "a cubin of 200000 kernel sections reads in seconds (it took minutes, quadratic)" {
+  hostile many-kernels "$(t many.cubin)" 200000
+  # 30 s under the sanitizers; the quadratic reader needed 80 s in the release build
+  run --separate-stderr timeout 30 "$MSDA_DOCTOR" inspect -v "$(t many.cubin)"
+  [ "$status" -eq 0 ] || { echo "status $status" >&2; return 1; }
+  [ "$(grep -c ': 0 registers' <<<"$output")" -eq 200000 ]
+  assert_no_sanitizer_report
+}
+
+# ---- 6. libelf's "no error" -----------------------------------------------------------------------
+
+@test "a file with ELF magic but no valid header says what is wrong, not 'no error'" {
+  hostile elf-magic-junk "$(t junk.so)"
+  expect_refused "corrupt ELF file: not a valid ELF header (class, byte order or version)" "$(t junk.so)"
+  [[ "$stderr" != *"no error"* ]]
+}
+
+@test "no message in the sources takes libelf's error text unchecked" {
+  # elf_errmsg(-1) says "no error" when libelf has none; md_elf_why gives a fallback instead.
+  run grep -rn --include='*.c' 'elf_errmsg(-1)' "$BATS_TEST_DIRNAME/../../src"
+  [ "$status" -eq 1 ] || { echo "$output" >&2; return 1; }
+}
