@@ -132,3 +132,29 @@ PY
   run grep -rn --include='*.c' 'elf_errmsg(-1)' "$BATS_TEST_DIRNAME/../../src"
   [ "$status" -eq 1 ] || { echo "$output" >&2; return 1; }
 }
+
+# ---- 7. bounded memory ----------------------------------------------------------------------------
+
+@test "a fatbin of more than 65536 entries is refused; 65536 are read" {
+  hostile many-ptx "$(t many.fatbin)" 65537
+  expect_refused "more than 65536 code entries in one file" --json "$(t many.fatbin)"
+  hostile many-ptx "$(t ok.fatbin)" 65536
+  run --separate-stderr timeout 60 "$MSDA_DOCTOR" inspect "$(t ok.fatbin)"
+  [ "$status" -eq 0 ]
+  [ "$output" = "$(t ok.fatbin): PTX compute_90" ]
+}
+
+@test "1M PTX entries with --json stay under 300 MB peak (they took 1.8 GB)" {
+  hostile many-ptx "$(t huge.fatbin)" 1000000
+  # peak resident memory of the child, sanitizer shadow included
+  run python3 - "$MSDA_DOCTOR" "$(t huge.fatbin)" <<'PY'
+import resource, subprocess, sys
+r = subprocess.run([sys.argv[1], "inspect", "--json", sys.argv[2]], capture_output=True, text=True)
+peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(r.returncode, peak_kb, r.stderr.strip())
+PY
+  read -r rc peak_kb message <<<"$output"
+  [ "$rc" -eq 3 ] || { echo "$output" >&2; return 1; }
+  [[ "$message" == *"more than 65536 code entries"* ]]
+  [ "$peak_kb" -lt 300000 ] || { echo "peak $peak_kb kB" >&2; return 1; }
+}
