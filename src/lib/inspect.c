@@ -209,19 +209,98 @@ static bool is_code_member(const char *name)
            (n > 7 && strcmp(name + n - 7, ".fatbin") == 0);
 }
 
-/* Streams the current member into an unlinked temporary file, to be mapped like any file. */
-static int spool_member(md_zip *zip, md_error *err)
+/* The largest wheel member spooled to disk: four times the largest CUDA library seen in a wheel
+ * (libtorch_cuda.so, 520 MB), so that a zip bomb (a few kB that inflate to gigabytes) cannot
+ * fill TMPDIR. MSDA_MAX_MEMBER_SIZE changes it (documented in the man page). */
+#define MEMBER_MAX_DEFAULT ((uint64_t)2 << 30)
+
+/* MSDA_MAX_MEMBER_SIZE: bytes, with an optional K, M or G (powers of 1024); anything else is
+ * ignored for the default rather than taken for a limit nobody meant. */
+static uint64_t member_max(void)
 {
-    FILE *tmp = tmpfile();
-    if (!tmp) {
-        md_fail(err, MD_ERR_IO, "cannot create a temporary file: %s", strerror(errno));
+    const char *s = getenv("MSDA_MAX_MEMBER_SIZE");
+    if (!s || !*s)
+        return MEMBER_MAX_DEFAULT;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    if (shift)
+        end++;
+    if (errno || end == s || *end || *s == '-' || v == 0 || v > (UINT64_MAX >> shift))
+        return MEMBER_MAX_DEFAULT;
+    return (uint64_t)v << shift;
+}
+
+typedef struct {
+    int fd;
+    uint64_t written, max;
+    bool over;            /* stopped at the limit, not by an error */
+    const char *member_path;
+    const char *dir;
+} spool_sink;
+
+static md_status spool_block(const void *data, size_t len, void *ctx, md_error *err)
+{
+    spool_sink *to = ctx;
+    /* The header's size can lie: count what really comes out of the inflater. */
+    if (len > to->max - to->written) {
+        to->over = true;
+        return md_fail(err, MD_ERR_FORMAT, "'%s': member inflates past the %llu-byte limit on wheel members "
+                       "(MSDA_MAX_MEMBER_SIZE)", to->member_path, (unsigned long long)to->max);
+    }
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = write(to->fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return md_fail(err, MD_ERR_IO, "cannot write a temporary file in '%s' for '%s': %s", to->dir,
+                           to->member_path, n < 0 ? strerror(errno) : "short write");
+        p += n;
+        len -= (size_t)n;
+        to->written += (uint64_t)n;
+    }
+    return MD_OK;
+}
+
+/* Streams the current member M into an unlinked temporary file under TMPDIR (else /tmp), to be
+ * mapped like any file; members larger than member_max() are refused, by their header's size
+ * before anything is written and by the bytes counted while writing. Returns the descriptor,
+ * or -1 with ERR set; *TOO_BIG tells a refused size (the archive can still be read past it)
+ * from a corrupt member. */
+static int spool_member(md_zip *zip, const md_zip_member *m, const char *member_path, bool *too_big,
+                        md_error *err)
+{
+    *too_big = false;
+    spool_sink to = { .fd = -1, .max = member_max(), .member_path = member_path };
+    if (m->size > to.max) {
+        *too_big = true;
+        md_fail(err, MD_ERR_FORMAT, "'%s': member of %llu bytes is over the %llu-byte limit on wheel members "
+                "(MSDA_MAX_MEMBER_SIZE)", member_path, (unsigned long long)m->size, (unsigned long long)to.max);
         return -1;
     }
-    int fd = -1;
-    if (md_zip_read_to_fd(zip, fileno(tmp), err) == MD_OK && (fd = dup(fileno(tmp))) < 0)
-        md_fail(err, MD_ERR_IO, "dup: %s", strerror(errno));
-    fclose(tmp);
-    return fd;
+    const char *dir = getenv("TMPDIR");
+    to.dir = dir && *dir ? dir : "/tmp";
+    char name[4096];
+    if ((size_t)snprintf(name, sizeof name, "%s/msda-doctor-XXXXXX", to.dir) >= sizeof name) {
+        md_fail(err, MD_ERR_IO, "'%s': TMPDIR '%.64s...' is too long", member_path, to.dir);
+        return -1;
+    }
+    to.fd = mkostemp(name, O_CLOEXEC);
+    if (to.fd < 0) {
+        md_fail(err, MD_ERR_IO, "'%s': cannot create a temporary file in '%s': %s", member_path, to.dir,
+                strerror(errno));
+        return -1;
+    }
+    unlink(name); /* gone when closed, whatever happens to us */
+    md_status st = md_zip_read(zip, spool_block, &to, NULL, err);
+    if (st != MD_OK) {
+        *too_big = to.over;
+        close(to.fd);
+        return -1;
+    }
+    return to.fd;
 }
 
 /* Sets the wheel's own item to its error: the archive cannot be read past it. */
@@ -252,7 +331,8 @@ static md_status read_wheel(int fd, const char *wheel_path, md_inspection *out, 
             continue;
         char member_path[4096];
         snprintf(member_path, sizeof member_path, "%s!%s", wheel_path, m.name);
-        int mfd = spool_member(zip, &zerr);
+        bool too_big;
+        int mfd = spool_member(zip, &m, member_path, &too_big, &zerr);
         if (mfd < 0) {
             md_inspected *it = add_item(out, member_path);
             if (!it) {
@@ -262,8 +342,10 @@ static md_status read_wheel(int fd, const char *wheel_path, md_inspection *out, 
             it->status = zerr.code;
             snprintf(it->message, sizeof it->message, "%s", zerr.message);
             st = MD_OK;
-            if (zerr.code == MD_ERR_FORMAT)
-                goto end; /* the archive stream cannot be trusted past a corrupt member */
+            /* The archive stream cannot be trusted past a corrupt member, and a temporary file
+             * that cannot be created or written fails the same way for every member. */
+            if ((zerr.code == MD_ERR_FORMAT && !too_big) || zerr.code == MD_ERR_IO)
+                goto end;
             continue;
         }
         st = inspect_fd(mfd, member_path, SOURCE_WHEEL, out, err);

@@ -119,6 +119,59 @@ PY
   assert_no_sanitizer_report
 }
 
+# ---- 4. stored wheel members under the sanitizers -------------------------------------------------
+
+@test "a wheel with stored (uncompressed) and empty stored members" {
+  hostile stored-wheel "$(t stored.whl)" "$(fix f13-sm80.so)"
+  run --separate-stderr timeout 60 "$MSDA_DOCTOR" inspect "$(t stored.whl)"
+  [ "$status" -eq 0 ] || { echo "status $status: $stderr" >&2; return 1; }
+  [ "$output" = "$(t stored.whl)!pkg/lib.so: SASS sm_80" ]
+  assert_no_sanitizer_report
+  run --separate-stderr timeout 60 "$MSDA_DOCTOR" inspect --json -v "$(t stored.whl)"
+  [ "$status" -eq 0 ]
+  assert_no_sanitizer_report
+}
+
+# ---- 5. zip bombs and TMPDIR ----------------------------------------------------------------------
+
+@test "a member whose header announces more than the default 2 GiB limit is refused unread" {
+  hostile lying-size-wheel "$(t bomb.whl)" 1000 3000000000
+  mkdir "$(t tmp)"
+  TMPDIR="$(t tmp)" expect_refused \
+    "'$(t bomb.whl)!pkg/big.so': member of 3000000000 bytes is over the 2147483648-byte limit" "$(t bomb.whl)"
+}
+
+@test "a zip bomb over MSDA_MAX_MEMBER_SIZE is refused, named, and leaves nothing in TMPDIR" {
+  hostile zero-member-wheel "$(t bomb.whl)" 300000000
+  [ "$(stat -c %s "$(t bomb.whl)")" -lt 1000000 ]
+  mkdir "$(t tmp)"
+  TMPDIR="$(t tmp)" MSDA_MAX_MEMBER_SIZE=100M expect_refused \
+    "'$(t bomb.whl)!pkg/big.so': member of 300000000 bytes is over the 104857600-byte limit" "$(t bomb.whl)"
+  [ -z "$(ls -A "$(t tmp)")" ]
+}
+
+@test "a member that inflates past the limit although its headers say less is cut off" {
+  hostile lying-size-wheel "$(t lie.whl)" 3000000 1000
+  mkdir "$(t tmp)"
+  TMPDIR="$(t tmp)" MSDA_MAX_MEMBER_SIZE=1M expect_refused \
+    "'$(t lie.whl)!pkg/big.so': member inflates past the 1048576-byte limit" "$(t lie.whl)"
+  [ -z "$(ls -A "$(t tmp)")" ]
+}
+
+@test "wheel members are spooled under TMPDIR (it used to be ignored)" {
+  hostile stored-wheel "$(t stored.whl)" "$(fix f13-sm80.so)"
+  TMPDIR="$(t no-such-dir)" expect_refused \
+    "'$(t stored.whl)!pkg/lib.so': cannot create a temporary file in '$(t no-such-dir)'" "$(t stored.whl)"
+}
+
+@test "a member of exactly the limit is read; one byte more is refused" {
+  hostile stored-wheel "$(t stored.whl)" "$(fix f13-sm80.so)"
+  size=$(stat -c %s "$(fix f13-sm80.so)")
+  MSDA_MAX_MEMBER_SIZE=$size run --separate-stderr "$MSDA_DOCTOR" inspect "$(t stored.whl)"
+  [ "$status" -eq 0 ]
+  MSDA_MAX_MEMBER_SIZE=$((size - 1)) expect_refused "over the $((size - 1))-byte limit" "$(t stored.whl)"
+}
+
 # ---- 6. libelf's "no error" -----------------------------------------------------------------------
 
 @test "a file with ELF magic but no valid header says what is wrong, not 'no error'" {
