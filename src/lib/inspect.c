@@ -21,10 +21,15 @@ typedef enum { SOURCE_ARGUMENT, SOURCE_DIRECTORY, SOURCE_WHEEL } file_source;
 
 static md_inspected *add_item(md_inspection *out, const char *path)
 {
-    md_inspected *grown = realloc(out->items, (out->count + 1) * sizeof *grown);
-    if (!grown)
-        return NULL;
-    out->items = grown;
+    /* Grown by doubling: a folder of many files costs linear time, not quadratic. */
+    size_t n = out->count;
+    if (n < 8 ? n == 0 : (n & (n - 1)) == 0) {
+        size_t cap = n < 8 ? 8 : n * 2;
+        md_inspected *grown = realloc(out->items, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        out->items = grown;
+    }
     md_inspected *it = &out->items[out->count];
     memset(it, 0, sizeof *it);
     it->bin.path = strdup(path);
