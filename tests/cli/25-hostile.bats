@@ -211,3 +211,16 @@ PY
   [[ "$message" == *"more than 65536 code entries"* ]]
   [ "$peak_kb" -lt 300000 ] || { echo "peak $peak_kb kB" >&2; return 1; }
 }
+
+# ---- fuzz regressions -----------------------------------------------------------------------------
+
+@test "every input a fuzz target once crashed on is read without a sanitizer report" {
+  shopt -s nullglob
+  inputs=("$BATS_TEST_DIRNAME"/../fuzz/regressions/*/*)
+  [ "${#inputs[@]}" -gt 0 ] || skip "no fuzz regression inputs yet (make fuzz found no crash)"
+  for f in "${inputs[@]}"; do
+    MSDA_MAX_MEMBER_SIZE=16M run --separate-stderr timeout 60 "$MSDA_DOCTOR" inspect -v --json "$f"
+    [ "$status" -eq 0 ] || [ "$status" -eq 3 ] || { echo "$f: status $status" >&2; return 1; }
+    assert_no_sanitizer_report
+  done
+}
