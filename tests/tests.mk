@@ -84,3 +84,48 @@ CHECK_SUITES += fetch
 .PHONY: check-fetch
 check-fetch: $(BUILD)/san/msda-doctor
 	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) $(RUN_SUITE) fetch tap bats --tap tests/cli/fetch
+
+# Fuzzing (issue 13): libFuzzer targets for the GPU-code readers (ELF, fatbin, cubin) and the
+# wheel (zip) reader, built with Debian's clang, each run for FUZZ_SECONDS on a corpus seeded
+# from the nvcc-built fixtures and the regression inputs under tests/fuzz/regressions/<target>.
+# A crash leaves its input in build/fuzz/<target>/: copy it to tests/fuzz/regressions/<target>/
+# (25-hostile.bats then reads every such input with the sanitizer build).
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 30
+FUZZ_TARGETS := devcode wheel
+FUZZ_FLAGS   := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_LIB_OBJS := $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(LIB_SRCS) tests/fuzz/fuzz_common.c) $(BUILD)/fuzz/obj/gen/recipes_data.o
+
+$(BUILD)/fuzz/obj/%.o: %.c | deps $(GEN_SRCS)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CSTD) $(filter-out -Wno-format-truncation,$(WARN)) -Wno-unused-command-line-argument $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link \
+	  $(INCS) -Itests/fuzz $(DEFS) $(PKG_CFLAGS) -c -o $@ $<
+
+$(BUILD)/fuzz/obj/gen/recipes_data.o: $(BUILD)/gen/recipes_data.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CSTD) $(FUZZ_FLAGS) $(INCS) -c -o $@ $<
+
+$(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
+	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS) -ldl -lm
+
+.PHONY: fuzz fuzz-build
+# kept between runs: they are pattern-rule intermediates make would delete
+.SECONDARY: $(FUZZ_LIB_OBJS) $(patsubst %,$(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o,$(FUZZ_TARGETS))
+fuzz-build: $(addprefix $(BUILD)/fuzz/fuzz_,$(FUZZ_TARGETS))
+
+# Seeds: the fixtures for the GPU-code reader; small wheels made from them for the zip reader.
+fuzz: fuzz-build $(FIXTURES)/.stamp
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  seeds=$(BUILD)/fuzz/seeds-$$t; corpus=$(BUILD)/fuzz/corpus-$$t; rm -rf $$seeds; mkdir -p $$seeds $$corpus $(BUILD)/fuzz/$$t; \
+	  if [ $$t = devcode ]; then cp $(FIXTURES)/*.cubin $(FIXTURES)/*.fatbin $(FIXTURES)/f13-sm80.so $$seeds/; \
+	  else python3 tests/cli/hostile.py stored-wheel $$seeds/stored.whl $(FIXTURES)/f13-sm90.cubin; \
+	       python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED); z.write(sys.argv[2], "pkg/k.cubin"); z.write(sys.argv[3], "pkg/k.fatbin"); z.close()' \
+	         $$seeds/deflated.whl $(FIXTURES)/f13-regs40.cubin $(FIXTURES)/f13-compressed.fatbin; fi; \
+	  [ -d tests/fuzz/regressions/$$t ] && cp tests/fuzz/regressions/$$t/* $$seeds/ 2>/dev/null || true; \
+	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
+	  log=$(BUILD)/fuzz/$$t.log; \
+	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+	    -artifact_prefix=$(BUILD)/fuzz/$$t/ -print_final_stats=1 $$corpus $$seeds > $$log 2>&1 \
+	    || { tail -40 $$log; echo "fuzz: $$t found a crash: see $(BUILD)/fuzz/$$t/" >&2; exit 1; }; \
+	  grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb|^Done' $$log; \
+	done

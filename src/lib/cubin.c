@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "bytes.h"
+#include "elf_check.h"
 
 #define EM_CUDA_MACHINE 190
 #define NVINFO_SECTION_TYPE 0x70000000u
@@ -55,27 +56,27 @@ static int next_record(const uint8_t *data, size_t size, size_t *pos, nvinfo_rec
     return 1;
 }
 
-static md_kernel *find_kernel(md_code_entry *e, const char *name)
-{
-    for (size_t i = 0; i < e->n_kernels; i++)
-        if (strcmp(e->kernels[i].name, name) == 0)
-            return &e->kernels[i];
-    return NULL;
-}
+/* Kernels are gathered unsorted, then sorted once and looked up by binary search: a lookup per
+ * section by linear scan made a cubin of n kernels cost n^2 (200k sections: two minutes). */
+typedef struct {
+    md_code_entry *e;
+    size_t cap;
+} kernel_list;
 
-static md_kernel *add_kernel(md_code_entry *e, const char *name)
+static md_kernel *append_kernel(kernel_list *l, const char *name)
 {
-    md_kernel *k = find_kernel(e, name);
-    if (k)
-        return k;
-    md_kernel *grown = realloc(e->kernels, (e->n_kernels + 1) * sizeof *grown);
-    if (!grown)
-        return NULL;
-    e->kernels = grown;
-    k = &e->kernels[e->n_kernels];
+    md_code_entry *e = l->e;
+    if (e->n_kernels == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 8;
+        md_kernel *grown = realloc(e->kernels, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        e->kernels = grown;
+        l->cap = cap;
+    }
+    md_kernel *k = &e->kernels[e->n_kernels];
     memset(k, 0, sizeof *k);
-    k->name = strdup(name);
-    if (!k->name)
+    if (!(k->name = strdup(name)))
         return NULL;
     e->n_kernels++;
     return k;
@@ -84,6 +85,32 @@ static md_kernel *add_kernel(md_code_entry *e, const char *name)
 static int compare_kernels(const void *a, const void *b)
 {
     return strcmp(((const md_kernel *)a)->name, ((const md_kernel *)b)->name);
+}
+
+/* Sorts the kernels by name and merges duplicates (one kernel, two .nv.info.<name> sections). */
+static void sort_kernels(md_code_entry *e)
+{
+    if (e->n_kernels < 2)
+        return;
+    qsort(e->kernels, e->n_kernels, sizeof *e->kernels, compare_kernels);
+    size_t out = 0;
+    for (size_t i = 1; i < e->n_kernels; i++) {
+        md_kernel *last = &e->kernels[out];
+        if (strcmp(last->name, e->kernels[i].name) == 0) {
+            if (e->kernels[i].max_threads)
+                last->max_threads = e->kernels[i].max_threads;
+            free(e->kernels[i].name);
+        } else {
+            e->kernels[++out] = e->kernels[i];
+        }
+    }
+    e->n_kernels = out + 1;
+}
+
+static md_kernel *find_kernel(md_code_entry *e, const char *name)
+{
+    md_kernel key = { .name = (char *)(uintptr_t)name };
+    return e->n_kernels ? bsearch(&key, e->kernels, e->n_kernels, sizeof *e->kernels, compare_kernels) : NULL;
 }
 
 static md_status section_bytes(Elf_Scn *scn, const uint8_t **data, size_t *size)
@@ -99,20 +126,61 @@ static md_status section_bytes(Elf_Scn *scn, const uint8_t **data, size_t *size)
     return MD_OK;
 }
 
+/* Every kernel must be a symbol of the symbol table: a table linked to the wrong string table
+ * (a corrupt sh_link) names no kernel, and would silently leave every kernel at 0 registers. */
+static md_status check_kernel_symbols(Elf *elf, Elf_Data *syms, size_t nsyms, size_t strndx,
+                                      md_code_entry *e, md_error *err)
+{
+    if (e->n_kernels == 0)
+        return MD_OK;
+    bool *seen = calloc(e->n_kernels, sizeof *seen);
+    if (!seen)
+        return md_fail(err, MD_ERR_NOMEM, "out of memory");
+    size_t found = 0;
+    for (size_t i = 1; i < nsyms && found < e->n_kernels; i++) {
+        GElf_Sym sym;
+        const char *name;
+        md_kernel *k;
+        if (gelf_getsym(syms, (int)i, &sym) && (name = elf_strptr(elf, strndx, sym.st_name)) &&
+            (k = find_kernel(e, name)) && !seen[k - e->kernels]) {
+            seen[k - e->kernels] = true;
+            found++;
+        }
+    }
+    md_status st = MD_OK;
+    for (size_t i = 0; i < e->n_kernels && found < e->n_kernels; i++)
+        if (!seen[i]) {
+            st = md_fail(err, MD_ERR_FORMAT, "corrupt cubin: kernel '%s' (section .nv.info.%s) is not in its "
+                         "symbol table (a wrong string-table link?)", e->kernels[i].name, e->kernels[i].name);
+            break;
+        }
+    free(seen);
+    return st;
+}
+
 md_status md_cubin_read(const uint8_t *data, size_t size, md_code_entry *e, md_error *err)
 {
     if (!md_is_cubin(data, size))
         return md_fail(err, MD_ERR_FORMAT, "sm_%u entry: payload is not a 64-bit CUDA ELF", e->sm);
     if (elf_version(EV_CURRENT) == EV_NONE)
-        return md_fail(err, MD_ERR_INTERNAL, "libelf: %s", elf_errmsg(-1));
+        return md_fail(err, MD_ERR_INTERNAL, "libelf: %s", md_elf_why("version mismatch"));
     md_status st = MD_OK;
+    kernel_list kernels = { .e = e };
     /* libelf reads in place for native byte order and does not write to the image. */
     Elf *elf = elf_memory((char *)(uintptr_t)data, size);
     GElf_Ehdr ehdr;
-    size_t shstrndx;
-    if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &ehdr) ||
-        elf_getshdrstrndx(elf, &shstrndx) != 0) {
-        st = md_fail(err, MD_ERR_FORMAT, "corrupt cubin: %s", elf_errmsg(-1));
+    size_t shnum = 0, shstrndx = 0;
+    if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &ehdr)) {
+        st = md_fail(err, MD_ERR_FORMAT, "corrupt cubin: %s",
+                     md_elf_why("not a valid ELF header (class, byte order or version)"));
+        goto end;
+    }
+    /* Headers, sections and names checked against the real size first: a truncated cubin or
+     * one with a corrupt table is an error, as for cuobjdump ("Invalid ELF"), never "0 kernels". */
+    if ((st = md_elf_check(elf, size, "cubin", &shnum, &shstrndx, err)) != MD_OK)
+        goto end;
+    if (shnum == 0) {
+        st = md_fail(err, MD_ERR_FORMAT, "corrupt cubin: no section headers");
         goto end;
     }
     unsigned sm = ehdr.e_ident[EI_ABIVERSION] >= 8 ? (ehdr.e_flags >> 8) & 0xff : ehdr.e_flags & 0xff;
@@ -122,18 +190,28 @@ md_status md_cubin_read(const uint8_t *data, size_t size, md_code_entry *e, md_e
     Elf_Scn *info_scn = NULL, *symtab_scn = NULL;
     GElf_Shdr symtab_shdr = { 0 };
     Elf_Scn *scn = NULL;
+    /* From sm_90 on, a cubin with a .nv.shared.reserved.* section lays each kernel's shared
+     * window out after a 1 KB system reservation and counts it in the section's size; ptxas -v
+     * reports the kernel's own bytes, and so do we. */
+    bool reserved_window = false;
     /* First pass: the kernels, launch bounds and the arch-specific mark. */
     while ((scn = elf_nextscn(elf, scn)) != NULL) {
         GElf_Shdr shdr;
         const char *name;
         if (!gelf_getshdr(scn, &shdr) || !(name = elf_strptr(elf, shstrndx, shdr.sh_name))) {
-            st = md_fail(err, MD_ERR_FORMAT, "corrupt cubin section header: %s", elf_errmsg(-1));
+            st = md_fail(err, MD_ERR_FORMAT, "corrupt cubin section header: %s", md_elf_why("unreadable"));
             goto end;
         }
         if (shdr.sh_type == SHT_SYMTAB) {
+            if (symtab_scn) {
+                st = md_fail(err, MD_ERR_FORMAT, "corrupt cubin: two symbol tables");
+                goto end;
+            }
             symtab_scn = scn;
             symtab_shdr = shdr;
         }
+        if (strncmp(name, ".nv.shared.reserved.", 20) == 0)
+            reserved_window = true;
         bool is_info = shdr.sh_type == NVINFO_SECTION_TYPE && strncmp(name, ".nv.info", 8) == 0;
         bool is_compat = strcmp(name, ".nv.compat") == 0;
         if (!is_info && !is_compat)
@@ -145,11 +223,11 @@ md_status md_cubin_read(const uint8_t *data, size_t size, md_code_entry *e, md_e
         const uint8_t *bytes;
         size_t n;
         if (section_bytes(scn, &bytes, &n) != MD_OK) {
-            st = md_fail(err, MD_ERR_FORMAT, "cubin section '%s' unreadable: %s", name, elf_errmsg(-1));
+            st = md_fail(err, MD_ERR_FORMAT, "cubin section '%s' unreadable: %s", name, md_elf_why("no data"));
             goto end;
         }
         md_kernel *k = NULL;
-        if (is_info && name[8] == '.' && !(k = add_kernel(e, name + 9))) {
+        if (is_info && name[8] == '.' && !(k = append_kernel(&kernels, name + 9))) {
             st = md_fail(err, MD_ERR_NOMEM, "out of memory");
             goto end;
         }
@@ -167,26 +245,15 @@ md_status md_cubin_read(const uint8_t *data, size_t size, md_code_entry *e, md_e
             goto end;
         }
     }
+    sort_kernels(e);
 
-    /* Second pass: static shared memory and the pre-CUDA-12 register count in .text sh_info.
-     * From sm_90 on, a cubin with a .nv.shared.reserved.* section lays each kernel's shared
-     * window out after a 1 KB system reservation and counts it in the section's size; ptxas -v
-     * reports the kernel's own bytes, and so do we. */
-    bool reserved_window = false;
-    scn = NULL;
-    while ((scn = elf_nextscn(elf, scn)) != NULL) {
-        GElf_Shdr shdr;
-        const char *name;
-        if (gelf_getshdr(scn, &shdr) && (name = elf_strptr(elf, shstrndx, shdr.sh_name)) &&
-            strncmp(name, ".nv.shared.reserved.", 20) == 0)
-            reserved_window = true;
-    }
+    /* Second pass: static shared memory and the pre-CUDA-12 register count in .text sh_info. */
     scn = NULL;
     while ((scn = elf_nextscn(elf, scn)) != NULL) {
         GElf_Shdr shdr;
         const char *name;
         if (!gelf_getshdr(scn, &shdr) || !(name = elf_strptr(elf, shstrndx, shdr.sh_name)))
-            continue;
+            continue; /* not reached: the first pass read every header */
         md_kernel *k;
         if (strncmp(name, ".nv.shared.", 11) == 0 && (k = find_kernel(e, name + 11)))
             k->shared_bytes = reserved_window && shdr.sh_size >= SYSTEM_SHARED_RESERVATION
@@ -195,36 +262,48 @@ md_status md_cubin_read(const uint8_t *data, size_t size, md_code_entry *e, md_e
             k->registers = (unsigned)(shdr.sh_info >> 24);
     }
 
-    if (info_scn && symtab_scn) {
+    if (symtab_scn) {
+        Elf_Data *syms = elf_getdata(symtab_scn, NULL);
+        if (!syms) {
+            st = md_fail(err, MD_ERR_FORMAT, "cubin symbol table unreadable: %s", md_elf_why("no data"));
+            goto end;
+        }
+        size_t nsyms = syms->d_size / sizeof(Elf64_Sym);
+        if ((st = check_kernel_symbols(elf, syms, nsyms, symtab_shdr.sh_link, e, err)) != MD_OK)
+            goto end;
         const uint8_t *bytes;
         size_t n;
-        Elf_Data *syms = elf_getdata(symtab_scn, NULL);
-        if (section_bytes(info_scn, &bytes, &n) != MD_OK || !syms) {
-            st = md_fail(err, MD_ERR_FORMAT, "cubin .nv.info or symbol table unreadable");
+        if (info_scn && section_bytes(info_scn, &bytes, &n) != MD_OK) {
+            st = md_fail(err, MD_ERR_FORMAT, "cubin section '.nv.info' unreadable: %s", md_elf_why("no data"));
             goto end;
         }
         size_t pos = 0;
         nvinfo_record rec;
-        int r;
-        while ((r = next_record(bytes, n, &pos, &rec)) == 1) {
+        int r = 0;
+        while (info_scn && (r = next_record(bytes, n, &pos, &rec)) == 1) {
             if (rec.attribute != EIATTR_REGCOUNT || rec.format != EIFMT_SVAL || rec.length < 8)
                 continue;
             GElf_Sym sym;
             const char *sym_name;
             md_kernel *k;
             uint32_t index = md_rd32(rec.value);
-            if (index < syms->d_size / sizeof(Elf64_Sym) && gelf_getsym(syms, (int)index, &sym) &&
-                (sym_name = elf_strptr(elf, symtab_shdr.sh_link, sym.st_name)) &&
-                (k = find_kernel(e, sym_name)))
+            if (index >= nsyms || !gelf_getsym(syms, (int)index, &sym) ||
+                !(sym_name = elf_strptr(elf, symtab_shdr.sh_link, sym.st_name))) {
+                st = md_fail(err, MD_ERR_FORMAT, "corrupt cubin: a register count names symbol %u of %zu",
+                             index, nsyms);
+                goto end;
+            }
+            if ((k = find_kernel(e, sym_name)))
                 k->registers = md_rd32(rec.value + 4);
         }
         if (r < 0) {
             st = md_fail(err, MD_ERR_FORMAT, "cubin section '.nv.info': record runs past the section");
             goto end;
         }
+    } else if (info_scn) {
+        st = md_fail(err, MD_ERR_FORMAT, "corrupt cubin: register counts in .nv.info but no symbol table");
+        goto end;
     }
-    if (e->n_kernels > 1)
-        qsort(e->kernels, e->n_kernels, sizeof *e->kernels, compare_kernels);
     e->kernels_read = true;
 end:
     if (elf)

@@ -51,6 +51,11 @@ typedef struct {
     size_t n_entries;
 } md_binary;
 
+/* The most code entries kept for one binary: twelve times the most seen in a real library
+ * (libcublasLt.so.13, 5576), so that memory stays bounded (about 2 kB per entry with --json)
+ * whatever a file announces; a fatbin with more is refused as corrupt. */
+#define MD_MAX_CODE_ENTRIES 65536u
+
 /* Releases everything a binary owns and zeroes it. */
 void md_binary_free(md_binary *bin);
 
@@ -59,7 +64,8 @@ md_code_entry *md_binary_add_entry(md_binary *bin);
 
 /* Reads a fatbin region (one or more containers back to back, as in a .nv_fatbin section or a
  * .fatbin file) of SIZE bytes at DATA, appending its entries to BIN. Never reads outside
- * [DATA, DATA+SIZE). Malformed data gives MD_ERR_FORMAT with the offset in the message. */
+ * [DATA, DATA+SIZE). Malformed data gives MD_ERR_FORMAT with the offset in the message, and so
+ * does an entry past MD_MAX_CODE_ENTRIES. */
 md_status md_fatbin_read(const uint8_t *data, size_t size, md_binary *bin, md_error *err);
 
 /* Reads a cubin (ELF, e_machine EM_CUDA) of SIZE bytes into ENTRY: sm, variant, kernels.

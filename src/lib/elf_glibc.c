@@ -1,6 +1,7 @@
 /* The glibc floor of a host ELF object. The version-needs section (.gnu.version_r) lists, per
  * needed library, the symbol versions used, each with an index; .gnu.version gives each .dynsym
  * entry its index, which names the version that symbol binds to (dlopen -> GLIBC_2.34). */
+#include "elf_check.h"
 #include "elf_glibc.h"
 
 #include <errno.h>
@@ -97,7 +98,7 @@ static md_status read_verneed(Elf *elf, Elf_Scn *scn, const GElf_Shdr *shdr, nee
 {
     Elf_Data *data = elf_getdata(scn, NULL);
     if (!data)
-        return md_fail(err, MD_ERR_FORMAT, "unreadable version-needs section: %s", elf_errmsg(-1));
+        return md_fail(err, MD_ERR_FORMAT, "unreadable version-needs section: %s", md_elf_why("its data lies outside the file"));
     size_t size = data->d_size;
     /* Each entry sits at a larger offset than the one before (the links are unsigned and a
      * zero link ends a chain), so the loops end; the cap on entries bounds memory too. */
@@ -190,7 +191,7 @@ static md_status read_symbols(Elf *elf, Elf_Scn *dynsym, const GElf_Shdr *dynsym
     Elf_Data *syms = elf_getdata(dynsym, NULL);
     Elf_Data *vers = elf_getdata(versym, NULL);
     if (!syms || !vers)
-        return md_fail(err, MD_ERR_FORMAT, "unreadable symbol or symbol-version table: %s", elf_errmsg(-1));
+        return md_fail(err, MD_ERR_FORMAT, "unreadable symbol or symbol-version table: %s", md_elf_why("its data lies outside the file"));
     /* Translated data holds native Elf32_Sym or Elf64_Sym entries. */
     size_t n_syms = syms->d_size / (gelf_getclass(elf) == ELFCLASS64 ? sizeof(Elf64_Sym) : sizeof(Elf32_Sym));
     size_t n_vers = vers->d_size / sizeof(GElf_Versym);
@@ -201,7 +202,7 @@ static md_status read_symbols(Elf *elf, Elf_Scn *dynsym, const GElf_Shdr *dynsym
         GElf_Sym sym;
         GElf_Versym vs;
         if (!gelf_getsym(syms, (int)i, &sym) || !gelf_getversym(vers, (int)i, &vs))
-            return md_fail(err, MD_ERR_FORMAT, "unreadable dynamic symbol %zu: %s", i, elf_errmsg(-1));
+            return md_fail(err, MD_ERR_FORMAT, "unreadable dynamic symbol %zu: %s", i, md_elf_why("index past the table"));
         unsigned index = vs & VERSYM_INDEX_MASK;
         if (index < VERSYM_FIRST_NAMED)
             continue;
@@ -225,13 +226,13 @@ static md_status read_needed(Elf *elf, Elf_Scn *scn, const GElf_Shdr *shdr, md_e
 {
     Elf_Data *data = elf_getdata(scn, NULL);
     if (!data)
-        return md_fail(err, MD_ERR_FORMAT, "unreadable dynamic section: %s", elf_errmsg(-1));
+        return md_fail(err, MD_ERR_FORMAT, "unreadable dynamic section: %s", md_elf_why("its data lies outside the file"));
     size_t entry = gelf_getclass(elf) == ELFCLASS64 ? sizeof(Elf64_Dyn) : sizeof(Elf32_Dyn);
     size_t n = data->d_size / entry;
     for (size_t i = 0; i < n && i <= INT_MAX; i++) {
         GElf_Dyn dyn;
         if (!gelf_getdyn(data, (int)i, &dyn))
-            return md_fail(err, MD_ERR_FORMAT, "unreadable dynamic entry %zu: %s", i, elf_errmsg(-1));
+            return md_fail(err, MD_ERR_FORMAT, "unreadable dynamic entry %zu: %s", i, md_elf_why("index past the table"));
         if (dyn.d_tag == DT_NULL)
             break;
         if (dyn.d_tag != DT_NEEDED)
@@ -259,7 +260,7 @@ md_status md_elf_glibc_read(uint8_t *data, size_t size, unsigned floor_major, un
     if (size < EI_NIDENT || memcmp(data, ELFMAG, SELFMAG) != 0)
         return md_fail(err, MD_ERR_UNKNOWN_TYPE, "not an ELF file");
     if (elf_version(EV_CURRENT) == EV_NONE)
-        return md_fail(err, MD_ERR_INTERNAL, "libelf: %s", elf_errmsg(-1));
+        return md_fail(err, MD_ERR_INTERNAL, "libelf: %s", md_elf_why("version mismatch"));
     md_status st = MD_OK;
     needed_version *versions = NULL;
     size_t n_versions = 0;
@@ -267,7 +268,7 @@ md_status md_elf_glibc_read(uint8_t *data, size_t size, unsigned floor_major, un
     GElf_Ehdr ehdr;
     size_t shstrndx;
     if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &ehdr)) {
-        st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF header: %s", elf_errmsg(-1));
+        st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF header: %s", md_elf_why("not a valid ELF header (class, byte order or version)"));
         goto end;
     }
     if (ehdr.e_type != ET_DYN && ehdr.e_type != ET_EXEC) {
@@ -289,7 +290,7 @@ md_status md_elf_glibc_read(uint8_t *data, size_t size, unsigned floor_major, un
         goto end;
     }
     if (elf_getshdrstrndx(elf, &shstrndx) != 0) {
-        st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF section header table: %s", elf_errmsg(-1));
+        st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF section header table: %s", md_elf_why("section-name table index out of range"));
         goto end;
     }
     Elf_Scn *scn = NULL, *dynsym = NULL, *versym = NULL, *verneed = NULL, *dynamic = NULL;
@@ -297,7 +298,7 @@ md_status md_elf_glibc_read(uint8_t *data, size_t size, unsigned floor_major, un
     while ((scn = elf_nextscn(elf, scn)) != NULL) {
         GElf_Shdr shdr;
         if (!gelf_getshdr(scn, &shdr)) {
-            st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF section header: %s", elf_errmsg(-1));
+            st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF section header: %s", md_elf_why("unreadable"));
             goto end;
         }
         bool wanted = shdr.sh_type == SHT_DYNSYM || shdr.sh_type == SHT_GNU_versym ||

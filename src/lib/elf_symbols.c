@@ -1,4 +1,5 @@
 /* Dynamic symbols through libelf (elf_symbols.h). */
+#include "elf_check.h"
 #include "elf_symbols.h"
 
 #include <errno.h>
@@ -31,7 +32,7 @@ static md_status view_open(const char *path, dynsym_view *v, md_error *err)
 {
     *v = (dynsym_view){ .fd = -1 };
     if (elf_version(EV_CURRENT) == EV_NONE)
-        return md_fail(err, MD_ERR_INTERNAL, "libelf: %s", elf_errmsg(-1));
+        return md_fail(err, MD_ERR_INTERNAL, "libelf: %s", md_elf_why("version mismatch"));
     v->fd = open(path, O_RDONLY | O_CLOEXEC);
     if (v->fd < 0)
         return md_fail(err, MD_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
@@ -48,7 +49,7 @@ static md_status view_open(const char *path, dynsym_view *v, md_error *err)
     v->elf = elf_begin(v->fd, ELF_C_READ_MMAP, NULL);
     GElf_Ehdr ehdr;
     if (!v->elf || elf_kind(v->elf) != ELF_K_ELF || !gelf_getehdr(v->elf, &ehdr)) {
-        md_status st = md_fail(err, MD_ERR_FORMAT, "'%s': corrupt ELF header: %s", path, elf_errmsg(-1));
+        md_status st = md_fail(err, MD_ERR_FORMAT, "'%s': corrupt ELF header: %s", path, md_elf_why("not a valid ELF header (class, byte order or version)"));
         view_close(v);
         return st;
     }
@@ -60,7 +61,7 @@ static md_status view_open(const char *path, dynsym_view *v, md_error *err)
     while ((scn = elf_nextscn(v->elf, scn)) != NULL) {
         GElf_Shdr shdr;
         if (!gelf_getshdr(scn, &shdr)) {
-            md_status st = md_fail(err, MD_ERR_FORMAT, "'%s': corrupt section header: %s", path, elf_errmsg(-1));
+            md_status st = md_fail(err, MD_ERR_FORMAT, "'%s': corrupt section header: %s", path, md_elf_why("unreadable"));
             view_close(v);
             return st;
         }

@@ -101,6 +101,9 @@ static md_status read_entry(const uint8_t *h, size_t avail, uint64_t offset, uns
         return md_fail(err, MD_ERR_FORMAT, "fatbin entry at offset %llu: implausible architecture %u",
                        (unsigned long long)offset, arch);
 
+    if (bin->n_entries >= MD_MAX_CODE_ENTRIES)
+        return md_fail(err, MD_ERR_FORMAT, "fatbin entry at offset %llu: more than %u code entries in one file",
+                       (unsigned long long)offset, MD_MAX_CODE_ENTRIES);
     md_code_entry *e = md_binary_add_entry(bin);
     if (!e)
         return md_fail(err, MD_ERR_NOMEM, "out of memory");

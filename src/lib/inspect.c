@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "elf_check.h"
 #include "zip_members.h"
 
 #define ZIP_MAGIC "PK\003\004"
@@ -20,10 +21,15 @@ typedef enum { SOURCE_ARGUMENT, SOURCE_DIRECTORY, SOURCE_WHEEL } file_source;
 
 static md_inspected *add_item(md_inspection *out, const char *path)
 {
-    md_inspected *grown = realloc(out->items, (out->count + 1) * sizeof *grown);
-    if (!grown)
-        return NULL;
-    out->items = grown;
+    /* Grown by doubling: a folder of many files costs linear time, not quadratic. */
+    size_t n = out->count;
+    if (n < 8 ? n == 0 : (n & (n - 1)) == 0) {
+        size_t cap = n < 8 ? 8 : n * 2;
+        md_inspected *grown = realloc(out->items, cap * sizeof *grown);
+        if (!grown)
+            return NULL;
+        out->items = grown;
+    }
     md_inspected *it = &out->items[out->count];
     memset(it, 0, sizeof *it);
     it->bin.path = strdup(path);
@@ -56,39 +62,25 @@ static bool is_zip(const uint8_t *data, size_t size)
 static md_status read_host_elf(const uint8_t *data, size_t size, md_binary *bin, md_error *err)
 {
     if (elf_version(EV_CURRENT) == EV_NONE)
-        return md_fail(err, MD_ERR_INTERNAL, "libelf: %s", elf_errmsg(-1));
+        return md_fail(err, MD_ERR_INTERNAL, "libelf: %s", md_elf_why("version mismatch"));
     md_status st = MD_OK;
     Elf *elf = elf_memory((char *)(uintptr_t)data, size);
     size_t shstrndx;
-    if (!elf || elf_kind(elf) != ELF_K_ELF || elf_getshdrstrndx(elf, &shstrndx) != 0) {
-        st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF file: %s", elf_errmsg(-1));
+    if (!elf || elf_kind(elf) != ELF_K_ELF) {
+        st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF file: %s",
+                     md_elf_why("not a valid ELF header (class, byte order or version)"));
         goto end;
     }
     /* A file cut short loses its section headers (they come last) or the data they describe;
-     * libelf then shows fewer sections, so check the extents ourselves. */
-    GElf_Ehdr ehdr;
-    if (!gelf_getehdr(elf, &ehdr)) {
-        st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF header: %s", elf_errmsg(-1));
+     * libelf then shows fewer sections, so every extent is checked against the real size. */
+    if ((st = md_elf_check(elf, size, "ELF file", NULL, &shstrndx, err)) != MD_OK)
         goto end;
-    }
-    /* The header's own count: libelf reports 0 sections when the table is cut off. With more
-     * than 0xff00 sections e_shnum is 0 and the real count is in section 0, so at least one. */
-    uint64_t shnum = ehdr.e_shnum ? ehdr.e_shnum : ehdr.e_shoff ? 1 : 0;
-    if (ehdr.e_shoff > size || shnum * ehdr.e_shentsize > size - ehdr.e_shoff) {
-        st = md_fail(err, MD_ERR_FORMAT, "truncated ELF file: section headers end past its %zu bytes", size);
-        goto end;
-    }
     Elf_Scn *scn = NULL;
     while ((scn = elf_nextscn(elf, scn)) != NULL) {
         GElf_Shdr shdr;
         const char *name;
         if (!gelf_getshdr(scn, &shdr) || !(name = elf_strptr(elf, shstrndx, shdr.sh_name))) {
-            st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF section header: %s", elf_errmsg(-1));
-            goto end;
-        }
-        if (shdr.sh_type != SHT_NOBITS && (shdr.sh_offset > size || shdr.sh_size > size - shdr.sh_offset)) {
-            st = md_fail(err, MD_ERR_FORMAT, "section '%s' points outside the file (offset %llu, size %llu)",
-                         name, (unsigned long long)shdr.sh_offset, (unsigned long long)shdr.sh_size);
+            st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF section header: %s", md_elf_why("unreadable"));
             goto end;
         }
         if (strcmp(name, ".nv_fatbin") != 0 && strcmp(name, "__nv_relfatbin") != 0)
@@ -134,6 +126,13 @@ static md_status read_mapped(const uint8_t *data, size_t size, md_binary *bin, b
 
 static md_status read_wheel(int fd, const char *wheel_path, md_inspection *out, md_error *err);
 
+/* What a file that is not a regular file is, for the message refusing it. */
+static const char *file_kind(mode_t mode)
+{
+    return S_ISFIFO(mode) ? "a FIFO" : S_ISCHR(mode) ? "a character device" : S_ISBLK(mode) ? "a block device"
+           : S_ISSOCK(mode) ? "a socket" : S_ISLNK(mode) ? "a symbolic link" : "not a regular file";
+}
+
 /* Reads the open file FD (closed by the caller) shown as PATH. */
 static md_status inspect_fd(int fd, const char *path, file_source source, md_inspection *out,
                             md_error *err)
@@ -147,8 +146,11 @@ static md_status inspect_fd(int fd, const char *path, file_source source, md_ins
     if (!S_ISREG(st.st_mode) || st.st_size == 0) {
         if (source == SOURCE_ARGUMENT) {
             it->status = MD_ERR_UNKNOWN_TYPE;
-            snprintf(it->message, sizeof it->message, "'%s': %s", path,
-                     S_ISREG(st.st_mode) ? "empty file" : "not a regular file");
+            if (S_ISREG(st.st_mode))
+                snprintf(it->message, sizeof it->message, "'%s': empty file", path);
+            else
+                snprintf(it->message, sizeof it->message, "'%s': %s, not a regular file", path,
+                         file_kind(st.st_mode));
         } else {
             drop_last_item(out);
             out->skipped++;
@@ -212,19 +214,98 @@ static bool is_code_member(const char *name)
            (n > 7 && strcmp(name + n - 7, ".fatbin") == 0);
 }
 
-/* Streams the current member into an unlinked temporary file, to be mapped like any file. */
-static int spool_member(md_zip *zip, md_error *err)
+/* The largest wheel member spooled to disk: four times the largest CUDA library seen in a wheel
+ * (libtorch_cuda.so, 520 MB), so that a zip bomb (a few kB that inflate to gigabytes) cannot
+ * fill TMPDIR. MSDA_MAX_MEMBER_SIZE changes it (documented in the man page). */
+#define MEMBER_MAX_DEFAULT ((uint64_t)2 << 30)
+
+/* MSDA_MAX_MEMBER_SIZE: bytes, with an optional K, M or G (powers of 1024); anything else is
+ * ignored for the default rather than taken for a limit nobody meant. */
+static uint64_t member_max(void)
 {
-    FILE *tmp = tmpfile();
-    if (!tmp) {
-        md_fail(err, MD_ERR_IO, "cannot create a temporary file: %s", strerror(errno));
+    const char *s = getenv("MSDA_MAX_MEMBER_SIZE");
+    if (!s || !*s)
+        return MEMBER_MAX_DEFAULT;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    if (shift)
+        end++;
+    if (errno || end == s || *end || *s == '-' || v == 0 || v > (UINT64_MAX >> shift))
+        return MEMBER_MAX_DEFAULT;
+    return (uint64_t)v << shift;
+}
+
+typedef struct {
+    int fd;
+    uint64_t written, max;
+    bool over;            /* stopped at the limit, not by an error */
+    const char *member_path;
+    const char *dir;
+} spool_sink;
+
+static md_status spool_block(const void *data, size_t len, void *ctx, md_error *err)
+{
+    spool_sink *to = ctx;
+    /* The header's size can lie: count what really comes out of the inflater. */
+    if (len > to->max - to->written) {
+        to->over = true;
+        return md_fail(err, MD_ERR_FORMAT, "'%s': member inflates past the %llu-byte limit on wheel members "
+                       "(MSDA_MAX_MEMBER_SIZE)", to->member_path, (unsigned long long)to->max);
+    }
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = write(to->fd, p, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return md_fail(err, MD_ERR_IO, "cannot write a temporary file in '%s' for '%s': %s", to->dir,
+                           to->member_path, n < 0 ? strerror(errno) : "short write");
+        p += n;
+        len -= (size_t)n;
+        to->written += (uint64_t)n;
+    }
+    return MD_OK;
+}
+
+/* Streams the current member M into an unlinked temporary file under TMPDIR (else /tmp), to be
+ * mapped like any file; members larger than member_max() are refused, by their header's size
+ * before anything is written and by the bytes counted while writing. Returns the descriptor,
+ * or -1 with ERR set; *TOO_BIG tells a refused size (the archive can still be read past it)
+ * from a corrupt member. */
+static int spool_member(md_zip *zip, const md_zip_member *m, const char *member_path, bool *too_big,
+                        md_error *err)
+{
+    *too_big = false;
+    spool_sink to = { .fd = -1, .max = member_max(), .member_path = member_path };
+    if (m->size > to.max) {
+        *too_big = true;
+        md_fail(err, MD_ERR_FORMAT, "'%s': member of %llu bytes is over the %llu-byte limit on wheel members "
+                "(MSDA_MAX_MEMBER_SIZE)", member_path, (unsigned long long)m->size, (unsigned long long)to.max);
         return -1;
     }
-    int fd = -1;
-    if (md_zip_read_to_fd(zip, fileno(tmp), err) == MD_OK && (fd = dup(fileno(tmp))) < 0)
-        md_fail(err, MD_ERR_IO, "dup: %s", strerror(errno));
-    fclose(tmp);
-    return fd;
+    const char *dir = getenv("TMPDIR");
+    to.dir = dir && *dir ? dir : "/tmp";
+    char name[4096];
+    if ((size_t)snprintf(name, sizeof name, "%s/msda-doctor-XXXXXX", to.dir) >= sizeof name) {
+        md_fail(err, MD_ERR_IO, "'%s': TMPDIR '%.64s...' is too long", member_path, to.dir);
+        return -1;
+    }
+    to.fd = mkostemp(name, O_CLOEXEC);
+    if (to.fd < 0) {
+        md_fail(err, MD_ERR_IO, "'%s': cannot create a temporary file in '%s': %s", member_path, to.dir,
+                strerror(errno));
+        return -1;
+    }
+    unlink(name); /* gone when closed, whatever happens to us */
+    md_status st = md_zip_read(zip, spool_block, &to, NULL, err);
+    if (st != MD_OK) {
+        *too_big = to.over;
+        close(to.fd);
+        return -1;
+    }
+    return to.fd;
 }
 
 /* Sets the wheel's own item to its error: the archive cannot be read past it. */
@@ -255,7 +336,8 @@ static md_status read_wheel(int fd, const char *wheel_path, md_inspection *out, 
             continue;
         char member_path[4096];
         snprintf(member_path, sizeof member_path, "%s!%s", wheel_path, m.name);
-        int mfd = spool_member(zip, &zerr);
+        bool too_big;
+        int mfd = spool_member(zip, &m, member_path, &too_big, &zerr);
         if (mfd < 0) {
             md_inspected *it = add_item(out, member_path);
             if (!it) {
@@ -265,8 +347,10 @@ static md_status read_wheel(int fd, const char *wheel_path, md_inspection *out, 
             it->status = zerr.code;
             snprintf(it->message, sizeof it->message, "%s", zerr.message);
             st = MD_OK;
-            if (zerr.code == MD_ERR_FORMAT)
-                goto end; /* the archive stream cannot be trusted past a corrupt member */
+            /* The archive stream cannot be trusted past a corrupt member, and a temporary file
+             * that cannot be created or written fails the same way for every member. */
+            if ((zerr.code == MD_ERR_FORMAT && !too_big) || zerr.code == MD_ERR_IO)
+                goto end;
             continue;
         }
         st = inspect_fd(mfd, member_path, SOURCE_WHEEL, out, err);
@@ -310,7 +394,9 @@ static md_status inspect_directory(const char *path, md_inspection *out, md_erro
         }
         if (ent->fts_info != FTS_F)
             continue;
-        int fd = open(ent->fts_accpath, O_RDONLY | O_CLOEXEC);
+        /* fts saw a regular file; O_NOFOLLOW and O_NONBLOCK keep a file swapped since for a link
+         * or a FIFO from being followed or waited on (inspect_fd skips what is not regular). */
+        int fd = open(ent->fts_accpath, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
         if (fd < 0) {
             md_inspected *it = add_item(out, ent->fts_path);
             if (!it) {
@@ -334,7 +420,19 @@ md_status md_inspect_path(const char *path, md_inspection *out, md_error *err)
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return inspect_directory(path, out, err);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Refused by type before opening: opening a FIFO waits for a writer (for ever), a device
+     * may have side effects. stat follows links, so a link to a library still works. */
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        md_inspected *it = add_item(out, path);
+        if (!it)
+            return md_fail(err, MD_ERR_NOMEM, "out of memory");
+        it->status = MD_ERR_UNKNOWN_TYPE;
+        snprintf(it->message, sizeof it->message, "'%s': %s, not a regular file", path, file_kind(st.st_mode));
+        return MD_OK;
+    }
+    /* O_NONBLOCK: should the file become a FIFO between stat and open, open does not wait;
+     * inspect_fd checks the type of what was opened. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         md_inspected *it = add_item(out, path);
         if (!it)
