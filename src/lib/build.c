@@ -244,8 +244,13 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
     for (size_t p = 0; p < cfg->n_platforms; p++) {
         char version[256];
         if (md_platform_compiler(cfg->platforms[p], compilers[p], sizeof compilers[p]) != 0) {
+            /* Debian spells the package with dashes: gcc-x86-64-linux-gnu, gcc-aarch64-linux-gnu. */
+            char package[32];
+            snprintf(package, sizeof package, "%s", cfg->platforms[p]);
+            for (char *c = package; *c; c++)
+                *c = *c == '_' ? '-' : *c;
             st = md_fail(err, MD_ERR_UNSUPPORTED, "no C compiler for %s: apt-get install gcc-%s-linux-gnu",
-                         cfg->platforms[p], cfg->platforms[p]);
+                         cfg->platforms[p], package);
             goto end;
         }
         char pins[PATH_MAX];

@@ -170,3 +170,12 @@ recipe_source() {
   [[ "$stderr" == *"kernels/libmsda.json: per_arch 'MSDA_MAX_THREADS' follows an unknown fact 'colour'"* ]]
   [ "$(printf '%s\n' "$stderr" | grep -c .)" -eq 1 ]
 }
+
+@test "a missing cross compiler names Debian's package for it" {
+  make_fakes "13.0" "12"
+  other=aarch64; [ "$(uname -m)" = aarch64 ] && other=x86_64
+  run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
+      --platform "$other" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90
+  [ "$status" -eq 4 ]
+  [[ "$stderr" == *"no C compiler for $other: apt-get install gcc-${other//_/-}-linux-gnu"* ]]
+}
