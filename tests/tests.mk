@@ -129,3 +129,10 @@ fuzz: fuzz-build $(FIXTURES)/.stamp
 	    || { tail -40 $$log; echo "fuzz: $$t found a crash: see $(BUILD)/fuzz/$$t/" >&2; exit 1; }; \
 	  grep -E '^stat::number_of_executed_units|^stat::peak_rss_mb|^Done' $$log; \
 	done
+
+# A short fuzz run in make check (issue 13): each target for FUZZ_SMOKE_SECONDS without a crash.
+CHECK_SUITES += fuzz
+.PHONY: check-fuzz
+check-fuzz: fuzz-build $(FIXTURES)/.stamp
+	@$(RUN_SUITE) fuzz counts tests/fuzz/smoke
+
