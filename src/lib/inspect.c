@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include "elf_check.h"
 #include "zip_members.h"
+#include "write_all.h"
 
 #define ZIP_MAGIC "PK\003\004"
 #define ZIP_EMPTY_MAGIC "PK\005\006"
@@ -254,18 +255,11 @@ static md_status spool_block(const void *data, size_t len, void *ctx, md_error *
         return md_fail(err, MD_ERR_FORMAT, "'%s': member inflates past the %llu-byte limit on wheel members "
                        "(MSDA_MAX_MEMBER_SIZE)", to->member_path, (unsigned long long)to->max);
     }
-    const char *p = data;
-    while (len > 0) {
-        ssize_t n = write(to->fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return md_fail(err, MD_ERR_IO, "cannot write a temporary file in '%s' for '%s': %s", to->dir,
-                           to->member_path, n < 0 ? strerror(errno) : "short write");
-        p += n;
-        len -= (size_t)n;
-        to->written += (uint64_t)n;
-    }
+    int e = md_write_all(to->fd, data, len);
+    if (e != 0)
+        return md_fail(err, MD_ERR_IO, "cannot write a temporary file in '%s' for '%s': %s", to->dir,
+                       to->member_path, strerror(e));
+    to->written += len;
     return MD_OK;
 }
 

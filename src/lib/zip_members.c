@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "write_all.h"
 
 struct md_zip {
     struct archive *ar;
@@ -146,17 +147,9 @@ typedef struct {
 static md_status write_block(const void *data, size_t len, void *ctx, md_error *err)
 {
     const fd_sink *to = ctx;
-    const char *p = data;
-    while (len > 0) {
-        ssize_t n = write(to->fd, p, len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return md_fail(err, MD_ERR_IO, "cannot write '%s' of '%s': %s", to->zip->member, to->zip->path,
-                           n < 0 ? strerror(errno) : "short write");
-        p += n;
-        len -= (size_t)n;
-    }
+    int e = md_write_all(to->fd, data, len);
+    if (e != 0)
+        return md_fail(err, MD_ERR_IO, "cannot write '%s' of '%s': %s", to->zip->member, to->zip->path, strerror(e));
     return MD_OK;
 }
 
