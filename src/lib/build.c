@@ -121,7 +121,7 @@ static md_status add_device_steps(const md_build_config *cfg, md_step_list *s, m
         }
         if (!md_steps_add(s, &v, env, what, output, true, err)) {
             strv_free(v.items);
-            md_env_free(env);
+            strv_free(env);
             return err->code;
         }
     }

@@ -227,7 +227,7 @@ void md_steps_move(md_step_list *s, md_build_step **steps, size_t *n_steps)
             strv_free(s->steps[i].argv);
     }
     for (size_t i = 0; i < s->n; i++)
-        md_env_free(s->envs[i]);
+        strv_free(s->envs[i]);
     free(s->steps);
     memset(s, 0, sizeof *s);
 }

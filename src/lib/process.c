@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <time.h>
 #include <unistd.h>
+#include "strv.h"
 
 extern char **environ;
 
@@ -138,18 +139,11 @@ char **md_env_with_path(const char *path_value)
     snprintf(env[j], len, "PATH=%s", path_value);
     return env;
 fail:
-    md_env_free(env);
+    strv_free(env);
     return NULL;
 }
 
-void md_env_free(char **env)
-{
-    if (!env)
-        return;
-    for (size_t i = 0; env[i]; i++)
-        free(env[i]);
-    free(env);
-}
+
 
 int md_which(const char *name, char *out, size_t size)
 {

@@ -27,9 +27,8 @@ void md_run_result_free(md_run_result *res);
 md_status md_spawn_logged(char *const argv[], char *const envp[], const char *log_path, pid_t *pid,
                           md_error *err);
 
-/* A copy of our environment with PATH set to PATH_VALUE; free with md_env_free. */
+/* A copy of our environment with PATH set to PATH_VALUE, NULL-terminated; free with strv_free. */
 char **md_env_with_path(const char *path_value);
-void md_env_free(char **env);
 
 /* The absolute path of NAME found on PATH into OUT (size SIZE); returns 0, or -1 if not found. */
 int md_which(const char *name, char *out, size_t size);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "process.h"
+#include "strv.h"
 #include "toolkit_table.h"
 
 #define NVCC_TIMEOUT_S 60
@@ -42,7 +43,7 @@ static md_status ask_nvcc(const char *nvcc, const char *bin_dir, const char *one
         return md_fail(err, MD_ERR_NOMEM, "out of memory");
     char *argv[] = { (char *)(uintptr_t)nvcc, (char *)(uintptr_t)one_arg, NULL };
     md_status st = md_run_capture(argv, env, NVCC_TIMEOUT_S, 1 << 16, res, err);
-    md_env_free(env);
+    strv_free(env);
     if (st == MD_OK && res->exit_code != 0) {
         st = md_fail(err, MD_ERR_IO, "'%s %s' failed (exit %d)", nvcc, one_arg, res->exit_code);
         md_run_result_free(res);
