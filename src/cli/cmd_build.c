@@ -10,6 +10,7 @@
 #include "product.h"
 
 #define MAX_DEFINES 16
+#define DEFAULT_STEP_TIMEOUT_S 3600
 
 typedef struct {
     md_build_request req;
@@ -147,6 +148,17 @@ int cmd_build(int argc, char **argv)
         if (*end || v < 0)
             return md_cli_usage_error("build", "SOURCE_DATE_EPOCH must be a number of seconds, not '%s'", epoch);
         opt.req.source_date_epoch = (time_t)v;
+    }
+    /* A compiler that hangs must not hang the build: a step running longer is killed. */
+    opt.req.step_timeout_s = DEFAULT_STEP_TIMEOUT_S;
+    const char *timeout = getenv("MSDA_BUILD_STEP_TIMEOUT");
+    if (timeout && *timeout) {
+        char *end;
+        long v = strtol(timeout, &end, 10);
+        if (*end || v < 0 || v > 86400)
+            return md_cli_usage_error("build", "MSDA_BUILD_STEP_TIMEOUT must be a number of seconds from 0 "
+                                      "(no limit) to 86400, not '%s'", timeout);
+        opt.req.step_timeout_s = (unsigned)v;
     }
 
     int rc = MD_EXIT_OK;

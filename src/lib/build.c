@@ -2,10 +2,12 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -224,6 +226,7 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
     strv objects[MD_MAX_PLATFORMS] = { { 0 } };
     char compilers[MD_MAX_PLATFORMS][PATH_MAX];
     char log_dir[PATH_MAX];
+    int lock_fd = -1;
     md_status st = MD_OK;
     if (!compile || !pack) {
         st = md_fail(err, MD_ERR_NOMEM, "out of memory");
@@ -233,6 +236,20 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
     if ((st = md_ensure_dir(cfg->cache_dir, err)) != MD_OK || (st = md_ensure_dir(log_dir, err)) != MD_OK ||
         (!cfg->dry_run && (st = md_ensure_dir(cfg->out_dir, err)) != MD_OK))
         goto end;
+    /* Two builds of one source folder share its work folder (the fatbin table, the pins, the
+     * linked libraries): the second waits for the first, then finds its objects cached. */
+    char lock_path[PATH_MAX + 8];
+    snprintf(lock_path, sizeof lock_path, "%s/.lock", cfg->work_dir);
+    if ((lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+        st = md_fail(err, MD_ERR_IO, "cannot open '%s': %s", lock_path, strerror(errno));
+        goto end;
+    }
+    while (flock(lock_fd, LOCK_EX) != 0) {
+        if (errno != EINTR) {
+            st = md_fail(err, MD_ERR_IO, "cannot lock '%s': %s", lock_path, strerror(errno));
+            goto end;
+        }
+    }
     if (!(sources = host_sources(cfg->kernels_dir))) {
         st = md_fail(err, MD_ERR_IO, "no C sources in '%s'", cfg->kernels_dir);
         goto end;
@@ -318,7 +335,7 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
         goto end;
 
     unsigned jobs = cfg->jobs ? cfg->jobs : 1;
-    if ((st = md_steps_run(compile, log_dir, jobs, &result->counts, err)) != MD_OK)
+    if ((st = md_steps_run(compile, log_dir, jobs, cfg->step_timeout_s, &result->counts, err)) != MD_OK)
         goto end;
     /* The generator, then each platform's assembly and link, in that order. */
     for (size_t i = 0; i < pack->n && st == MD_OK; i++) {
@@ -329,7 +346,7 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
         }
         one->steps = &pack->steps[i];
         one->n = 1;
-        st = md_steps_run(one, log_dir, 1, &result->counts, err);
+        st = md_steps_run(one, log_dir, 1, cfg->step_timeout_s, &result->counts, err);
         free(one);
     }
     for (size_t p = 0; p < result->n_outputs && st == MD_OK; p++) {
@@ -344,6 +361,8 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
         }
     }
 end:
+    if (lock_fd >= 0)
+        close(lock_fd); /* releases the lock */
     if (compile)
         md_steps_move(compile, &result->steps, &result->n_steps);
     if (pack)

@@ -22,6 +22,7 @@ typedef struct {
     const char *platforms[MD_MAX_PLATFORMS]; /* "x86_64", "aarch64" */
     size_t n_platforms;
     unsigned jobs;                /* parallel compilations, at least 1 */
+    unsigned step_timeout_s;      /* a compile or link step running longer is killed; 0: none */
     bool dry_run;                 /* plan the commands, run nothing */
     const char *version;          /* the wheel's and the library's version */
     time_t source_date_epoch;     /* the wheel members' time; 0: the writer's fixed default */
@@ -75,6 +76,7 @@ typedef struct {
     const char *cache_dir;
     const char *const *defines;   /* --define, NULL-terminated or NULL */
     unsigned jobs;
+    unsigned step_timeout_s;      /* MSDA_BUILD_STEP_TIMEOUT; 0: none */
     bool dry_run;
     time_t source_date_epoch;
 } md_build_request;

@@ -78,6 +78,7 @@ md_status md_build_prepare(const md_build_request *req, md_build_job *job, md_er
     *cfg = (md_build_config){ .recipe = &job->recipe, .plan = &job->plan, .kernels_dir = job->kernels_dir,
                               .package_dir = job->package_dir, .work_dir = job->work_dir, .out_dir = req->out_dir,
                               .cache_dir = req->cache_dir, .jobs = req->jobs ? req->jobs : 1,
+                              .step_timeout_s = req->step_timeout_s,
                               .dry_run = req->dry_run, .version = MD_VERSION,
                               .source_date_epoch = req->source_date_epoch };
     md_status st = choose_platforms(req->platforms, job, err);

@@ -6,12 +6,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "process.h"
 
 #define MAX_SOURCES 64
 #define LOG_TAIL_BYTES 1500
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 /* ---- content keys ------------------------------------------------------------------------------ */
 
@@ -153,9 +162,23 @@ static void log_tail(const char *log, char *out, size_t size)
             *p = ' ';
 }
 
-md_status md_steps_run(md_step_list *s, const char *log_dir, unsigned jobs, md_step_counts *counts, md_error *err)
+/* How a finished step failed, for the message: "exit 1", "killed by signal 9". */
+static void describe_status(int status, char *out, size_t size)
+{
+    if (WIFEXITED(status))
+        snprintf(out, size, "exit %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(out, size, "killed by signal %d", WTERMSIG(status));
+    else
+        snprintf(out, size, "status %d", status);
+}
+
+md_status md_steps_run(md_step_list *s, const char *log_dir, unsigned jobs, unsigned timeout_s,
+                       md_step_counts *counts, md_error *err)
 {
     pid_t pids[MD_MAX_STEPS];
+    long long started[MD_MAX_STEPS];
+    bool timed_out[MD_MAX_STEPS] = { false };
     size_t next = 0, running = 0;
     md_status st = MD_OK;
     char log[PATH_MAX + 64];
@@ -167,10 +190,11 @@ md_status md_steps_run(md_step_list *s, const char *log_dir, unsigned jobs, md_s
                 counts->n_cached++;
                 continue;
             }
+            /* Named by process, so that two builds sharing a cache never write one file. */
             s->tmp[i][0] = '\0';
             for (size_t a = 1; step->argv[a]; a++)
                 if (strcmp(step->argv[a - 1], "-o") == 0) {
-                    snprintf(s->tmp[i], sizeof s->tmp[i], "%s.tmp", step->output);
+                    snprintf(s->tmp[i], sizeof s->tmp[i], "%s.tmp%ld", step->output, (long)getpid());
                     free(step->argv[a]);
                     if (!(step->argv[a] = strdup(s->tmp[i])))
                         return md_fail(err, MD_ERR_NOMEM, "out of memory");
@@ -178,17 +202,31 @@ md_status md_steps_run(md_step_list *s, const char *log_dir, unsigned jobs, md_s
             snprintf(log, sizeof log, "%s/step-%zu.log", log_dir, i);
             unlink(log);
             st = md_spawn_logged(step->argv, s->envs[i], log, &pids[i], err);
-            if (st == MD_OK)
+            if (st == MD_OK) {
                 running++;
+                started[i] = now_ms();
+            }
         }
         if (running == 0)
             break;
         int status;
-        pid_t done = waitpid(-1, &status, 0);
+        pid_t done = waitpid(-1, &status, WNOHANG);
         if (done < 0) {
             if (errno == EINTR)
                 continue;
             return md_fail(err, MD_ERR_INTERNAL, "waitpid: %s", strerror(errno));
+        }
+        if (done == 0) {
+            /* A compiler that hangs is stopped; its step then fails like any other. */
+            for (size_t k = 0; timeout_s && k < next; k++)
+                if (!s->steps[k].cached && pids[k] > 0 && !timed_out[k] &&
+                    now_ms() - started[k] > (long long)timeout_s * 1000) {
+                    timed_out[k] = true;
+                    kill(pids[k], SIGKILL);
+                }
+            struct timespec pause = { 0, 50 * 1000 * 1000 };
+            nanosleep(&pause, NULL);
+            continue;
         }
         size_t i = 0;
         while (i < next && (s->steps[i].cached || pids[i] != done))
@@ -199,17 +237,22 @@ md_status md_steps_run(md_step_list *s, const char *log_dir, unsigned jobs, md_s
         pids[i] = 0;
         md_build_step *step = &s->steps[i];
         snprintf(log, sizeof log, "%s/step-%zu.log", log_dir, i);
-        if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && (!s->tmp[i][0] || rename(s->tmp[i], step->output) == 0)) {
+        if (!timed_out[i] && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
+            (!s->tmp[i][0] || rename(s->tmp[i], step->output) == 0)) {
             counts->n_compiled += step->cacheable;
             continue;
         }
         if (s->tmp[i][0])
             unlink(s->tmp[i]);
         if (st == MD_OK) {
-            char tail[LOG_TAIL_BYTES + 1];
+            char tail[LOG_TAIL_BYTES + 1], how[48];
             log_tail(log, tail, sizeof tail);
+            if (timed_out[i])
+                snprintf(how, sizeof how, "did not finish in %u s (MSDA_BUILD_STEP_TIMEOUT)", timeout_s);
+            else
+                describe_status(status, how, sizeof how);
             snprintf(counts->failed_log, sizeof counts->failed_log, "%s", log);
-            st = md_fail(err, MD_ERR_BUILD, "%s failed (log: %s): %s", step->what, log, tail);
+            st = md_fail(err, MD_ERR_BUILD, "%s failed, %s (log: %s): %s", step->what, how, log, tail);
         }
     }
     return st;

@@ -38,9 +38,12 @@ md_build_step *md_steps_add(md_step_list *s, strv *argv, char **env, const char 
                             bool cacheable, md_error *err);
 
 /* Runs the steps that are not cached, JOBS at a time, logging each to LOG_DIR/step-N.log. The
- * argument after "-o" is rewritten to OUTPUT.tmp, renamed to OUTPUT when the step succeeds.
- * MD_ERR_BUILD naming the first failed step and the end of its log. */
-md_status md_steps_run(md_step_list *s, const char *log_dir, unsigned jobs, md_step_counts *counts, md_error *err);
+ * argument after "-o" is rewritten to OUTPUT.tmp<pid>, renamed to OUTPUT only when the step
+ * succeeds, so the cache never holds a partial entry, also with two builds sharing it. A step
+ * still running after TIMEOUT_S seconds (0: no limit) is killed. MD_ERR_BUILD naming the first
+ * failed step, how it failed (exit status, signal, timeout) and the end of its log. */
+md_status md_steps_run(md_step_list *s, const char *log_dir, unsigned jobs, unsigned timeout_s,
+                       md_step_counts *counts, md_error *err);
 
 /* Hands the steps' argument vectors to *STEPS (grown) and empties S. */
 void md_steps_move(md_step_list *s, md_build_step **steps, size_t *n_steps);
