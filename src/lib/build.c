@@ -29,9 +29,8 @@ int md_platform_compiler(const char *platform, char *out, size_t size)
 {
     if (strcmp(platform, md_host_platform()) == 0)
         return md_which("cc", out, size) == 0 || md_which("gcc", out, size) == 0 ? 0 : -1;
-    char name[64];
-    snprintf(name, sizeof name, "%s-linux-gnu-gcc", platform);
-    return md_which(name, out, size);
+    const md_platform *p = md_platform_find(platform);
+    return p && p->cross_compiler[0] ? md_which(p->cross_compiler, out, size) : -1;
 }
 
 static md_status compiler_version(const char *cc, char *out, size_t size, md_error *err)

@@ -12,7 +12,7 @@
 typedef struct {
     char name[16];            /* "aarch64": the wheel tag's and `build --platform`'s name */
     unsigned machine;         /* ELF e_machine: 62, 183 */
-    char cross_compiler[64];  /* "aarch64-linux-gnu-gcc"; "" when the host's own cc serves */
+    char cross_compiler[64];  /* what builds for it on another CPU: "aarch64-linux-gnu-gcc" */
     char glibc_base[16];      /* "2.17": the oldest GLIBC_ symbol version there */
     char qemu[32];            /* "qemu-aarch64"; "" when none is needed */
     char sysroot[128];        /* "/usr/aarch64-linux-gnu"; "" when none is needed */

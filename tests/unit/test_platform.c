@@ -15,7 +15,7 @@ START_TEST(platforms_from_recipe)
     ck_assert_ptr_nonnull(x86);
     ck_assert_uint_eq(x86->machine, 62);
     ck_assert_str_eq(x86->glibc_base, "2.2.5");
-    ck_assert_str_eq(x86->cross_compiler, "");
+    ck_assert_str_eq(x86->cross_compiler, "x86_64-linux-gnu-gcc");
     ck_assert_str_eq(x86->qemu, "");
     ck_assert_str_eq(x86->sysroot, "");
 
