@@ -172,14 +172,7 @@ end:
 
 md_status md_jetson_table_load(md_error *err)
 {
-    if (table)
-        return MD_OK;
-    json_t *doc = md_recipe_load("jetson.json", err);
-    if (!doc)
-        return MD_ERR_INTERNAL;
-    md_status st = md_jetson_table_load_json(doc, err);
-    json_decref(doc);
-    return st;
+    return table ? MD_OK : md_recipe_parse("jetson.json", md_jetson_table_load_json, err);
 }
 
 void md_jetson_table_free(void)

@@ -114,14 +114,7 @@ end:
 
 md_status md_platform_table_load(md_error *err)
 {
-    if (platforms)
-        return MD_OK;
-    json_t *doc = md_recipe_load("platforms.json", err);
-    if (!doc)
-        return MD_ERR_INTERNAL;
-    md_status st = md_platform_table_load_json(doc, err);
-    json_decref(doc);
-    return st;
+    return platforms ? MD_OK : md_recipe_parse("platforms.json", md_platform_table_load_json, err);
 }
 
 void md_platform_table_free(void)

@@ -18,3 +18,13 @@ json_t *md_recipe_load(const char *name, md_error *err)
     md_fail(err, MD_ERR_INTERNAL, "no embedded recipe named '%s'", name);
     return NULL;
 }
+
+md_status md_recipe_parse(const char *name, md_status (*parse)(json_t *doc, md_error *err), md_error *err)
+{
+    json_t *doc = md_recipe_load(name, err);
+    if (!doc)
+        return MD_ERR_INTERNAL;
+    md_status st = parse(doc, err);
+    json_decref(doc);
+    return st;
+}

@@ -74,14 +74,7 @@ md_status md_toolkit_table_load_json(json_t *doc, md_error *err)
 
 md_status md_toolkit_table_load(md_error *err)
 {
-    if (rows)
-        return MD_OK;
-    json_t *doc = md_recipe_load("toolkits.json", err);
-    if (!doc)
-        return MD_ERR_INTERNAL;
-    md_status st = md_toolkit_table_load_json(doc, err);
-    json_decref(doc);
-    return st;
+    return rows ? MD_OK : md_recipe_parse("toolkits.json", md_toolkit_table_load_json, err);
 }
 
 void md_toolkit_table_free(void)
