@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # `msda-doctor build --arch all` end to end: two wheels, byte-identical on rebuild, RECORD
-# right, glibc floor 2.17, pip-installable, the aarch64 library run under qemu, verify.
+# right, glibc floor 2.17, pip-installable, the other CPU's library run under qemu, verify,
+# on an x86_64 or an aarch64 machine.
 bats_require_minimum_version 1.5.0
 
 ROOT="$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)"
@@ -15,6 +16,11 @@ setup_file() {
   export VERSION=$(cat "$ROOT/VERSION")
   export X86="$OUT1/msda-$VERSION-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
   export ARM="$OUT1/msda-$VERSION-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl"
+  # This CPU's wheel and the other's: CI runs this file on an x86_64 and on an aarch64 machine.
+  case "$(uname -m)" in
+    aarch64) export HOST=aarch64 HOST_WHEEL=$ARM OTHER=x86_64 OTHER_WHEEL=$X86 ;;
+    *)       export HOST=x86_64 HOST_WHEEL=$X86 OTHER=aarch64 OTHER_WHEEL=$ARM ;;
+  esac
 }
 
 # Every real architecture that the toolkits build finds can target, from their own nvcc.
@@ -92,7 +98,7 @@ PY
 }
 
 @test "no GLIBC symbol version above 2.17 in either library (objdump)" {
-  for pair in "$X86:objdump" "$ARM:aarch64-linux-gnu-objdump"; do
+  for pair in "$X86:x86_64-linux-gnu-objdump" "$ARM:aarch64-linux-gnu-objdump"; do
     w=${pair%%:*} tool=${pair##*:}
     d="$BATS_TEST_TMPDIR/$(basename "$w")"
     mkdir -p "$d" && (cd "$d" && python3 -c "import zipfile,sys; zipfile.ZipFile(sys.argv[1]).extract('msda/libmsda.so')" "$w")
@@ -112,22 +118,22 @@ PY
   [ "$(jq -r '[.files[].gpus[].runs] | unique | join(",")' <<<"$output")" = "sass" ]
 }
 
-@test "verify passes on the x86_64 wheel here (CPU; GPUs where present)" {
-  run --separate-stderr "$MSDA_DOCTOR" verify --json "$X86"
+@test "verify passes on this CPU's wheel here (CPU; GPUs where present)" {
+  run --separate-stderr "$MSDA_DOCTOR" verify --json "$HOST_WHEEL"
   [ "$status" -eq 0 ] || { echo "$output $stderr" >&2; return 1; }
   [ "$(jq -r '.passed' <<<"$output")" = true ]
   [ "$(jq -r '.devices[0].dtypes | map(.dtype + ":" + (.passed|tostring)) | join(",")' <<<"$output")" = "f32:true,f64:true,f16:true,bf16:true" ]
 }
 
-@test "verify refuses the aarch64 wheel on x86_64, saying where to run it" {
-  run --separate-stderr "$MSDA_DOCTOR" verify "$ARM"
+@test "verify refuses the other CPU's wheel, saying where to run it" {
+  run --separate-stderr "$MSDA_DOCTOR" verify "$OTHER_WHEEL"
   [ "$status" -eq 1 ]
-  [[ "$stderr" == *"is for aarch64, this machine is x86_64"* ]]
+  [[ "$stderr" == *"is for $OTHER, this machine is $HOST"* ]]
 }
 
 @test "verify catches a damaged wheel" {
-  bad="$BATS_TEST_TMPDIR/msda-$VERSION-py3-none-manylinux_2_17_x86_64.whl"
-  python3 - "$X86" "$bad" <<'PY'
+  bad="$BATS_TEST_TMPDIR/msda-$VERSION-py3-none-manylinux_2_17_$HOST.whl"
+  python3 - "$HOST_WHEEL" "$bad" <<'PY'
 import sys, zipfile
 src, dst = zipfile.ZipFile(sys.argv[1]), zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED)
 for info in src.infolist():
@@ -142,21 +148,21 @@ PY
   [[ "$output" == *"[FAIL] RECORD"*"msda/__init__.py"* ]]
 }
 
-@test "the aarch64 library runs its CPU path under qemu-aarch64" {
-  d="$BATS_TEST_TMPDIR/arm"
-  mkdir -p "$d" && (cd "$d" && python3 -c "import zipfile,sys; zipfile.ZipFile(sys.argv[1]).extract('msda/libmsda.so')" "$ARM")
-  aarch64-linux-gnu-gcc -std=c11 -Wall -Wextra -Werror -O1 -I"$ROOT/kernels" -o "$d/smoke" \
+@test "the other CPU's library runs its CPU path under qemu-user" {
+  d="$BATS_TEST_TMPDIR/other"
+  mkdir -p "$d" && (cd "$d" && python3 -c "import zipfile,sys; zipfile.ZipFile(sys.argv[1]).extract('msda/libmsda.so')" "$OTHER_WHEEL")
+  "$OTHER-linux-gnu-gcc" -std=c11 -Wall -Wextra -Werror -O1 -I"$ROOT/kernels" -o "$d/smoke" \
     "$ROOT/tests/aarch64/cpu_smoke.c" -L"$d/msda" -lmsda -lm
-  run env QEMU_LD_PREFIX=/usr/aarch64-linux-gnu LD_LIBRARY_PATH="$d/msda" qemu-aarch64 "$d/smoke"
+  run env QEMU_LD_PREFIX="/usr/$OTHER-linux-gnu" LD_LIBRARY_PATH="$d/msda" "qemu-$OTHER" "$d/smoke"
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"3 passed, 0 failed"* ]]
 }
 
-@test "pip installs the x86_64 wheel into a fresh virtual environment; it works without torch" {
+@test "pip installs this CPU's wheel into a fresh virtual environment; it works without torch" {
   venv="$BATS_TEST_TMPDIR/venv"
   python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --no-index --no-deps "$X86"
+  "$venv/bin/python" -m pip install -q --no-index --no-deps "$HOST_WHEEL"
   run "$venv/bin/python" -c '
 import importlib.util, msda
 assert importlib.util.find_spec("torch") is None
