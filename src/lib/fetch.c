@@ -2,7 +2,6 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <ftw.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +9,8 @@
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
+#include "fetch_cache.h"
+#include "fetch_index.h"
 #include "fetch_unpack.h"
 
 #define MAX_MANIFEST_BYTES (8u << 20)
@@ -51,18 +52,6 @@ static md_status make_dirs(const char *path, md_error *err)
     if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return md_fail(err, MD_ERR_IO, "cannot create '%s': %s", path, strerror(errno ? errno : ENOTDIR));
     return MD_OK;
-}
-
-static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    remove(path);
-    return 0;
-}
-
-static void remove_tree(const char *path)
-{
-    nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 /* A relative_path that joins safely onto a URL and whose last part names a local file. */
@@ -132,15 +121,13 @@ static md_status read_component(json_t *manifest, const md_redist_component *rc,
         *p++ = (char)tolower((unsigned char)*sha);
     if (snprintf(c->url, sizeof c->url, "%s/%s", base, rel) >= (int)sizeof c->url)
         return md_fail(err, MD_ERR_FORMAT, "manifest '%s': '%s' has too long a path", manifest_url, rc->name);
+    /* The archive's file name is the last part of its path; its top folder, that less .tar.xz. */
+    const char *last = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
+    if (strlen(last) >= sizeof c->file || strlen(last) - strlen(ARCHIVE_SUFFIX) >= sizeof c->top)
+        return md_fail(err, MD_ERR_FORMAT, "manifest '%s': '%s' has too long a file name", manifest_url, rc->name);
+    snprintf(c->file, sizeof c->file, "%s", last);
+    snprintf(c->top, sizeof c->top, "%.*s", (int)(strlen(last) - strlen(ARCHIVE_SUFFIX)), last);
     return MD_OK;
-}
-
-/* The archive's file name (the last part of its URL) and its top folder (that, less .tar.xz). */
-static void archive_names(const md_fetch_component *c, char *file, size_t fsize, char *top, size_t tsize)
-{
-    const char *base = strrchr(c->url, '/') + 1;
-    snprintf(file, fsize, "%s", base);
-    snprintf(top, tsize, "%.*s", (int)(strlen(base) - strlen(ARCHIVE_SUFFIX)), base);
 }
 
 static md_status path_join(char *out, size_t size, const char *dir, const char *name, md_error *err)
@@ -156,8 +143,8 @@ static md_status path_join(char *out, size_t size, const char *dir, const char *
 static md_status download_one(md_fetch_component *c, const char *dl_dir, const md_http_options *http, char *file,
                               size_t fsize, md_error *err)
 {
-    char name[256], top[256], part[PATH_MAX], hex[65];
-    archive_names(c, name, sizeof name, top, sizeof top);
+    char part[PATH_MAX], hex[65];
+    const char *name = c->file;
     md_status st = path_join(file, fsize, dl_dir, name, err);
     if (st == MD_OK)
         st = path_join(part, sizeof part, dl_dir, name, err);
@@ -224,6 +211,87 @@ static md_status read_manifest(const md_fetch_request *req, const char *base, md
     return st;
 }
 
+/* A wheel's local name: the index's, checked, since it names a file in the download folder. */
+static bool safe_wheel_name(const char *name)
+{
+    for (const char *c = name; *c; c++)
+        if (!isalnum((unsigned char)*c) && !strchr("._-+", *c))
+            return false;
+    return name[0] != '.';
+}
+
+/* The wheel of each package of recipe WM, from the index at INDEX, into OUT's components. */
+static md_status read_wheels(const md_fetch_request *req, const md_wheel_major *wm, const char *machine,
+                             unsigned major, unsigned minor, md_fetch_result *out, md_error *err)
+{
+    md_status st = MD_OK;
+    for (size_t i = 0; i < wm->n_packages && st == MD_OK; i++) {
+        const md_wheel_package *pkg = &wm->packages[i];
+        const char *pinned = NULL;
+        for (size_t k = 0; k < out->n_components && pkg->same_version_as[0]; k++)
+            if (strcmp(out->components[k].name, pkg->same_version_as) == 0)
+                pinned = out->components[k].version;
+        md_index_page page;
+        st = md_index_read(out->index_url, pkg->name, &req->http, &page, err);
+        if (st == MD_ERR_NETWORK && err && strstr(err->message, "HTTP 404")) {
+            size_t n = strlen(err->message);
+            snprintf(err->message + n, sizeof err->message - n, " (the index has no project '%s')", pkg->name);
+        }
+        const md_index_file *f = st == MD_OK ? md_index_pick(&page, pkg->name, machine, major, minor, pinned) : NULL;
+        if (st != MD_OK) {
+            /* as set */
+        } else if (!f && !md_index_has_release(&page, pkg->name, major, minor)) {
+            st = md_fail(err, MD_ERR_ARGUMENT, "the index '%s' has no release %u.%u of '%s'", out->index_url, major,
+                         minor, pkg->name);
+        } else if (!f) {
+            st = md_fail(err, MD_ERR_ARGUMENT, "the index '%s' has no '%s' %u.%u wheel for %s (manylinux_%s)",
+                         out->index_url, pkg->name, major, minor, out->platform, machine);
+        } else if (!f->sha256[0]) {
+            st = md_fail(err, MD_ERR_FORMAT, "the index '%s' gives no sha256 for '%s'", out->index_url, f->filename);
+        } else if (!safe_wheel_name(f->filename) || strlen(pkg->name) >= sizeof out->components[0].name) {
+            st = md_fail(err, MD_ERR_FORMAT, "the index '%s' names a wheel '%s' that is no file name", out->index_url,
+                         f->filename);
+        } else {
+            md_fetch_component *c = &out->components[out->n_components++];
+            memset(c, 0, sizeof *c);
+            snprintf(c->name, sizeof c->name, "%s", pkg->name);
+            snprintf(c->version, sizeof c->version, "%s", f->version);
+            snprintf(c->url, sizeof c->url, "%s", f->url);
+            snprintf(c->sha256, sizeof c->sha256, "%s", f->sha256);
+            snprintf(c->file, sizeof c->file, "%s", f->filename);
+            snprintf(c->top, sizeof c->top, "%s", wm->root);
+            c->size = f->size;
+            c->wheel = true;
+        }
+        md_index_page_free(&page);
+    }
+    return st;
+}
+
+/* Which wheels make CUDA MAJOR for PLATFORM: the recipe and the manylinux machine, or why not. */
+static md_status wheel_recipe(const md_redist_table *table, const char *version, unsigned major, unsigned minor,
+                              const char *platform, const md_wheel_major **wm, const char **machine, md_error *err)
+{
+    if (table->n_wheel_majors == 0)
+        return md_fail(err, MD_ERR_INTERNAL, "recipes/redist.json names no wheels");
+    if (strchr(version, '.') != strrchr(version, '.'))
+        return md_fail(err, MD_ERR_ARGUMENT, "give the CUDA version for wheels as MAJOR.MINOR (%u.%u), not '%s': "
+                       "each wheel takes its newest %u.%u release", major, minor, version, major, minor);
+    *wm = md_redist_wheel_major(table, major);
+    if (!*wm)
+        return md_fail(err, MD_ERR_ARGUMENT, "no NVIDIA compiler wheels are known for CUDA %u; fetch CUDA %u.%u "
+                       "from NVIDIA's redistributable manifests instead (without --wheels or --index-url)", major,
+                       major, minor);
+    if ((*wm)->refused[0])
+        return md_fail(err, MD_ERR_ARGUMENT, "%s, so CUDA %u.%u cannot be fetched as wheels; fetch it from NVIDIA's "
+                       "redistributable manifests instead (without --wheels or --index-url): --cuda %u.%u.0",
+                       (*wm)->refused, major, minor, major, minor);
+    *machine = md_redist_wheel_machine(table, platform);
+    if (!*machine)
+        return md_fail(err, MD_ERR_ARGUMENT, "NVIDIA's compiler wheels are not built for %s", platform);
+    return MD_OK;
+}
+
 /* Unpacks every archive into a fresh folder beside the toolkit's place and renames it there. */
 static md_status install(md_fetch_result *out, const char *parent, const char *dl_dir, const char *folder,
                          md_error *err)
@@ -235,25 +303,26 @@ static md_status install(md_fetch_result *out, const char *parent, const char *d
         return md_fail(err, MD_ERR_IO, "cannot create a folder in '%s': %s", parent, strerror(errno));
     md_status st = MD_OK;
     for (size_t i = 0; i < out->n_components && st == MD_OK; i++) {
-        char name[256], top[256], file[PATH_MAX];
-        archive_names(&out->components[i], name, sizeof name, top, sizeof top);
-        st = path_join(file, sizeof file, dl_dir, name, err);
+        const md_fetch_component *c = &out->components[i];
+        char file[PATH_MAX];
+        st = path_join(file, sizeof file, dl_dir, c->file, err);
         if (st == MD_OK)
-            st = md_unpack_archive(file, top, staging, err);
+            st = md_unpack_archive(file, c->wheel ? MD_UNPACK_WHEEL : MD_UNPACK_REDIST, c->top, staging, err);
         /* An unsafe archive is unsafe whatever its sum said: do not keep it for a next run. */
         if (st == MD_ERR_FORMAT)
             unlink(file);
     }
     char nvcc[PATH_MAX];
     if (st == MD_OK && path_join(nvcc, sizeof nvcc, staging, "bin/nvcc", err) == MD_OK && access(nvcc, X_OK) != 0)
-        st = md_fail(err, MD_ERR_FORMAT, "the archives of CUDA %s hold no bin/nvcc", out->version);
+        st = md_fail(err, MD_ERR_FORMAT, "the %s of CUDA %s hold no bin/nvcc",
+                     out->index_url[0] ? "wheels" : "archives", out->version);
     /* mkdtemp made it 0700: the toolkit is for every user, like the folders unpacked in it. */
     if (st == MD_OK && chmod(staging, 0755) != 0)
         st = md_fail(err, MD_ERR_IO, "cannot chmod '%s': %s", staging, strerror(errno));
     if (st == MD_OK && rename(staging, out->toolkit_dir) != 0)
         st = md_fail(err, MD_ERR_IO, "cannot rename '%s' to '%s': %s", staging, out->toolkit_dir, strerror(errno));
     if (st != MD_OK)
-        remove_tree(staging);
+        md_remove_tree(staging);
     return st;
 }
 
@@ -281,13 +350,24 @@ md_status md_fetch_toolkit(const md_fetch_request *req, md_fetch_result *out, md
     snprintf(out->platform, sizeof out->platform, "%s", platform);
 
     char base[768];
-    const char *b = req->mirror && *req->mirror ? req->mirror : table->base_url;
+    const md_wheel_major *wm = NULL;
+    const char *machine = NULL;
+    const char *b = req->wheels ? (req->index_url && *req->index_url ? req->index_url : table->index_url)
+                                : (req->mirror && *req->mirror ? req->mirror : table->base_url);
     if (snprintf(base, sizeof base, "%s", b) >= (int)sizeof base)
-        return md_fail(err, MD_ERR_ARGUMENT, "mirror URL '%s' is too long", b);
+        return md_fail(err, MD_ERR_ARGUMENT, "%s URL '%s' is too long", req->wheels ? "index" : "mirror", b);
     for (size_t n = strlen(base); n > 0 && base[n - 1] == '/'; n--)
         base[n - 1] = '\0';
-    snprintf(out->manifest_url, sizeof out->manifest_url, "%s/redistrib_%s.json", base, req->version);
-    md_status st = md_http_url_allowed(out->manifest_url, req->http.allow_http, err);
+    md_status st;
+    if (req->wheels) {
+        if ((st = wheel_recipe(table, req->version, major, minor, platform, &wm, &machine, err)) != MD_OK)
+            return st;
+        snprintf(out->index_url, sizeof out->index_url, "%s", base);
+        st = md_http_url_allowed(out->index_url, req->http.allow_http, err);
+    } else {
+        snprintf(out->manifest_url, sizeof out->manifest_url, "%s/redistrib_%s.json", base, req->version);
+        st = md_http_url_allowed(out->manifest_url, req->http.allow_http, err);
+    }
     if (st != MD_OK)
         return st;
 
@@ -315,7 +395,8 @@ md_status md_fetch_toolkit(const md_fetch_request *req, md_fetch_result *out, md
         return MD_OK;
     }
 
-    st = read_manifest(req, base, out, table, err);
+    st = req->wheels ? read_wheels(req, wm, machine, major, minor, out, err)
+                     : read_manifest(req, base, out, table, err);
     if (st != MD_OK)
         return st;
     if (mkdir(dl_dir, 0755) != 0 && errno != EEXIST)
@@ -329,6 +410,6 @@ md_status md_fetch_toolkit(const md_fetch_request *req, md_fetch_result *out, md
     }
     st = install(out, parent, dl_dir, folder, err);
     if (st == MD_OK)
-        remove_tree(dl_dir);
+        md_remove_tree(dl_dir);
     return st;
 }

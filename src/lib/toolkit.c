@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "fetch_cache.h"
 #include "process.h"
 #include "strv.h"
 #include "toolkit_table.h"
@@ -219,6 +220,15 @@ md_status md_toolkits_find(const char *const *extra_dirs, size_t n_extra, md_too
         const char *path = getenv("PATH");
         if (st == MD_OK && path)
             st = consider_path_list(&list, path, err);
+        /* Last, so that an installed toolkit of the same version wins over a fetched one. */
+        char cache[PATH_MAX], pattern[PATH_MAX + 16];
+        if (st == MD_OK && md_fetch_cache_dir(cache, sizeof cache) &&
+            snprintf(pattern, sizeof pattern, "%s/cuda-*", cache) < (int)sizeof pattern &&
+            glob(pattern, GLOB_ONLYDIR, NULL, &g) == 0) {
+            for (size_t i = 0; i < g.gl_pathc && st == MD_OK; i++)
+                st = consider_dir(&list, g.gl_pathv[i], false, err);
+            globfree(&g);
+        }
     }
     if (st != MD_OK) {
         free(list.items);
