@@ -175,13 +175,51 @@ static int remove_from_cache(const char *dir, const char *version, bool json)
     return MD_EXIT_OK;
 }
 
+/* What a fetch takes when the command line says nothing: `fetch` and `build --fetch` alike. */
+static md_fetch_request default_request(void)
+{
+    return (md_fetch_request){ .mirror = getenv(MIRROR_ENV),
+                               .http = { .retries = 4, .connect_timeout_s = 30, .stall_timeout_s = 30 } };
+}
+
+static md_status run_fetch(md_fetch_request *req, md_fetch_result *result, md_error *err)
+{
+    progress_state progress = { .what = "" };
+    if (isatty(STDERR_FILENO)) {
+        req->http.progress = on_progress;
+        req->http.progress_ctx = &progress;
+    }
+    md_status st = md_fetch_toolkit(req, result, err);
+    if (progress.shown && !progress.finished)
+        fputc('\n', stderr);
+    req->http.progress = NULL;
+    return st;
+}
+
+md_status md_cli_fetch_for_build(const char *release, char *toolkit_dir, size_t size, md_error *err)
+{
+    md_fetch_request req = default_request();
+    char dest[4096];
+    if (!md_fetch_cache_dir(dest, sizeof dest))
+        return md_fail(err, MD_ERR_ARGUMENT, "cannot fetch: neither XDG_CACHE_HOME nor HOME is set");
+    req.version = release;
+    req.dest = dest;
+    md_fetch_result *result = malloc(sizeof *result);
+    if (!result)
+        return md_fail(err, MD_ERR_NOMEM, "out of memory");
+    md_status st = run_fetch(&req, result, err);
+    if (st == MD_OK)
+        snprintf(toolkit_dir, size, "%s", result->toolkit_dir);
+    free(result);
+    return st;
+}
+
 int cmd_fetch(int argc, char **argv)
 {
     md_getopt options;
     if (!md_getopt_init(&options, "fetch", md_cli_fetch_options))
         return MD_EXIT_INTERNAL;
-    md_fetch_request req = { .mirror = getenv(MIRROR_ENV),
-                             .http = { .retries = 4, .connect_timeout_s = 30, .stall_timeout_s = 30 } };
+    md_fetch_request req = default_request();
     bool json = false, list = false;
     const char *remove = NULL;
     long n;
@@ -234,16 +272,9 @@ int cmd_fetch(int argc, char **argv)
         if (!json)
             fprintf(stderr, "msda-doctor: the package index %s comes from %s\n", index, index_source);
     }
-    progress_state progress = { .what = "" };
-    if (isatty(STDERR_FILENO)) {
-        req.http.progress = on_progress;
-        req.http.progress_ctx = &progress;
-    }
     md_fetch_result result;
     md_error err;
-    md_status st = md_fetch_toolkit(&req, &result, &err);
-    if (progress.shown && !progress.finished)
-        fputc('\n', stderr);
+    md_status st = run_fetch(&req, &result, &err);
     if (st != MD_OK) {
         md_cli_error("%s", err.message);
         return md_cli_exit_for(st);

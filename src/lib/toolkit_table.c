@@ -36,6 +36,14 @@ static md_status read_row(json_t *item, size_t i, md_toolkit_row *r, md_error *e
     if (!driver || !*driver || strlen(driver) >= sizeof r->min_driver)
         return md_fail(err, MD_ERR_INTERNAL, "toolkits.json: entry %zu (CUDA %s): bad min_driver", i, version);
     snprintf(r->min_driver, sizeof r->min_driver, "%s", driver);
+    json_t *release = json_object_get(item, "redist_release");
+    const char *rs = json_string_value(release);
+    unsigned rmaj, rmin, rpatch;
+    used = 0;
+    if (release && (!rs || sscanf(rs, "%3u.%3u.%3u%n", &rmaj, &rmin, &rpatch, &used) != 3 || rs[used] != '\0' ||
+                    rmaj != r->major || rmin != r->minor || (size_t)used >= sizeof r->redist_release))
+        return md_fail(err, MD_ERR_INTERNAL, "toolkits.json: entry %zu (CUDA %s): bad redist_release", i, version);
+    snprintf(r->redist_release, sizeof r->redist_release, "%s", rs ? rs : "");
     return MD_OK;
 }
 
@@ -128,6 +136,16 @@ const md_toolkit_row *md_toolkit_row_newest_for(unsigned sm, int max_api)
             continue;
         best = &all[i];
     }
+    return best;
+}
+
+const md_toolkit_row *md_toolkit_row_fetchable_for(unsigned sm)
+{
+    unsigned n;
+    const md_toolkit_row *all = md_toolkit_rows(&n), *best = NULL;
+    for (unsigned i = 0; i < n; i++)
+        if (targets(&all[i], sm) && all[i].redist_release[0])
+            best = &all[i];
     return best;
 }
 

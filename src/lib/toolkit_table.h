@@ -13,6 +13,7 @@ typedef struct {
     unsigned sm_min, sm_max;  /* real architectures it targets, both ends included */
     unsigned max_gcc;         /* newest host gcc major */
     char min_driver[24];      /* oldest Linux driver: "520.61.05" */
+    char redist_release[16];  /* a release `fetch --cuda` takes: "11.8.0"; "" when NVIDIA has none */
 } md_toolkit_row;
 
 /* Loads the embedded table once; later calls return at once. Not thread-safe on first call.
@@ -40,6 +41,9 @@ const md_toolkit_row *md_toolkit_row_for(unsigned major, unsigned minor);
 /* The newest row that targets SM (any when 0) and whose CUDA a driver of API version MAX_API
  * (12040 for 12.4) runs (any when 0), or NULL. */
 const md_toolkit_row *md_toolkit_row_newest_for(unsigned sm, int max_api);
+
+/* The newest row that targets SM and has a redist release `fetch` can bring, or NULL. */
+const md_toolkit_row *md_toolkit_row_fetchable_for(unsigned sm);
 
 /* The oldest and the newest rows that target SM into *OLDEST and *NEWEST; false (both NULL)
  * when none does. */
