@@ -80,12 +80,21 @@ static bool any_toolkit_targets(const md_toolkit *tks, size_t n_tks, unsigned sm
     return false;
 }
 
-/* Files SM under the release `fetch` would bring for it; the release, or NULL when none would. */
-static const char *add_fetch(md_plan *plan, unsigned sm)
+/* Files SM under the release `fetch` would bring for it: the newest of the table that targets
+ * it, of a version none of TKS has (a toolkit here that lacks SM is not fetched again). */
+static void add_fetch(md_plan *plan, const md_toolkit *tks, size_t n_tks, unsigned sm)
 {
-    const md_toolkit_row *row = md_toolkit_row_fetchable_for(sm);
+    unsigned n;
+    const md_toolkit_row *rows = md_toolkit_rows(&n), *row = NULL;
+    for (unsigned i = 0; i < n; i++) {
+        bool here = false;
+        for (size_t t = 0; t < n_tks && !here; t++)
+            here = tks[t].major == rows[i].major && tks[t].minor == rows[i].minor;
+        if (rows[i].redist_release[0] && sm >= rows[i].sm_min && sm <= rows[i].sm_max && !here)
+            row = &rows[i];
+    }
     if (!row)
-        return NULL;
+        return;
     md_plan_fetch *f = NULL;
     for (size_t i = 0; i < plan->n_fetch && !f; i++)
         if (strcmp(plan->fetch[i].release, row->redist_release) == 0)
@@ -96,7 +105,6 @@ static const char *add_fetch(md_plan *plan, unsigned sm)
     }
     if (f && f->n_sms < MD_MAX_SMS)
         f->sms[f->n_sms++] = sm;
-    return row->redist_release;
 }
 
 /* For "all": the architectures of the table that no toolkit here targets, each with the fetch
@@ -107,7 +115,7 @@ static void note_fetchable(md_plan *plan, const md_toolkit *tks, size_t n_tks)
     const md_arch *all = md_arch_all(&n);
     for (unsigned i = 0; i < n; i++)
         if (!any_toolkit_targets(tks, n_tks, all[i].sm))
-            add_fetch(plan, all[i].sm);
+            add_fetch(plan, tks, n_tks, all[i].sm);
     for (size_t i = 0; i < plan->n_fetch; i++) {
         const md_plan_fetch *f = &plan->fetch[i];
         char list[256] = "";
@@ -330,7 +338,7 @@ md_status md_plan_make(const md_plan_request *req, md_plan *out, md_error *err)
                      "%ssm_%u needs %s; found %s", unsupported[0] ? "; " : "", list[i].sm,
                      who[0] ? who : "a toolkit that targets it", found);
             if (!list[i].ptx)
-                add_fetch(out, list[i].sm);
+                add_fetch(out, req->toolkits, req->n_toolkits, list[i].sm);
             continue;
         }
         md_plan_target *t = &out->targets[out->n_targets++];

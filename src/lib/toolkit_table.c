@@ -139,16 +139,6 @@ const md_toolkit_row *md_toolkit_row_newest_for(unsigned sm, int max_api)
     return best;
 }
 
-const md_toolkit_row *md_toolkit_row_fetchable_for(unsigned sm)
-{
-    unsigned n;
-    const md_toolkit_row *all = md_toolkit_rows(&n), *best = NULL;
-    for (unsigned i = 0; i < n; i++)
-        if (targets(&all[i], sm) && all[i].redist_release[0])
-            best = &all[i];
-    return best;
-}
-
 bool md_toolkit_rows_targeting(unsigned sm, const md_toolkit_row **oldest, const md_toolkit_row **newest)
 {
     unsigned n;

@@ -42,9 +42,6 @@ const md_toolkit_row *md_toolkit_row_for(unsigned major, unsigned minor);
  * (12040 for 12.4) runs (any when 0), or NULL. */
 const md_toolkit_row *md_toolkit_row_newest_for(unsigned sm, int max_api);
 
-/* The newest row that targets SM and has a redist release `fetch` can bring, or NULL. */
-const md_toolkit_row *md_toolkit_row_fetchable_for(unsigned sm);
-
 /* The oldest and the newest rows that target SM into *OLDEST and *NEWEST; false (both NULL)
  * when none does. */
 bool md_toolkit_rows_targeting(unsigned sm, const md_toolkit_row **oldest, const md_toolkit_row **newest);

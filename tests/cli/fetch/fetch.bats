@@ -3,8 +3,8 @@
 # (tests/cli/fetch/redist.py): success, checksum, HTTP and manifest faults, retries, resume,
 # timeouts and unsafe archives. After every failure no toolkit folder may be there.
 bats_require_minimum_version 1.5.0
+load server
 
-REDIST="$BATS_TEST_DIRNAME/redist.py"
 V=11.8.0
 NVCC_ARCHIVE=cuda_nvcc/linux-x86_64/cuda_nvcc-linux-x86_64-11.8.89-archive.tar.xz
 CUDART_ARCHIVE=cuda_cudart/linux-x86_64/cuda_cudart-linux-x86_64-11.8.89-archive.tar.xz
@@ -15,37 +15,12 @@ setup() {
   mkdir -p "$REPO"
 }
 
-# Starts the server on a free port (it picks one and writes it down) into $URL.
-serve() {
-  rm -f "$BATS_TEST_TMPDIR/port"
-  python3 "$REDIST" serve "$REPO" "$BATS_TEST_TMPDIR/port" 3>&- &
-  SERVER_PID=$!
-  for _ in $(seq 100); do
-    [ -s "$BATS_TEST_TMPDIR/port" ] && break
-    sleep 0.05
-  done
-  [ -s "$BATS_TEST_TMPDIR/port" ] || { echo "the server did not start" >&2; return 1; }
-  URL="http://127.0.0.1:$(cat "$BATS_TEST_TMPDIR/port")"
-}
-
-teardown() {
-  if [ -n "${SERVER_PID:-}" ]; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-  fi
-}
-
 repo() { python3 "$REDIST" make "$REPO" "$V" "$@"; }
-faults() { printf '%s\n' "$1" > "$REPO/faults.json"; }
 
 # The fetch with short waits, no proxy from the caller's environment, and no mirror variable.
 fetch() {
   run --separate-stderr env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY -u ALL_PROXY \
     -u MSDA_CUDA_MIRROR "$MSDA_DOCTOR" fetch --cuda "$V" --mirror "$URL" --dest "$DEST" --timeout 2 "$@"
-}
-
-assert_clean_stderr() {
-  if grep -qE 'AddressSanitizer|runtime error:|LeakSanitizer' <<<"$stderr"; then echo "$stderr" >&2; return 1; fi
 }
 
 # Exit CODE, one error line holding TEXT, and no toolkit folder (nor a temporary one) in DEST.
@@ -288,4 +263,57 @@ assert_failed() {
   assert_failed 2 "the destination folder is empty"
   run --separate-stderr "$MSDA_DOCTOR" fetch --cuda 11.8.0 --retries many
   [ "$status" -eq 2 ] && [[ "$stderr" == *"--retries needs a count"* ]]
+}
+
+# build --fetch: a fake CUDA 13.0 (sm_75 and newer) here, the synthetic 12.9.1 on the mirror.
+build_fetch() {
+  local fake="$BATS_TEST_TMPDIR/cuda-13.0"
+  mkdir -p "$fake/bin" "$BATS_TEST_TMPDIR/src"
+  printf '#!/bin/sh\ncase "$1" in\n  --version) echo "Cuda compilation tools, release 13.0, V13.0.88" ;;\n  --list-gpu-code) for c in sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 sm_90 sm_100 sm_110 sm_103 sm_120 sm_121; do echo $c; done ;;\n  *) exit 1 ;;\nesac\n' \
+    > "$fake/bin/nvcc"
+  chmod +x "$fake/bin/nvcc"
+  local root
+  root="$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)"
+  ln -sfn "$root/kernels" "$BATS_TEST_TMPDIR/src/kernels" && ln -sfn "$root/wheels" "$BATS_TEST_TMPDIR/src/wheels"
+  run --separate-stderr env -u http_proxy -u HTTP_PROXY MSDA_CUDA_MIRROR="$URL" MSDA_TOOLKIT_PATHS="$fake" \
+    XDG_CACHE_HOME="$BATS_TEST_TMPDIR/cache" "$MSDA_DOCTOR" build --dry-run --json --platform x86_64 \
+    --source "$BATS_TEST_TMPDIR/src" --cache "$BATS_TEST_TMPDIR/bc" "$@"
+}
+
+@test "build --arch all names the fetch that adds the architectures no toolkit here targets" {
+  URL="http://127.0.0.1:9"
+  build_fetch --arch all
+  assert_clean_stderr
+  [ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+  [ "$(jq -r '.plan.fetch[] | "\(.cuda) \(.archs | join(","))"' <<<"$output")" = \
+    "12.9.1 sm_50,sm_52,sm_53,sm_60,sm_61,sm_62,sm_70,sm_72" ]
+  jq -e '.plan.notes | any(contains("no toolkit here targets them; add them with: msda-doctor fetch --cuda 12.9.1"))' \
+    <<<"$output" >/dev/null
+  [ ! -e "$BATS_TEST_TMPDIR/cache" ]
+}
+
+@test "build --fetch fetches the release the plan names into the cache, then plans with it" {
+  V=12.9.1 repo && serve
+  build_fetch --fetch --arch all
+  assert_clean_stderr
+  [ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+  [[ "$stderr" == *"fetching CUDA 12.9.1 for 8 architectures that no toolkit here targets"* ]]
+  [ -x "$BATS_TEST_TMPDIR/cache/msda-doctor/cuda-12.9/bin/nvcc" ]
+  [ "$(jq -r '.plan.targets[] | select(.arch == "sm_61") | .toolkit' <<<"$output")" = 12.9 ]
+  [ "$(jq -r '.plan.targets[] | select(.arch == "sm_90") | .toolkit' <<<"$output")" = 13.0 ]
+  [ "$(jq '.plan.fetch | length' <<<"$output")" -eq 0 ]
+  # A list that no toolkit here targets is fetched for too, and once fetched found in the cache.
+  : > "$REPO/requests.log"
+  build_fetch --fetch --arch sm_61
+  [ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+  [ "$(jq -r '.plan.targets[] | "\(.arch) \(.toolkit)"' <<<"$output")" = "sm_61 12.9" ]
+}
+
+@test "build --fetch with nothing to fetch from exits 5 and leaves no toolkit" {
+  repo && serve
+  build_fetch --fetch --arch sm_61
+  assert_clean_stderr
+  [ "$status" -eq 5 ] || { echo "exit $status: $stderr" >&2; return 1; }
+  [[ "$stderr" == *"redistrib_12.9.1.json': HTTP 404"* ]]
+  [ -z "$(ls -A "$BATS_TEST_TMPDIR/cache/msda-doctor" | grep -v '^\.cuda-12.9-linux-x86_64.download$' || true)" ]
 }

@@ -9,7 +9,8 @@
       come from ROOT/faults.json, read at each request: {"PATH": "404" | "500:N" | "cut:N" |
       "stall" | "norange"}: N requests answered 500, or cut after half the body, before the
       file is served whole; "stall" sends a few bytes and then nothing. Each request is logged
-      to ROOT/requests.log as "PATH RANGE".
+      to ROOT/requests.log as "PATH RANGE". A folder is answered with its index.json when the
+      request accepts PEP 691 JSON and there is one, else with its index.html (index.py).
 """
 import hashlib
 import http.server
@@ -109,6 +110,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if kind == "500" and n <= times:
             return self.fail(500)
         file = os.path.realpath(os.path.join(root, path))
+        if os.path.isdir(file):
+            json_page = os.path.join(file, "index.json")
+            wants_json = "application/vnd.pypi.simple.v1+json" in self.headers.get("Accept", "")
+            file = json_page if wants_json and os.path.isfile(json_page) else os.path.join(file, "index.html")
         if not file.startswith(os.path.realpath(root) + os.sep) or not os.path.isfile(file):
             return self.fail(404)
         with open(file, "rb") as f:
