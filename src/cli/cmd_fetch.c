@@ -121,9 +121,13 @@ static void print_result(const md_fetch_result *r)
                label ? ")" : "", r->platform, r->toolkit_dir);
         if (r->index_url[0])
             printf("  from the wheels on %s\n", r->index_url);
+        int width = 12;
+        for (size_t i = 0; i < r->n_components; i++)
+            if ((int)strlen(r->components[i].name) > width)
+                width = (int)strlen(r->components[i].name);
         for (size_t i = 0; i < r->n_components; i++) {
             const md_fetch_component *c = &r->components[i];
-            printf("  %-19s %-12s %s", c->name, c->version[0] ? c->version : "-",
+            printf("  %-*s %-12s %s", width, c->name, c->version[0] ? c->version : "-",
                    c->downloaded ? "downloaded" : "from an earlier run");
             if (c->resumed_from)
                 printf(" (resumed at byte %" PRIu64 ")", c->resumed_from);
