@@ -12,6 +12,7 @@
 #include "fetch_cache.h"
 #include "fetch_index.h"
 #include "fetch_unpack.h"
+#include "toolkit_table.h"
 
 #define MAX_MANIFEST_BYTES (8u << 20)
 #define ARCHIVE_SUFFIX ".tar.xz"
@@ -282,10 +283,16 @@ static md_status wheel_recipe(const md_redist_table *table, const char *version,
         return md_fail(err, MD_ERR_ARGUMENT, "no NVIDIA compiler wheels are known for CUDA %u; fetch CUDA %u.%u "
                        "from NVIDIA's redistributable manifests instead (without --wheels or --index-url)", major,
                        major, minor);
-    if ((*wm)->refused[0])
-        return md_fail(err, MD_ERR_ARGUMENT, "%s, so CUDA %u.%u cannot be fetched as wheels; fetch it from NVIDIA's "
-                       "redistributable manifests instead (without --wheels or --index-url): --cuda %u.%u.0",
-                       (*wm)->refused, major, minor, major, minor);
+    if ((*wm)->refused[0]) {
+        char wanted[16];
+        const md_toolkit_row *row;
+        snprintf(wanted, sizeof wanted, "%u.%u", major, minor);
+        row = md_toolkit_row_find(wanted);
+        return md_fail(err, MD_ERR_ARGUMENT, "%s, so CUDA %s cannot be fetched as wheels; fetch it from NVIDIA's "
+                       "redistributable manifests instead (without --wheels or --index-url): --cuda %s%s",
+                       (*wm)->refused, wanted, row && row->redist_release[0] ? row->redist_release : "RELEASE",
+                       row && row->redist_release[0] ? "" : " (MAJOR.MINOR.PATCH, as NVIDIA names it)");
+    }
     *machine = md_redist_wheel_machine(table, platform);
     if (!*machine)
         return md_fail(err, MD_ERR_ARGUMENT, "NVIDIA's compiler wheels are not built for %s", platform);
