@@ -224,7 +224,7 @@ int cmd_fetch(int argc, char **argv)
     if (!md_getopt_init(&options, "fetch", md_cli_fetch_options))
         return MD_EXIT_INTERNAL;
     md_fetch_request req = default_request();
-    bool json = false, list = false;
+    bool json = false, list = false, mirror_given = false;
     const char *remove = NULL;
     long n;
     int c;
@@ -232,7 +232,7 @@ int cmd_fetch(int argc, char **argv)
         switch (c) {
         case 'c': req.version = optarg; break;
         case 'p': req.platform = optarg; break;
-        case 'm': req.mirror = optarg; break;
+        case 'm': req.mirror = optarg; mirror_given = true; break;
         case 'd': req.dest = optarg; break;
         case 'H': req.http.allow_http = true; break;
         case 'r':
@@ -260,6 +260,9 @@ int cmd_fetch(int argc, char **argv)
         return md_cli_usage_error("fetch", "--list, --remove and --cuda exclude each other");
     if (!req.version && !list && !remove)
         return md_cli_usage_error("fetch", "no --cuda VERSION given");
+    if (req.wheels && mirror_given)
+        return md_cli_usage_error("fetch", "--mirror is where the redist archives are; give the wheels' index with "
+                                  "--index-url");
     char dest[4096];
     if (!req.dest) {
         if (!md_fetch_cache_dir(dest, sizeof dest))

@@ -224,6 +224,7 @@ static bool next_attribute(const char **p, char *name, size_t nsize, char *value
         *p = s;
         return false;
     }
+    const char *start = s;
     size_t n = strcspn(s, " \t\r\n=>/");
     snprintf(name, nsize, "%.*s", (int)(n < nsize ? n : nsize - 1), s);
     s += n;
@@ -247,7 +248,7 @@ static bool next_attribute(const char **p, char *name, size_t nsize, char *value
             s += len;
         }
     }
-    if (n == 0) /* a stray character: step over it */
+    if (s == start) /* a stray character: step over it */
         s++;
     *p = s;
     return true;

@@ -85,6 +85,26 @@ nvidia-cuda-cccl 13.0.85"
   [ "$(cat "$DEST/cuda-13.0/nvvm/bin/cicc")" = "cicc 13.0.88" ]
 }
 
+@test "wheels: malformed anchors around the good ones are passed over without a sanitizer report" {
+  index --html && serve
+  page="$REPO/simple/nvidia-cuda-nvcc/index.html"
+  long=$(head -c 6000 /dev/zero | tr '\0' x)
+  { printf '<a =x>stray</a><a\thref=%s>%s.whl</a><a href="/files/x.whl#sha256=zz">x-1-py3-none-any.whl</a>\n' \
+      "$long" "$long"
+    printf '<a href=../../files/nvidia_cuda_nvcc-13.0.99-py3-none-manylinux2014_x86_64.whl>nvidia_cuda_nvcc-13.0.99-py3-none-manylinux2014_x86_64.whl</a>\n'
+    cat "$page"
+    printf '<abbr title="a">b</abbr><a href="unterminated'; } > "$page.new" && mv "$page.new" "$page"
+  wheels --json
+  assert_clean_stderr
+  # 13.0.99 has no sha256 on the page: it is the newest, so the fetch refuses it rather than guess.
+  [ "$status" -eq 3 ] && [[ "$stderr" == *"gives no sha256 for 'nvidia_cuda_nvcc-13.0.99-"* ]]
+  sed -i '2d' "$page"
+  wheels --json
+  assert_clean_stderr
+  [ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+  [ "$(components)" = "$PINNED" ]
+}
+
 @test "wheels: 13.1 takes the 13.1 releases, and the text output names the index" {
   index && serve
   wheels --cuda 13.1
@@ -141,6 +161,8 @@ nvidia-cuda-cccl 13.0.85"
   assert_failed 2 "no NVIDIA compiler wheels are known for CUDA 10"
   wheels --cuda 13.0.2
   assert_failed 2 "give the CUDA version for wheels as MAJOR.MINOR (13.0)"
+  wheels --mirror "$URL"
+  [ "$status" -eq 2 ] && [[ "$stderr" == *"--mirror is where the redist archives are"* ]]
   [ ! -e "$REPO/requests.log" ]
 }
 
