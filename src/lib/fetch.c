@@ -221,7 +221,38 @@ static bool safe_wheel_name(const char *name)
     return name[0] != '.';
 }
 
-/* The wheel of each package of recipe WM, from the index at INDEX, into OUT's components. */
+/* The wheel of package PKG on PAGE, for MACHINE and MAJOR.MINOR (PINNED where the page has it),
+ * as OUT's next component. */
+static md_status take_wheel(const md_index_page *page, const md_wheel_package *pkg, const md_wheel_major *wm,
+                            const char *machine, unsigned major, unsigned minor, const char *pinned,
+                            md_fetch_result *out, md_error *err)
+{
+    const md_index_file *f = md_index_pick(page, pkg->name, machine, major, minor, pinned);
+    if (!f && !md_index_has_release(page, pkg->name, major, minor))
+        return md_fail(err, MD_ERR_ARGUMENT, "the index '%s' has no release %u.%u of '%s'", out->index_url, major,
+                       minor, pkg->name);
+    if (!f)
+        return md_fail(err, MD_ERR_ARGUMENT, "the index '%s' has no '%s' %u.%u wheel for %s (manylinux_%s)",
+                       out->index_url, pkg->name, major, minor, out->platform, machine);
+    if (!f->sha256[0])
+        return md_fail(err, MD_ERR_FORMAT, "the index '%s' gives no sha256 for '%s'", out->index_url, f->filename);
+    if (!safe_wheel_name(f->filename))
+        return md_fail(err, MD_ERR_FORMAT, "the index '%s' names a wheel '%s' that is no file name", out->index_url,
+                       f->filename);
+    md_fetch_component *c = &out->components[out->n_components++];
+    memset(c, 0, sizeof *c);
+    snprintf(c->name, sizeof c->name, "%s", pkg->name);
+    snprintf(c->version, sizeof c->version, "%s", f->version);
+    snprintf(c->url, sizeof c->url, "%s", f->url);
+    snprintf(c->sha256, sizeof c->sha256, "%s", f->sha256);
+    snprintf(c->file, sizeof c->file, "%s", f->filename);
+    snprintf(c->top, sizeof c->top, "%s", wm->root);
+    c->size = f->size;
+    c->wheel = true;
+    return MD_OK;
+}
+
+/* The wheel of each package of recipe WM, from the index OUT names, into OUT's components. */
 static md_status read_wheels(const md_fetch_request *req, const md_wheel_major *wm, const char *machine,
                              unsigned major, unsigned minor, md_fetch_result *out, md_error *err)
 {
@@ -238,32 +269,8 @@ static md_status read_wheels(const md_fetch_request *req, const md_wheel_major *
             size_t n = strlen(err->message);
             snprintf(err->message + n, sizeof err->message - n, " (the index has no project '%s')", pkg->name);
         }
-        const md_index_file *f = st == MD_OK ? md_index_pick(&page, pkg->name, machine, major, minor, pinned) : NULL;
-        if (st != MD_OK) {
-            /* as set */
-        } else if (!f && !md_index_has_release(&page, pkg->name, major, minor)) {
-            st = md_fail(err, MD_ERR_ARGUMENT, "the index '%s' has no release %u.%u of '%s'", out->index_url, major,
-                         minor, pkg->name);
-        } else if (!f) {
-            st = md_fail(err, MD_ERR_ARGUMENT, "the index '%s' has no '%s' %u.%u wheel for %s (manylinux_%s)",
-                         out->index_url, pkg->name, major, minor, out->platform, machine);
-        } else if (!f->sha256[0]) {
-            st = md_fail(err, MD_ERR_FORMAT, "the index '%s' gives no sha256 for '%s'", out->index_url, f->filename);
-        } else if (!safe_wheel_name(f->filename) || strlen(pkg->name) >= sizeof out->components[0].name) {
-            st = md_fail(err, MD_ERR_FORMAT, "the index '%s' names a wheel '%s' that is no file name", out->index_url,
-                         f->filename);
-        } else {
-            md_fetch_component *c = &out->components[out->n_components++];
-            memset(c, 0, sizeof *c);
-            snprintf(c->name, sizeof c->name, "%s", pkg->name);
-            snprintf(c->version, sizeof c->version, "%s", f->version);
-            snprintf(c->url, sizeof c->url, "%s", f->url);
-            snprintf(c->sha256, sizeof c->sha256, "%s", f->sha256);
-            snprintf(c->file, sizeof c->file, "%s", f->filename);
-            snprintf(c->top, sizeof c->top, "%s", wm->root);
-            c->size = f->size;
-            c->wheel = true;
-        }
+        if (st == MD_OK)
+            st = take_wheel(&page, pkg, wm, machine, major, minor, pinned, out, err);
         md_index_page_free(&page);
     }
     return st;
