@@ -174,8 +174,8 @@ static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream s
         starts[l] = S;
         S += g->shapes[2 * l] * g->shapes[2 * l + 1];
     }
-    msda_forward_args f = {t, {g->N, S, g->M, g->D, g->Lq ? g->Lq : S, g->L, g->P}, g->shapes,
-                           starts, NULL, NULL, NULL, NULL};
+    msda_forward_args f = {.dtype = t, .sizes = {g->N, S, g->M, g->D, g->Lq ? g->Lq : S, g->L, g->P},
+                           .spatial_shapes = g->shapes, .level_start = starts};
     tensors x;
     make_inputs(&f, t, &x);
     const size_t eb = x.eb;
