@@ -268,8 +268,10 @@ def _run_cuda(index: int, call: Callable[[int], int], err: _Error, device: torch
 
 def _prepare(value: torch.Tensor, spatial_shapes: torch.Tensor,
              level_start_index: torch.Tensor, sampling_locations: torch.Tensor,
-             attention_weights: torch.Tensor):
-    check_dtypes(value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
+             attention_weights: torch.Tensor, check: bool):
+    if check:
+        check_dtypes(value, spatial_shapes, level_start_index, sampling_locations,
+                     attention_weights)
     sizes, c_sizes = sizes_of(value, spatial_shapes, level_start_index, sampling_locations,
                               attention_weights)
     cdt = coord_dtype(value.dtype, sampling_locations.dtype, attention_weights.dtype)
@@ -311,11 +313,12 @@ def _table_for(spatial_shapes: torch.Tensor, level_start_index: torch.Tensor, si
 
 
 def forward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
-            sampling_locations: torch.Tensor, attention_weights: torch.Tensor) -> torch.Tensor:
+            sampling_locations: torch.Tensor, attention_weights: torch.Tensor, *,
+            check: bool = True) -> torch.Tensor:
     """The op's output (N, Lq, M * D) in value's dtype, on value's device. Records no autograd
-    graph (its result never requires grad)."""
+    graph (its result never requires grad). check=False: check_dtypes has passed already."""
     sizes, c_sizes, cdt, value, loc, w = _prepare(value, spatial_shapes, level_start_index,
-                                                  sampling_locations, attention_weights)
+                                                  sampling_locations, attention_weights, check)
     shape = output_shape(sizes)
     if sizes.empty:
         return value.new_zeros(shape)
@@ -341,11 +344,11 @@ _workspace_cache: Dict[tuple, int] = {}
 
 def backward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
              sampling_locations: torch.Tensor, attention_weights: torch.Tensor,
-             grad_output: torch.Tensor) -> List[torch.Tensor]:
+             grad_output: torch.Tensor, *, check: bool = True) -> List[torch.Tensor]:
     """[grad_value, grad_sampling_locations, grad_attention_weights]: the first in value's
-    dtype, the others in coord_dtype's."""
+    dtype, the others in coord_dtype's. check: as forward's."""
     sizes, c_sizes, cdt, value, loc, w = _prepare(value, spatial_shapes, level_start_index,
-                                                  sampling_locations, attention_weights)
+                                                  sampling_locations, attention_weights, check)
     check_grad_output(sizes, grad_output.shape)
     device = value.device
     if grad_output.device != device:

@@ -19,8 +19,8 @@ OpFn = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
 
 class MSDAFunction(torch.autograd.Function):
-    """The op as an autograd.Function: what torch without custom_op uses, and what `apply`
-    falls back to. Its backward is not itself differentiable (as the original op's)."""
+    """The op as an autograd.Function: what eager calls and torch without custom_op use. Its
+    backward is not itself differentiable (as the original op's)."""
 
     @staticmethod
     def forward(ctx, value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
@@ -33,8 +33,9 @@ class MSDAFunction(torch.autograd.Function):
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_output: Tensor):
+        # The forward checked these very tensors.
         grad_value, grad_locations, grad_weights = kernels.backward(*ctx.saved_tensors,
-                                                                    grad_output)
+                                                                    grad_output, check=False)
         return grad_value, None, None, grad_locations, grad_weights
 
 
