@@ -7,6 +7,8 @@ forward + backward through autograd, each
                  then one synchronisation; the GPU may be the bound),
   - "no launch": the same with libmsda's compute entry points replaced by no-ops, i.e. the
                  Python/ctypes/torch cost alone (validation, allocation, argument structs),
+  - "torch floor": an autograd.Function that only allocates its results (what torch itself
+                 costs for such a call, under any wrapper),
 and on CUDA the GPU time per call from a CUDA graph of 20 calls, to which a call should add at
 most the "no launch" cost. A figure to compare, not a test: run it against two checkouts, e.g.
   PYTHONPATH=wheels MSDA_LIBRARY=build/kernels/libmsda.so python3 tests/bench/overhead.py
@@ -64,18 +66,18 @@ def no_launch():
             setattr(lib, attr, lambda *args: 0)
 
 
-def per_call_us(fn, calls, rounds, device):
+def per_call_us(fn, calls, rounds, device, clock):
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     for _ in range(20):
         fn()
     sync()
     times = []
     for _ in range(rounds):
-        t0 = time.perf_counter()
+        t0 = clock()
         for _ in range(calls):
             fn()
         sync()
-        times.append((time.perf_counter() - t0) / calls * 1e6)
+        times.append((clock() - t0) / calls * 1e6)
     return statistics.median(times)
 
 
@@ -101,6 +103,21 @@ def graph_us(fn, calls=20, rounds=30):
     return statistics.median(times)
 
 
+class _Floor(torch.autograd.Function):
+    """What torch alone costs for an op of these tensors: an autograd.Function that only
+    allocates its results (the floor under any wrapper)."""
+
+    @staticmethod
+    def forward(ctx, value, shapes, starts, loc, w):
+        ctx.save_for_backward(value, loc, w)
+        return value.new_empty(value.shape[0], loc.shape[1], value.shape[2] * value.shape[3])
+
+    @staticmethod
+    def backward(ctx, grad):
+        value, loc, w = ctx.saved_tensors
+        return torch.empty_like(value), None, None, torch.empty_like(loc), torch.empty_like(w)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -108,7 +125,11 @@ def main():
     ap.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--clock", default="wall", choices=("wall", "cpu"),
+                    help="cpu: this process's CPU time, steadier than wall time on a busy "
+                         "machine (CPU path only: it does not count time spent waiting)")
     args = ap.parse_args()
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     shape = args.shape or ("tiny" if args.device == "cpu" else "dec_b2_q900")
     dtype = getattr(torch, args.dtype)
     value, shapes, starts, loc, w = inputs(shape, args.device, dtype)
@@ -125,15 +146,22 @@ def main():
         out.backward(gout)
 
     print(f"msda {msda.__file__}, torch {torch.__version__}, device {args.device}, shape {shape}, "
-          f"{args.dtype}, table on the {args.device}")
+          f"{args.dtype}, table on the {args.device}, {args.clock} clock")
     rows = []
     if args.device == "cuda":
         rows.append(("CUDA graph (GPU time)", graph_us(fwd), graph_us(fwd_bwd)))
-    rows.append(("full", per_call_us(fwd, args.calls, args.rounds, args.device),
-                 per_call_us(fwd_bwd, args.calls, args.rounds, args.device)))
+    timed = lambda fn: per_call_us(fn, args.calls, args.rounds, args.device, clock)
+
+    def floor_fwd():
+        with torch.no_grad():
+            _Floor.apply(value, shapes, starts, loc, w)
+
+    def floor_fwd_bwd():
+        _Floor.apply(leaves[0], shapes, starts, leaves[1], leaves[2]).backward(gout)
+    rows.append(("torch floor (empty op)", timed(floor_fwd), timed(floor_fwd_bwd)))
+    rows.append(("full", timed(fwd), timed(fwd_bwd)))
     no_launch()
-    rows.append(("no launch (wrapper only)", per_call_us(fwd, args.calls, args.rounds, args.device),
-                 per_call_us(fwd_bwd, args.calls, args.rounds, args.device)))
+    rows.append(("no launch (wrapper only)", timed(fwd), timed(fwd_bwd)))
     print(f"{'us per call':<26} {'forward':>10} {'fwd+bwd':>10}")
     for name, f, fb in rows:
         print(f"{name:<26} {f:>10.1f} {fb:>10.1f}")

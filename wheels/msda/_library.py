@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import ctypes
 import enum
-import functools
 import os
 import threading
 from dataclasses import dataclass
@@ -129,9 +128,12 @@ class LibraryInfo:
         return f"libmsda {self.version} ({self.path}); device code: {archs}"
 
 
+_SHIPPED = os.path.join(os.path.dirname(__file__), "libmsda.so")
+
+
 def library_path() -> str:
     """$MSDA_LIBRARY if set, else the libmsda.so shipped inside this package."""
-    return os.environ.get(ENV_LIBRARY) or os.path.join(os.path.dirname(__file__), "libmsda.so")
+    return os.environ.get(ENV_LIBRARY) or _SHIPPED
 
 
 def _declare(lib: ctypes.CDLL) -> None:
@@ -282,14 +284,17 @@ def _level_table(shapes: Sequence[int], starts: Sequence[int]):
 
 
 _lock = threading.Lock()
-
-
-@functools.lru_cache(maxsize=None)
-def _load(path: str) -> Library:
-    return Library(path)
+_loaded: dict = {}  # path -> Library
 
 
 def library() -> Library:
-    """The process's libmsda, loaded on first use from library_path()."""
-    with _lock:  # one load even where threads race for the first call
-        return _load(library_path())
+    """The process's libmsda, loaded on first use from library_path() (asked on every call:
+    the op's calls take the library $MSDA_LIBRARY names at the time)."""
+    path = library_path()
+    lib = _loaded.get(path)
+    if lib is None:
+        with _lock:  # one load even where threads race for the first call
+            lib = _loaded.get(path)
+            if lib is None:
+                lib = _loaded[path] = Library(path)
+    return lib

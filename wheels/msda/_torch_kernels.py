@@ -38,6 +38,12 @@ _raw_stream: Optional[Callable[[int], int]] = getattr(torch._C, "_cuda_getCurren
                                                        None)
 
 
+_INTEGER = frozenset(getattr(torch, name) for name in
+                     ("int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64")
+                     if hasattr(torch, name))
+_CPU = torch.device("cpu")
+
+
 def check_dtypes(value: torch.Tensor, spatial_shapes: torch.Tensor,
                  level_start_index: torch.Tensor, sampling_locations: torch.Tensor,
                  attention_weights: torch.Tensor) -> None:
@@ -45,19 +51,21 @@ def check_dtypes(value: torch.Tensor, spatial_shapes: torch.Tensor,
     if value.dtype not in _DTYPES:
         raise MSDAInputError(f"msda: value has dtype {value.dtype}; the op computes in "
                              f"float32, float64, float16 or bfloat16")
+    device = value.device
     for name, t in (("sampling_locations", sampling_locations),
                     ("attention_weights", attention_weights)):
         if not t.is_floating_point():
             raise MSDAInputError(f"msda: {name} has dtype {t.dtype}; it must be floating point")
-        if t.device != value.device:
-            raise MSDAInputError(f"msda: {name} is on {t.device} and value on {value.device}; "
+        if t.device != device:
+            raise MSDAInputError(f"msda: {name} is on {t.device} and value on {device}; "
                                  f"the op needs them on one device")
     for name, t in (("spatial_shapes", spatial_shapes), ("level_start_index", level_start_index)):
-        if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        if t.dtype not in _INTEGER:
             raise MSDAInputError(f"msda: {name} has dtype {t.dtype}; it must be an integer "
                                  f"tensor (int64, as in Deformable-DETR)")
-        if t.device.type != "cpu" and t.device != value.device:
-            raise MSDAInputError(f"msda: {name} is on {t.device} and value on {value.device}; "
+        where = t.device
+        if where != device and where != _CPU:
+            raise MSDAInputError(f"msda: {name} is on {where} and value on {device}; "
                                  f"the level table must be on the CPU or on value's device")
 
 
@@ -275,8 +283,12 @@ def _prepare(value: torch.Tensor, spatial_shapes: torch.Tensor,
     sizes, c_sizes = sizes_of(value, spatial_shapes, level_start_index, sampling_locations,
                               attention_weights)
     cdt = coord_dtype(value.dtype, sampling_locations.dtype, attention_weights.dtype)
-    return (sizes, c_sizes, cdt, value.contiguous(), sampling_locations.to(cdt).contiguous(),
-            attention_weights.to(cdt).contiguous())
+    if sampling_locations.dtype != cdt:
+        sampling_locations = sampling_locations.to(cdt)
+    if attention_weights.dtype != cdt:
+        attention_weights = attention_weights.to(cdt)
+    return (sizes, c_sizes, cdt, value.contiguous(), sampling_locations.contiguous(),
+            attention_weights.contiguous())
 
 
 def _fill(a, dtype: torch.dtype, cdt: torch.dtype, c_sizes: _Sizes, table: _Table,
@@ -354,7 +366,9 @@ def backward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_inde
     if grad_output.device != device:
         raise MSDAInputError(f"msda: grad_output is on {grad_output.device} and value on "
                              f"{device}")
-    grad_output = grad_output.to(value.dtype).contiguous()
+    if grad_output.dtype != value.dtype:
+        grad_output = grad_output.to(value.dtype)
+    grad_output = grad_output.contiguous()
     if sizes.empty:
         return [torch.zeros_like(value), torch.zeros_like(loc), torch.zeros_like(w)]
     table, index, status = _table_for(spatial_shapes, level_start_index, sizes, device)

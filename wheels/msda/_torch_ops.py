@@ -24,11 +24,13 @@ class MSDAFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
-                sampling_locations: Tensor, attention_weights: Tensor) -> Tensor:
+                sampling_locations: Tensor, attention_weights: Tensor,
+                check: bool = True) -> Tensor:
+        # check=False: ms_deform_attn has checked the dtypes and devices already.
         ctx.save_for_backward(value, spatial_shapes, level_start_index, sampling_locations,
                               attention_weights)
         return kernels.forward(value, spatial_shapes, level_start_index, sampling_locations,
-                               attention_weights)
+                               attention_weights, check=check)
 
     @staticmethod
     @once_differentiable
@@ -36,7 +38,7 @@ class MSDAFunction(torch.autograd.Function):
         # The forward checked these very tensors.
         grad_value, grad_locations, grad_weights = kernels.backward(*ctx.saved_tensors,
                                                                     grad_output, check=False)
-        return grad_value, None, None, grad_locations, grad_weights
+        return grad_value, None, None, grad_locations, grad_weights, None
 
 
 def _register_custom_op() -> OpFn:
@@ -106,7 +108,7 @@ def apply(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
         return _custom_op(value, spatial_shapes, level_start_index, sampling_locations,
                           attention_weights)
     return MSDAFunction.apply(value, spatial_shapes, level_start_index, sampling_locations,
-                              attention_weights)
+                              attention_weights, False)
 
 
 def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
@@ -137,5 +139,9 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
                          attention_weights)
     # Cast here rather than inside the op, so that autograd casts the gradients back.
     cdt = kernels.coord_dtype(value.dtype, sampling_locations.dtype, attention_weights.dtype)
+    if sampling_locations.dtype != cdt:
+        sampling_locations = sampling_locations.to(cdt)
+    if attention_weights.dtype != cdt:
+        attention_weights = attention_weights.to(cdt)
     return apply(value.contiguous(), spatial_shapes, level_start_index,
-                 sampling_locations.to(cdt).contiguous(), attention_weights.to(cdt).contiguous())
+                 sampling_locations.contiguous(), attention_weights.contiguous())
