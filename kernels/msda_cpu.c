@@ -191,24 +191,20 @@ static size_t acc_size(msda_dtype dtype) { return dtype == MSDA_F64 ? sizeof(dou
 
 msda_status msda_forward_cpu(const msda_forward_args *a, int threads, msda_error *err) {
     msda_problem pb;
-    msda_status st = msda_validate_forward(a, err);
+    msda_status st = msda_check_forward(a, &pb, err);
     if (st != MSDA_OK) return st;
     if (threads < 0) return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "threads is %d", threads);
-    if (a->level_table != MSDA_HOST) return host_table_needed(err);
-    const msda_problem_in in = msda_forward_in(a);
-    msda_check_problem(&in, &pb, err);
+    if (pb.table_on_device) return host_table_needed(err);
     const cpu_task proto = {.pb = &pb, .fwd = a, .scratch_bytes = (size_t)pb.D * acc_size(pb.dtype)};
     return run_tasks(&proto, pb.N * pb.Lq * pb.M, threads, err);
 }
 
 msda_status msda_backward_cpu(const msda_backward_args *a, int threads, msda_error *err) {
     msda_problem pb;
-    msda_status st = msda_validate_backward(a, err);
+    msda_status st = msda_check_backward(a, &pb, err);
     if (st != MSDA_OK) return st;
     if (threads < 0) return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "threads is %d", threads);
-    if (a->level_table != MSDA_HOST) return host_table_needed(err);
-    const msda_problem_in in = msda_backward_in(a);
-    msda_check_problem(&in, &pb, err);
+    if (pb.table_on_device) return host_table_needed(err);
     const int64_t acc_elems = pb.S * pb.D + pb.D;
     if ((uint64_t)acc_elems > SIZE_MAX / acc_size(pb.dtype))
         return msda_fail(err, MSDA_ERR_OUT_OF_MEMORY, "S*D is too large for host scratch");

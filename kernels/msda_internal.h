@@ -37,6 +37,10 @@ typedef struct msda_problem_in {
  * fills *pb. Pointers are checked by the callers. */
 msda_status msda_check_problem(const msda_problem_in *in, msda_problem *pb, msda_error *err);
 
+/* msda_validate_forward / _backward, filling *pb for the caller's work. */
+msda_status msda_check_forward(const msda_forward_args *a, msda_problem *pb, msda_error *err);
+msda_status msda_check_backward(const msda_backward_args *a, msda_problem *pb, msda_error *err);
+
 /* The msda_problem_in of an args struct. */
 msda_problem_in msda_forward_in(const msda_forward_args *a);
 msda_problem_in msda_backward_in(const msda_backward_args *a);

@@ -125,11 +125,7 @@ msda_status msda_forward_cuda(const msda_forward_args *a, void *stream, msda_err
     msda_problem pb;
     const msda_driver *drv;
     const msda_module *mod;
-    msda_status st = msda_validate_forward(a, err);
-    if (st == MSDA_OK) {
-        const msda_problem_in in = msda_forward_in(a);
-        st = msda_check_problem(&in, &pb, err);
-    }
+    msda_status st = msda_check_forward(a, &pb, err);
     if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
     if (st != MSDA_OK) return st;
 
@@ -241,11 +237,7 @@ msda_status msda_backward_cuda_workspace(const msda_backward_args *a, size_t *by
     const msda_driver *drv;
     const msda_module *mod;
     if (!bytes) return msda_fail(err, MSDA_ERR_NULL_ARGUMENT, "bytes is NULL");
-    msda_status st = msda_validate_backward(a, err);
-    if (st == MSDA_OK) {
-        const msda_problem_in in = msda_backward_in(a);
-        st = msda_check_problem(&in, &pb, err);
-    }
+    msda_status st = msda_check_backward(a, &pb, err);
     if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
     if (st != MSDA_OK) return st;
     const buffer_plan bp = plan_buffer(&pb, backward_strategy(mod, pb.dtype));
@@ -258,11 +250,7 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     const msda_driver *drv;
     const msda_module *mod;
     CUstream stream = (CUstream)stream_arg;
-    msda_status st = msda_validate_backward(a, err);
-    if (st == MSDA_OK) {
-        const msda_problem_in in = msda_backward_in(a);
-        st = msda_check_problem(&in, &pb, err);
-    }
+    msda_status st = msda_check_backward(a, &pb, err);
     if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
     if (st != MSDA_OK) return st;
 

@@ -124,9 +124,18 @@ static msda_status check_pointers(const void *const *ptrs, const char *const *na
 
 msda_status msda_validate_forward(const msda_forward_args *a, msda_error *err) {
     msda_problem pb;
+    return msda_check_forward(a, &pb, err);
+}
+
+msda_status msda_validate_backward(const msda_backward_args *a, msda_error *err) {
+    msda_problem pb;
+    return msda_check_backward(a, &pb, err);
+}
+
+msda_status msda_check_forward(const msda_forward_args *a, msda_problem *pb, msda_error *err) {
     if (!a) return msda_fail(err, MSDA_ERR_NULL_ARGUMENT, "args is NULL");
     const msda_problem_in in = msda_forward_in(a);
-    msda_status st = msda_check_problem(&in, &pb, err);
+    msda_status st = msda_check_problem(&in, pb, err);
     if (st != MSDA_OK) return st;
     const void *const ptrs[] = {a->value, a->sampling_locations, a->attention_weights, a->output};
     static const char *const names[] = {"value", "sampling_locations", "attention_weights",
@@ -134,11 +143,10 @@ msda_status msda_validate_forward(const msda_forward_args *a, msda_error *err) {
     return check_pointers(ptrs, names, 4, err);
 }
 
-msda_status msda_validate_backward(const msda_backward_args *a, msda_error *err) {
-    msda_problem pb;
+msda_status msda_check_backward(const msda_backward_args *a, msda_problem *pb, msda_error *err) {
     if (!a) return msda_fail(err, MSDA_ERR_NULL_ARGUMENT, "args is NULL");
     const msda_problem_in in = msda_backward_in(a);
-    msda_status st = msda_check_problem(&in, &pb, err);
+    msda_status st = msda_check_problem(&in, pb, err);
     if (st != MSDA_OK) return st;
     const void *const ptrs[] = {a->value,       a->sampling_locations,      a->attention_weights,
                                 a->grad_output, a->grad_value,              a->grad_sampling_locations,
