@@ -34,7 +34,10 @@ class ForwardArgs(ctypes.Structure):
     _fields_ = [("dtype", ctypes.c_int), ("sizes", Sizes), ("spatial_shapes", ctypes.c_void_p),
                 ("level_start", ctypes.c_void_p), ("value", ctypes.c_void_p),
                 ("locations", ctypes.c_void_p), ("weights", ctypes.c_void_p),
-                ("output", ctypes.c_void_p)]
+                ("output", ctypes.c_void_p),
+                # msda.h ABI 2: coordinates in dtype, level table on the host, no device status
+                ("coord_type", ctypes.c_int), ("level_table", ctypes.c_int),
+                ("device_status", ctypes.c_void_p)]
 
 
 class BackwardArgs(ctypes.Structure):
@@ -43,7 +46,9 @@ class BackwardArgs(ctypes.Structure):
                 ("locations", ctypes.c_void_p), ("weights", ctypes.c_void_p),
                 ("grad_output", ctypes.c_void_p), ("grad_value", ctypes.c_void_p),
                 ("grad_locations", ctypes.c_void_p), ("grad_weights", ctypes.c_void_p),
-                ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t)]
+                ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+                ("coord_type", ctypes.c_int), ("level_table", ctypes.c_int),
+                ("device_status", ctypes.c_void_p)]
 
 
 class Error(ctypes.Structure):
@@ -54,6 +59,9 @@ class Error(ctypes.Structure):
 class Msda:
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
+        self.lib.msda_abi_version.restype = ctypes.c_int
+        if self.lib.msda_abi_version() != 2:  # the structs above
+            sys.exit(f"{path}: libmsda ABI {self.lib.msda_abi_version()}, bench.py knows ABI 2")
         for name, argt in (("msda_forward_cuda", ForwardArgs), ("msda_backward_cuda", BackwardArgs)):
             fn = getattr(self.lib, name)
             fn.argtypes = [ctypes.POINTER(argt), ctypes.c_void_p, ctypes.POINTER(Error)]
