@@ -55,6 +55,14 @@ check-diagnose: $(BUILD)/san/msda-doctor $(FAKE_LIBCUDA) $(FIXTURES)/.stamp
 	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) MSDA_FAKE_LIBCUDA=$(abspath $(FAKE_LIBCUDA)) \
 	  MSDA_FIXTURES=$(abspath $(FIXTURES)) $(RUN_SUITE) diagnose tap bats --tap tests/cli/diagnose
 
+# diagnose against real failure logs quoted from public threads (issue 12): each log read alone
+# with --no-probe; fails when the share right first drops below index.json's min_accuracy or a
+# clean log yields a finding (tests/diagnose-corpus/README.md).
+CHECK_SUITES += corpus
+.PHONY: check-corpus
+check-corpus: $(BUILD)/san/msda-doctor
+	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) $(RUN_SUITE) corpus counts tests/diagnose-corpus/score
+
 # The Python package from an installed wheel for this CPU, in a virtual environment with torch (from
 # PyPI: about 60 s and 5 GB the first time, kept in build/ afterwards).
 PY_VENV := $(BUILD)/venv-torch
