@@ -17,10 +17,13 @@
 const md_option md_cli_fetch_options[] = {
     { 'c', "cuda", "VERSION", 0,
       "the CUDA release to fetch, as NVIDIA names it: 11.8.0 (with --wheels: MAJOR.MINOR, 13.0)" },
-    { 'p', "platform", "PLATFORM", 0, "linux-x86_64, linux-sbsa or linux-aarch64 (default: this machine's)" },
+    { 'p', "platform", "PLATFORM", 0,
+      "linux-x86_64, linux-sbsa or linux-aarch64 (default: this machine's); with --list or --remove, only "
+      "that platform's toolkits" },
     { 'm', "mirror", "URL", 0, "where redistrib_VERSION.json and the archives are (default: $" MIRROR_ENV
       " or NVIDIA's)" },
-    { 'd', "dest", "DIR", 0, "put the toolkit in DIR/cuda-MAJOR.MINOR (default: ~/.cache/msda-doctor)" },
+    { 'd', "dest", "DIR", 0,
+      "put the toolkit in DIR/cuda/MAJOR.MINOR/PLATFORM (default: ~/.cache/msda-doctor)" },
     { 'H', "allow-http", NULL, 0, "allow plain http:// to hosts other than loopback" },
     { 'r', "retries", "N", 0, "attempts after a transient failure, each waiting twice as long (default: 4)" },
     { 't', "timeout", "SECONDS", 0, "give up a connection or a stalled transfer after this long (default: 30)" },
@@ -31,7 +34,9 @@ const md_option md_cli_fetch_options[] = {
       "the package index for --wheels, and implies it (default: $PIP_INDEX_URL, pip's configuration, else "
       "PyPI)" },
     { 'l', "list", NULL, 0, "list the toolkits fetched into the cache (or --dest) and exit" },
-    { 'R', "remove", "VERSION", 0, "remove the fetched toolkit MAJOR.MINOR from the cache (or --dest) and exit" },
+    { 'R', "remove", "VERSION", 0,
+      "remove the fetched toolkits MAJOR.MINOR, of every platform or of --platform, from the cache (or --dest) "
+      "and exit" },
     { 'j', "json", NULL, 0, "print JSON instead of text" },
     MD_OPTION_HELP,
     MD_OPTION_END
@@ -137,46 +142,59 @@ static void print_result(const md_fetch_result *r)
     printf("Build with it: msda-doctor build --toolkit %s\n", r->toolkit_dir);
 }
 
-static int list_cache(const char *dir, bool json)
+static int list_cache(const char *dir, const char *platform, bool json)
 {
     md_cached_toolkit *list;
     size_t n;
     md_error err;
-    md_status st = md_fetch_cache_list(dir, &list, &n, &err);
+    md_status st = md_fetch_cache_list(dir, platform, NULL, &list, &n, &err);
     if (st != MD_OK) {
         md_cli_error("%s", err.message);
         return md_cli_exit_for(st);
     }
     int rc = MD_EXIT_OK;
-    if (json) {
-        json_t *items = json_array();
-        for (size_t i = 0; i < n; i++)
-            json_array_append_new(items, json_pack("{s:s, s:s, s:b}", "version", list[i].version, "path",
-                                                   list[i].path, "nvcc", list[i].has_nvcc));
-        rc = md_cli_print_json(json_pack("{s:s, s:o}", "dir", dir, "toolkits", items));
-    } else if (n == 0) {
-        printf("No fetched toolkit in %s\n", dir);
-    } else {
-        for (size_t i = 0; i < n; i++)
-            printf("CUDA %-6s %s%s\n", list[i].version, list[i].path, list[i].has_nvcc ? "" : "  (no bin/nvcc)");
+    json_t *items = json ? json_array() : NULL;
+    for (size_t i = 0; i < n; i++) {
+        const md_cached_toolkit *t = &list[i];
+        if (json)
+            json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:b, s:b}", "version", t->version, "platform",
+                                                   t->platform, "path", t->path, "nvcc", t->has_nvcc, "runs_here",
+                                                   t->host_rank >= 0));
+        else
+            printf("CUDA %-6s %-14s %s%s%s\n", t->version, t->platform, t->path, t->has_nvcc ? "" : "  (no bin/nvcc)",
+                   t->host_rank >= 0 ? "" : "  (does not run on this machine)");
     }
+    if (json)
+        rc = md_cli_print_json(json_pack("{s:s, s:o}", "dir", dir, "toolkits", items));
+    else if (n == 0)
+        printf("No fetched toolkit%s%s in %s\n", platform ? " for " : "", platform ? platform : "", dir);
     free(list);
     return rc;
 }
 
-static int remove_from_cache(const char *dir, const char *version, bool json)
+static int remove_from_cache(const char *dir, const char *version, const char *platform, bool json)
 {
-    char removed[4096];
+    md_cached_toolkit *removed;
+    size_t n;
     md_error err;
-    md_status st = md_fetch_cache_remove(dir, version, removed, sizeof removed, &err);
+    md_status st = md_fetch_cache_remove(dir, version, platform, &removed, &n, &err);
     if (st != MD_OK) {
         md_cli_error("%s", err.message);
         return md_cli_exit_for(st);
     }
+    int rc = MD_EXIT_OK;
+    json_t *items = json ? json_array() : NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (json)
+            json_array_append_new(items, json_pack("{s:s, s:s, s:s}", "version", removed[i].version, "platform",
+                                                   removed[i].platform, "path", removed[i].path));
+        else
+            printf("Removed CUDA %s for %s: %s\n", removed[i].version, removed[i].platform, removed[i].path);
+    }
     if (json)
-        return md_cli_print_json(json_pack("{s:s}", "removed", removed));
-    printf("Removed %s\n", removed);
-    return MD_EXIT_OK;
+        rc = md_cli_print_json(json_pack("{s:o}", "removed", items));
+    free(removed);
+    return rc;
 }
 
 /* What a fetch takes when the command line says nothing: `fetch` and `build --fetch` alike. */
@@ -270,9 +288,9 @@ int cmd_fetch(int argc, char **argv)
         req.dest = dest;
     }
     if (list)
-        return list_cache(req.dest, json);
+        return list_cache(req.dest, req.platform, json);
     if (remove)
-        return remove_from_cache(req.dest, remove, json);
+        return remove_from_cache(req.dest, remove, req.platform, json);
     char index[2048], index_source[4096];
     if (req.wheels && !req.index_url && md_pip_index_url(index, sizeof index, index_source, sizeof index_source)) {
         req.index_url = index;

@@ -307,19 +307,17 @@ static md_status wheel_recipe(const md_redist_table *table, const char *version,
 }
 
 /* Unpacks every archive into a fresh folder beside the toolkit's place and renames it there. */
-static md_status install(md_fetch_result *out, const char *parent, const char *dl_dir, const char *folder,
-                         md_error *err)
+static md_status install(md_fetch_result *out, const md_fetch_paths *paths, md_error *err)
 {
     char staging[PATH_MAX];
-    if (snprintf(staging, sizeof staging, "%s/.%s.tmp-XXXXXX", parent, folder) >= (int)sizeof staging)
-        return md_fail(err, MD_ERR_ARGUMENT, "'%s' is too long a path", parent);
+    snprintf(staging, sizeof staging, "%s", paths->staging);
     if (!mkdtemp(staging))
-        return md_fail(err, MD_ERR_IO, "cannot create a folder in '%s': %s", parent, strerror(errno));
+        return md_fail(err, MD_ERR_IO, "cannot create a folder in '%s': %s", paths->version_dir, strerror(errno));
     md_status st = MD_OK;
     for (size_t i = 0; i < out->n_components && st == MD_OK; i++) {
         const md_fetch_component *c = &out->components[i];
         char file[PATH_MAX];
-        st = path_join(file, sizeof file, dl_dir, c->file, err);
+        st = path_join(file, sizeof file, paths->download, c->file, err);
         if (st == MD_OK)
             st = md_unpack_archive(file, c->wheel ? MD_UNPACK_WHEEL : MD_UNPACK_REDIST, c->top, staging, err);
         /* An unsafe archive is unsafe whatever its sum said: do not keep it for a next run. */
@@ -337,6 +335,43 @@ static md_status install(md_fetch_result *out, const char *parent, const char *d
         st = md_fail(err, MD_ERR_IO, "cannot rename '%s' to '%s': %s", staging, out->toolkit_dir, strerror(errno));
     if (st != MD_OK)
         md_remove_tree(staging);
+    return st;
+}
+
+/* The fetch proper, once the request is checked and PATHS are known. */
+static md_status fetch_into(const md_fetch_request *req, const md_redist_table *table, const char *base,
+                            const md_wheel_major *wm, const char *machine, unsigned major, unsigned minor,
+                            const md_fetch_paths *paths, md_fetch_result *out, md_error *err)
+{
+    struct stat sb;
+    md_status st;
+    if (lstat(out->toolkit_dir, &sb) == 0) {
+        char nvcc[PATH_MAX];
+        if ((st = path_join(nvcc, sizeof nvcc, out->toolkit_dir, "bin/nvcc", err)) != MD_OK)
+            return st;
+        if (access(nvcc, X_OK) != 0)
+            return md_fail(err, MD_ERR_IO, "'%s' exists and holds no bin/nvcc; remove it first", out->toolkit_dir);
+        out->already_present = true;
+        return MD_OK;
+    }
+    st = req->wheels ? read_wheels(req, wm, machine, major, minor, out, err)
+                     : read_manifest(req, base, out, table, err);
+    if (st != MD_OK)
+        return st;
+    if ((st = make_dirs(paths->version_dir, err)) != MD_OK)
+        return st;
+    if (mkdir(paths->download, 0755) != 0 && errno != EEXIST)
+        return md_fail(err, MD_ERR_IO, "cannot create '%s': %s", paths->download, strerror(errno));
+    /* Every archive is checked before any is unpacked. */
+    for (size_t i = 0; i < out->n_components; i++) {
+        char file[PATH_MAX];
+        st = download_one(&out->components[i], paths->download, &req->http, file, sizeof file, err);
+        if (st != MD_OK)
+            return st;
+    }
+    st = install(out, paths, err);
+    if (st == MD_OK)
+        md_remove_tree(paths->download);
     return st;
 }
 
@@ -358,9 +393,11 @@ md_status md_fetch_toolkit(const md_fetch_request *req, md_fetch_result *out, md
         if (uname(&u) != 0 || !(platform = md_redist_host_platform(table, u.machine)))
             return md_fail(err, MD_ERR_ARGUMENT, "no CUDA redist platform for this machine; give --platform");
     }
-    if (!md_redist_platform_known(table, platform))
-        return md_fail(err, MD_ERR_ARGUMENT, "unknown platform '%s' (linux-x86_64, linux-sbsa or linux-aarch64)",
-                       platform);
+    if (!md_redist_platform_known(table, platform)) {
+        char names[128];
+        md_redist_platform_names(table, names, sizeof names);
+        return md_fail(err, MD_ERR_ARGUMENT, "unknown platform '%s' (%s)", platform, names);
+    }
     snprintf(out->platform, sizeof out->platform, "%s", platform);
 
     char base[768];
@@ -385,45 +422,30 @@ md_status md_fetch_toolkit(const md_fetch_request *req, md_fetch_result *out, md
     if (st != MD_OK)
         return st;
 
-    char parent[PATH_MAX], folder[64], dl_name[96], dl_dir[PATH_MAX];
+    char parent[PATH_MAX];
     st = make_dirs(req->dest, err);
     if (st != MD_OK)
         return st;
     /* Canonical, so that libarchive's symlink and ".." checks see no link or ".." of the user's. */
     if (!realpath(req->dest, parent))
         return md_fail(err, MD_ERR_IO, "cannot resolve '%s': %s", req->dest, strerror(errno));
-    snprintf(folder, sizeof folder, "cuda-%u.%u", major, minor);
-    snprintf(dl_name, sizeof dl_name, ".%s-%s.download", folder, platform);
-    if ((st = path_join(out->toolkit_dir, sizeof out->toolkit_dir, parent, folder, err)) != MD_OK ||
-        (st = path_join(dl_dir, sizeof dl_dir, parent, dl_name, err)) != MD_OK)
-        return st;
-
-    struct stat sb;
-    if (lstat(out->toolkit_dir, &sb) == 0) {
-        char nvcc[PATH_MAX];
-        if ((st = path_join(nvcc, sizeof nvcc, out->toolkit_dir, "bin/nvcc", err)) != MD_OK)
-            return st;
-        if (access(nvcc, X_OK) != 0)
-            return md_fail(err, MD_ERR_IO, "'%s' exists and holds no bin/nvcc; remove it first", out->toolkit_dir);
-        out->already_present = true;
-        return MD_OK;
+    md_fetch_paths *paths = malloc(sizeof *paths);
+    if (!paths)
+        return md_fail(err, MD_ERR_NOMEM, "out of memory");
+    st = md_fetch_cache_paths(parent, major, minor, platform, paths, err);
+    if (st == MD_OK) {
+        snprintf(out->toolkit_dir, sizeof out->toolkit_dir, "%s", paths->toolkit);
+        st = fetch_into(req, table, base, wm, machine, major, minor, paths, out, err);
+        if (st != MD_OK) {
+            /* What this run made and left empty goes; a download kept for a resume stays. */
+            char top[PATH_MAX];
+            rmdir(paths->download);
+            rmdir(paths->version_dir);
+            snprintf(top, sizeof top, "%s", paths->version_dir);
+            *strrchr(top, '/') = '\0';
+            rmdir(top);
+        }
     }
-
-    st = req->wheels ? read_wheels(req, wm, machine, major, minor, out, err)
-                     : read_manifest(req, base, out, table, err);
-    if (st != MD_OK)
-        return st;
-    if (mkdir(dl_dir, 0755) != 0 && errno != EEXIST)
-        return md_fail(err, MD_ERR_IO, "cannot create '%s': %s", dl_dir, strerror(errno));
-    /* Every archive is checked before any is unpacked. */
-    for (size_t i = 0; i < out->n_components; i++) {
-        char file[PATH_MAX];
-        st = download_one(&out->components[i], dl_dir, &req->http, file, sizeof file, err);
-        if (st != MD_OK)
-            return st;
-    }
-    st = install(out, parent, dl_dir, folder, err);
-    if (st == MD_OK)
-        md_remove_tree(dl_dir);
+    free(paths);
     return st;
 }

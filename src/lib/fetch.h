@@ -1,6 +1,7 @@
 /* `fetch`: a CUDA toolkit from NVIDIA's redistributable archives (or a mirror of them), or from
- * NVIDIA's compiler wheels on a package index, checksummed, unpacked into DEST/cuda-MAJOR.MINOR
- * only when every component arrived whole. Either way the folder has the same layout. */
+ * NVIDIA's compiler wheels on a package index, checksummed, unpacked into
+ * DEST/cuda/MAJOR.MINOR/PLATFORM (fetch_cache.h) only when every component arrived whole. Either
+ * way the folder has the same layout. */
 #ifndef MD_FETCH_H
 #define MD_FETCH_H
 
@@ -18,7 +19,7 @@ typedef struct {
     const char *mirror;    /* replaces NVIDIA's redist URL; NULL for NVIDIA's */
     bool wheels;           /* from the compiler wheels on a package index, not the redist manifest */
     const char *index_url; /* with WHEELS: the index (PEP 503/691); NULL: recipes/redist.json's */
-    const char *dest;      /* the folder that receives cuda-MAJOR.MINOR; made when missing */
+    const char *dest;      /* the folder that receives cuda/MAJOR.MINOR/PLATFORM; made when missing */
     md_http_options http;
 } md_fetch_request;
 
@@ -41,17 +42,18 @@ typedef struct {
     char platform[24];
     char manifest_url[1024]; /* "" for wheels */
     char index_url[1024];    /* the index the wheels came from; "" for the redist manifest */
-    char toolkit_dir[PATH_MAX]; /* absolute: DEST/cuda-MAJOR.MINOR */
+    char toolkit_dir[PATH_MAX]; /* absolute: DEST/cuda/MAJOR.MINOR/PLATFORM */
     bool already_present;    /* it was there with a bin/nvcc; nothing was fetched */
     md_fetch_component components[MD_REDIST_MAX_COMPONENTS];
     size_t n_components;
 } md_fetch_result;
 
 /* Fetches the toolkit REQ names into *OUT (filled as far as it got, also on failure).
- * Downloads go to DEST/.cuda-MAJOR.MINOR-PLATFORM.download/, where an interrupted one resumes
+ * Downloads go to DEST/cuda/MAJOR.MINOR/.PLATFORM.download/, where an interrupted one resumes
  * on the next call; every archive's sha256 is checked before any is unpacked; they are
- * unpacked into a temporary folder in DEST that is renamed into place only when all succeeded,
- * and removed otherwise, as the downloads are after success.
+ * unpacked into a temporary folder beside the toolkit's place that is renamed into place only
+ * when all succeeded, and removed otherwise, as the downloads are after success. A toolkit of
+ * the same version for another platform is another toolkit.
  * With WHEELS, each package of recipes/redist.json's wheel recipe for the CUDA major is read
  * from the index: the newest release MAJOR.MINOR.N of each (or the pinned package's version
  * where the index has it), a manylinux wheel for the platform, its sha256 from the index.

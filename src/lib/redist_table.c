@@ -109,11 +109,17 @@ md_status md_redist_table_load_json(json_t *doc, md_redist_table *out, md_error 
     if (!json_is_object(hosts) || json_object_size(hosts) > MD_REDIST_MAX_PLATFORMS)
         return md_fail(err, MD_ERR_INTERNAL, "redist.json: bad 'host_platforms'");
     json_object_foreach(hosts, key, value) {
-        size_t h = out->n_hosts;
-        if (strlen(key) >= sizeof out->host_machine[h] ||
-            !copy_string(value, out->host_platform[h], sizeof out->host_platform[h]) ||
-            !md_redist_platform_known(out, out->host_platform[h]))
-            return md_fail(err, MD_ERR_INTERNAL, "redist.json: host_platforms '%s' names no known platform", key);
+        size_t h = out->n_hosts, k;
+        if (strlen(key) >= sizeof out->host_machine[h] || !json_is_array(value) || json_array_size(value) == 0 ||
+            json_array_size(value) > MD_REDIST_MAX_PLATFORMS)
+            return md_fail(err, MD_ERR_INTERNAL, "redist.json: host_platforms '%s' is not a list of platforms", key);
+        json_array_foreach(value, k, item) {
+            char *p = out->host_platforms[h][k];
+            if (!copy_string(item, p, sizeof out->host_platforms[h][k]) || !md_redist_platform_known(out, p))
+                return md_fail(err, MD_ERR_INTERNAL, "redist.json: host_platforms '%s' names no known platform",
+                               key);
+        }
+        out->n_host_platforms[h] = json_array_size(value);
         snprintf(out->host_machine[h], sizeof out->host_machine[h], "%s", key);
         out->n_hosts++;
     }
@@ -173,12 +179,32 @@ bool md_redist_platform_known(const md_redist_table *t, const char *name)
     return false;
 }
 
+void md_redist_platform_names(const md_redist_table *t, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < t->n_platforms && used < size; i++) {
+        const char *sep = i == 0 ? "" : i + 1 == t->n_platforms ? " or " : ", ";
+        int n = snprintf(out + used, size - used, "%s%s", sep, t->platforms[i]);
+        used += n > 0 ? (size_t)n : 0;
+    }
+}
+
 const char *md_redist_host_platform(const md_redist_table *t, const char *machine)
 {
     for (size_t i = 0; i < t->n_hosts; i++)
         if (strcmp(t->host_machine[i], machine) == 0)
-            return t->host_platform[i];
+            return t->host_platforms[i][0];
     return NULL;
+}
+
+int md_redist_host_rank(const md_redist_table *t, const char *machine, const char *platform)
+{
+    for (size_t i = 0; i < t->n_hosts; i++)
+        for (size_t k = 0; k < t->n_host_platforms[i] && strcmp(t->host_machine[i], machine) == 0; k++)
+            if (strcmp(t->host_platforms[i][k], platform) == 0)
+                return (int)k;
+    return -1;
 }
 
 const md_wheel_major *md_redist_wheel_major(const md_redist_table *t, unsigned major)

@@ -39,7 +39,9 @@ typedef struct {
     char platforms[MD_REDIST_MAX_PLATFORMS][24]; /* "linux-x86_64", ... */
     size_t n_platforms;
     char host_machine[MD_REDIST_MAX_PLATFORMS][24]; /* `uname -m` ... */
-    char host_platform[MD_REDIST_MAX_PLATFORMS][24]; /* ... and the platform it fetches */
+    /* ... and the platforms whose toolkits run there, preferred first; the first is fetched */
+    char host_platforms[MD_REDIST_MAX_PLATFORMS][MD_REDIST_MAX_PLATFORMS][24];
+    size_t n_host_platforms[MD_REDIST_MAX_PLATFORMS];
     size_t n_hosts;
     md_redist_component components[MD_REDIST_MAX_COMPONENTS];
     size_t n_components;
@@ -64,8 +66,16 @@ void md_redist_table_free(void);
 /* True when NAME is one of T's platforms. */
 bool md_redist_platform_known(const md_redist_table *t, const char *name);
 
+/* T's platforms as a phrase for messages, "linux-x86_64, linux-sbsa or linux-aarch64", into OUT. */
+void md_redist_platform_names(const md_redist_table *t, char *out, size_t size);
+
 /* The platform a machine of `uname -m` MACHINE fetches, or NULL when the table has none. */
 const char *md_redist_host_platform(const md_redist_table *t, const char *machine);
+
+/* Where PLATFORM's toolkits rank on a machine of `uname -m` MACHINE: 0 for the one it fetches,
+ * 1 and on for others that run there, less preferred (linux-aarch64 after linux-sbsa); -1 when
+ * they do not run there. */
+int md_redist_host_rank(const md_redist_table *t, const char *machine, const char *platform);
 
 /* The wheel recipe of CUDA MAJOR, or NULL when the table has none. */
 const md_wheel_major *md_redist_wheel_major(const md_redist_table *t, unsigned major);

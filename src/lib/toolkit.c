@@ -188,6 +188,24 @@ static md_status consider_path_list(toolkit_list *list, const char *paths, md_er
     return MD_OK;
 }
 
+/* The toolkits `fetch` put in its cache for a platform that runs here, the preferred platform of
+ * a version first so that it wins; the others' nvcc would not run. An unreadable cache is no
+ * toolkit, as an unreadable /usr/local/cuda* is. */
+static md_status consider_cache(toolkit_list *list, md_error *err)
+{
+    char cache[PATH_MAX];
+    md_cached_toolkit *cached;
+    size_t n;
+    md_status st = MD_OK;
+    if (!md_fetch_cache_dir(cache, sizeof cache) || md_fetch_cache_list(cache, NULL, NULL, &cached, &n, NULL) != MD_OK)
+        return MD_OK;
+    for (size_t i = 0; i < n && st == MD_OK; i++)
+        if (cached[i].host_rank >= 0)
+            st = consider_dir(list, cached[i].path, false, err);
+    free(cached);
+    return st;
+}
+
 static int compare_toolkits(const void *a, const void *b)
 {
     const md_toolkit *x = a, *y = b;
@@ -221,14 +239,8 @@ md_status md_toolkits_find(const char *const *extra_dirs, size_t n_extra, md_too
         if (st == MD_OK && path)
             st = consider_path_list(&list, path, err);
         /* Last, so that an installed toolkit of the same version wins over a fetched one. */
-        char cache[PATH_MAX], pattern[PATH_MAX + 16];
-        if (st == MD_OK && md_fetch_cache_dir(cache, sizeof cache) &&
-            snprintf(pattern, sizeof pattern, "%s/cuda-*", cache) < (int)sizeof pattern &&
-            glob(pattern, GLOB_ONLYDIR, NULL, &g) == 0) {
-            for (size_t i = 0; i < g.gl_pathc && st == MD_OK; i++)
-                st = consider_dir(&list, g.gl_pathv[i], false, err);
-            globfree(&g);
-        }
+        if (st == MD_OK)
+            st = consider_cache(&list, err);
     }
     if (st != MD_OK) {
         free(list.items);

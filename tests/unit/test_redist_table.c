@@ -11,6 +11,16 @@ START_TEST(table_from_recipe)
     ck_assert_str_eq(md_redist_host_platform(t, "x86_64"), "linux-x86_64");
     ck_assert_str_eq(md_redist_host_platform(t, "aarch64"), "linux-sbsa");
     ck_assert_ptr_null(md_redist_host_platform(t, "mips"));
+    /* an aarch64 host runs Jetson's build too, after the server one; x86_64 runs neither */
+    ck_assert_int_eq(md_redist_host_rank(t, "aarch64", "linux-sbsa"), 0);
+    ck_assert_int_eq(md_redist_host_rank(t, "aarch64", "linux-aarch64"), 1);
+    ck_assert_int_eq(md_redist_host_rank(t, "aarch64", "linux-x86_64"), -1);
+    ck_assert_int_eq(md_redist_host_rank(t, "x86_64", "linux-x86_64"), 0);
+    ck_assert_int_eq(md_redist_host_rank(t, "x86_64", "linux-aarch64"), -1);
+    ck_assert_int_eq(md_redist_host_rank(t, "mips", "linux-x86_64"), -1);
+    char names[128];
+    md_redist_platform_names(t, names, sizeof names);
+    ck_assert_str_eq(names, "linux-x86_64, linux-sbsa or linux-aarch64");
     ck_assert(md_redist_platform_known(t, "linux-aarch64"));
     ck_assert(!md_redist_platform_known(t, "linux-ppc64le"));
     /* nvcc first, and required: the fetch is pointless without it */
@@ -49,7 +59,7 @@ static md_status load_text(const char *text, md_error *err)
 START_TEST(broken_tables_are_internal_errors)
 {
     md_error err;
-    const char *ok_rest = "\"platforms\": [\"linux-x86_64\"], \"host_platforms\": {\"x86_64\": \"linux-x86_64\"}, "
+    const char *ok_rest = "\"platforms\": [\"linux-x86_64\"], \"host_platforms\": {\"x86_64\": [\"linux-x86_64\"]}, "
                           "\"components\": [{\"name\": \"cuda_nvcc\", \"required\": true}]";
     char text[1024];
     snprintf(text, sizeof text, "{\"base_url\": \"https://x/redist\", %s}", ok_rest);
@@ -58,11 +68,21 @@ START_TEST(broken_tables_are_internal_errors)
     ck_assert_int_eq(load_text(text, &err), MD_ERR_INTERNAL);
     ck_assert_ptr_nonnull(strstr(err.message, "ends with '/'"));
     ck_assert_int_eq(load_text("{\"base_url\": \"https://x\", \"platforms\": [\"linux-x86_64\"], "
-                               "\"host_platforms\": {\"x86_64\": \"linux-sbsa\"}, "
+                               "\"host_platforms\": {\"x86_64\": [\"linux-x86_64\", \"linux-sbsa\"]}, "
                                "\"components\": [{\"name\": \"cuda_nvcc\", \"required\": true}]}",
                                &err),
                      MD_ERR_INTERNAL);
     ck_assert_ptr_nonnull(strstr(err.message, "names no known platform"));
+    /* a machine's platforms are a list, never empty */
+    snprintf(text, sizeof text, "{\"base_url\": \"https://x\", \"platforms\": [\"linux-x86_64\"], "
+             "\"host_platforms\": {\"x86_64\": %s}, \"components\": [{\"name\": \"cuda_nvcc\", \"required\": true}]}",
+             "\"linux-x86_64\"");
+    ck_assert_int_eq(load_text(text, &err), MD_ERR_INTERNAL);
+    ck_assert_ptr_nonnull(strstr(err.message, "host_platforms 'x86_64' is not a list of platforms"));
+    snprintf(text, sizeof text, "{\"base_url\": \"https://x\", \"platforms\": [\"linux-x86_64\"], "
+             "\"host_platforms\": {\"x86_64\": %s}, \"components\": [{\"name\": \"cuda_nvcc\", \"required\": true}]}",
+             "[]");
+    ck_assert_int_eq(load_text(text, &err), MD_ERR_INTERNAL);
     ck_assert_int_eq(load_text("{\"base_url\": \"https://x\", \"platforms\": [\"linux-x86_64\"], "
                                "\"host_platforms\": {}, \"components\": [{\"name\": \"cuda_nvcc\", \"required\": false}]}",
                                &err),

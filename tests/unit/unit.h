@@ -17,5 +17,6 @@ Suite *suite_cuda_driver(void);
 Suite *suite_zip_members(void);
 Suite *suite_redist_table(void);
 Suite *suite_fetch_index(void);
+Suite *suite_fetch_cache(void);
 
 #endif

@@ -2,13 +2,13 @@
 # msda-doctor fetch --wheels against a synthetic package index on a loopback server
 # (tests/cli/fetch/index.py): PEP 691 JSON and PEP 503 HTML, the version pins, checksum, missing
 # packages and platforms, the refusal of CUDA 11/12; then build and diagnose finding fetched
-# toolkits with no flag, --list and --remove, build's fetch hint and build --fetch. After every
-# failure no toolkit folder may be there.
+# toolkits of this host's platform with no flag and leaving the other CPU's alone, --list and
+# --remove. After every failure no toolkit folder may be there. The fetch's default platform is
+# this host's ($HOST_PLATFORM, whose wheels are $HOST_WHEEL_MACHINE ones).
 bats_require_minimum_version 1.5.0
 load server
 
 INDEX="$BATS_TEST_DIRNAME/index.py"
-ROOT="$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)"
 
 # A fresh project folder (its build/ starts empty) whose sources are the repository's.
 source_dir() {
@@ -19,6 +19,7 @@ source_dir() {
 setup() {
   REPO="$BATS_TEST_TMPDIR/repo"
   DEST="$BATS_TEST_TMPDIR/dest"
+  TK="$DEST/cuda/13.0/$HOST_PLATFORM"
   mkdir -p "$REPO"
 }
 
@@ -41,8 +42,8 @@ assert_failed() {
   [ "$status" -eq "$code" ] || { echo "exit $status, want $code; stderr: $stderr" >&2; return 1; }
   [ "$(grep -c . <<<"$stderr")" -eq 1 ] || { echo "stderr: $stderr" >&2; return 1; }
   [[ "$stderr" == "msda-doctor: error: "*"$text"* ]] || { echo "stderr '$stderr' lacks '$text'" >&2; return 1; }
-  if compgen -G "$DEST/cuda-*" >/dev/null || compgen -G "$DEST/.cuda-*.tmp-*" >/dev/null; then
-    echo "a toolkit folder was left: $(ls -A "$DEST")" >&2
+  if compgen -G "$DEST/cuda/*/*" >/dev/null || compgen -G "$DEST/cuda/*/.*.tmp-*" >/dev/null; then
+    echo "a toolkit folder was left: $(ls -AR "$DEST")" >&2
     return 1
   fi
 }
@@ -64,16 +65,18 @@ nvidia-cuda-cccl 13.0.85"
   [ "$(components)" = "$PINNED" ]
   [ "$(jq -r '.source' <<<"$output")" = wheels ] && [ "$(jq -r '.manifest' <<<"$output")" = null ]
   [ "$(jq -r '.index' <<<"$output")" = "$URL/simple" ]
-  [[ "$(jq -r '.components[0].url' <<<"$output")" == "$URL/files/nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_x86_64."* ]]
+  [[ "$(jq -r '.components[0].url' <<<"$output")" == \
+    "$URL/files/nvidia_cuda_nvcc-13.0.88-py3-none-manylinux2014_$HOST_WHEEL_MACHINE."* ]]
+  [ "$(jq -r '"\(.platform) \(.toolkit)"' <<<"$output")" = "$HOST_PLATFORM $(cd "$DEST" && pwd -P)/cuda/13.0/$HOST_PLATFORM" ]
   # JSON was read (index.py leaves the HTML pages of a JSON index without links).
-  [ -x "$DEST/cuda-13.0/bin/nvcc" ] && [ -f "$DEST/cuda-13.0/include/cuda.h" ]
-  [ "$(cat "$DEST/cuda-13.0/nvvm/bin/cicc")" = "cicc 13.0.88" ]
-  [ "$(cat "$DEST/cuda-13.0/include/cccl/cuda/std/version")" = "// cccl 13.0.85" ]
-  [ -f "$DEST/cuda-13.0/include/crt/host_config.h" ] && [ -f "$DEST/cuda-13.0/bin/nvcc.profile" ]
+  [ -x "$TK/bin/nvcc" ] && [ -f "$TK/include/cuda.h" ]
+  [ "$(cat "$TK/nvvm/bin/cicc")" = "cicc 13.0.88" ]
+  [ "$(cat "$TK/include/cccl/cuda/std/version")" = "// cccl 13.0.85" ]
+  [ -f "$TK/include/crt/host_config.h" ] && [ -f "$TK/bin/nvcc.profile" ]
   # Executables for every user; nothing of the wheels' own metadata or Python files.
-  [ "$(stat -c %a "$DEST/cuda-13.0/bin/nvcc")" = 755 ] && [ "$(stat -c %a "$DEST/cuda-13.0")" = 755 ]
-  [ -z "$(find "$DEST/cuda-13.0" -name '*.dist-info' -o -name '__init__.py' -o -name nvidia)" ]
-  [ "$(ls -A "$DEST")" = "cuda-13.0" ]
+  [ "$(stat -c %a "$TK/bin/nvcc")" = 755 ] && [ "$(stat -c %a "$TK")" = 755 ]
+  [ -z "$(find "$TK" -name '*.dist-info' -o -name '__init__.py' -o -name nvidia)" ]
+  [ "$(ls -A "$DEST/cuda/13.0")" = "$HOST_PLATFORM" ]
 }
 
 @test "wheels: a PEP 503 HTML index (quotes, entities, yanked files) gives the same pins" {
@@ -82,7 +85,7 @@ nvidia-cuda-cccl 13.0.85"
   assert_clean_stderr
   [ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
   [ "$(components)" = "$PINNED" ]
-  [ "$(cat "$DEST/cuda-13.0/nvvm/bin/cicc")" = "cicc 13.0.88" ]
+  [ "$(cat "$TK/nvvm/bin/cicc")" = "cicc 13.0.88" ]
 }
 
 @test "wheels: malformed anchors around the good ones are passed over without a sanitizer report" {
@@ -91,7 +94,8 @@ nvidia-cuda-cccl 13.0.85"
   long=$(head -c 6000 /dev/zero | tr '\0' x)
   { printf '<a =x>stray</a><a\thref=%s>%s.whl</a><a href="/files/x.whl#sha256=zz">x-1-py3-none-any.whl</a>\n' \
       "$long" "$long"
-    printf '<a href=../../files/nvidia_cuda_nvcc-13.0.99-py3-none-manylinux2014_x86_64.whl>nvidia_cuda_nvcc-13.0.99-py3-none-manylinux2014_x86_64.whl</a>\n'
+    printf '<a href=../../files/nvidia_cuda_nvcc-13.0.99-py3-none-manylinux2014_%s.whl>nvidia_cuda_nvcc-13.0.99-py3-none-manylinux2014_%s.whl</a>\n' \
+      "$HOST_WHEEL_MACHINE" "$HOST_WHEEL_MACHINE"
     cat "$page"
     printf '<abbr title="a">b</abbr><a href="unterminated'; } > "$page.new" && mv "$page.new" "$page"
   wheels --json
@@ -109,22 +113,27 @@ nvidia-cuda-cccl 13.0.85"
   index && serve
   wheels --cuda 13.1
   [ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
-  [[ "$output" == *"Fetched CUDA 13.1 for linux-x86_64 into $(cd "$DEST" && pwd -P)/cuda-13.1"* ]]
+  [[ "$output" == *"Fetched CUDA 13.1 for $HOST_PLATFORM into $(cd "$DEST" && pwd -P)/cuda/13.1/$HOST_PLATFORM"* ]]
   [[ "$output" == *"from the wheels on $URL/simple"* && "$output" == *"nvidia-cuda-cccl    13.1.78"* ]]
-  [ "$(cat "$DEST/cuda-13.1/nvvm/bin/cicc")" = "cicc 13.1.80" ]
+  [ "$(cat "$DEST/cuda/13.1/$HOST_PLATFORM/nvvm/bin/cicc")" = "cicc 13.1.80" ]
 }
 
-@test "wheels: the aarch64 wheels for linux-sbsa" {
+@test "wheels: the aarch64 wheels for linux-sbsa, the x86_64 ones for linux-x86_64, whatever the host" {
   index && serve
   wheels --platform linux-sbsa --json
   [ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
   [ "$(jq -r '[.components[].file | test("manylinux_2_1[27]_aarch64.whl$")] | all' <<<"$output")" = true ]
+  [ -x "$DEST/cuda/13.0/linux-sbsa/bin/nvcc" ]
+  wheels --platform linux-x86_64 --json
+  [ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+  [ "$(jq -r '[.components[].file | test("manylinux_2_1[27]_x86_64.whl$")] | all' <<<"$output")" = true ]
+  [ "$(jq -r '.already_present' <<<"$output")" = false ] && [ -x "$DEST/cuda/13.0/linux-x86_64/bin/nvcc" ]
 }
 
 @test "wheels: a wrong sha256 in the index exits 6 naming the package; diagnose knows the message" {
   index --bad-sha nvidia-cuda-crt && serve
   wheels
-  assert_failed 6 "sha256 mismatch for nvidia-cuda-crt (nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_x86_64"
+  assert_failed 6 "sha256 mismatch for nvidia-cuda-crt (nvidia_cuda_crt-13.0.88-py3-none-manylinux2014_$HOST_WHEEL_MACHINE"
   [[ "$stderr" == *"expected $(printf '%064d' 0)"* ]]
   [ -z "$(find "$DEST" -name 'nvidia_cuda_crt*')" ]
   run --separate-stderr "$MSDA_DOCTOR" diagnose --no-probe --json - <<<"$stderr"
@@ -199,28 +208,54 @@ nvidia-cuda-cccl 13.0.85"
 }
 
 # A fetch into the default cache under $BATS_TEST_TMPDIR/cache, then the other commands with
-# that cache and no flag naming the toolkit.
-@test "wheels: build and diagnose find a fetched toolkit in the cache with no flag; --list and --remove" {
+# that cache and no flag naming the toolkit. The fake nvcc is a script that would run on any
+# host: only the platform's name keeps the other CPU's toolkit out.
+@test "wheels: build and diagnose find a fetched toolkit of this host's platform with no flag, not the other CPU's" {
   index && serve
   cache_env=("${clean_env[@]}" XDG_CACHE_HOME="$BATS_TEST_TMPDIR/cache")
+  cache="$BATS_TEST_TMPDIR/cache/msda-doctor"
+  tk="$cache/cuda/13.1/$HOST_PLATFORM" other="$cache/cuda/13.1/$FOREIGN_PLATFORM"
+  source_dir
+  plan() {
+    run --separate-stderr "${cache_env[@]}" "$MSDA_DOCTOR" build --dry-run --json --arch sm_90 --platform "$HOST_CPU" \
+      --source "$SRC" --cache "$BATS_TEST_TMPDIR/bc"
+    assert_clean_stderr
+    [ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+  }
+  diag() {
+    run --separate-stderr "${cache_env[@]}" "$MSDA_DOCTOR" diagnose --json
+    assert_clean_stderr
+  }
+  # The nvcc paths under the cache that the output names.
+  cached_nvccs() { jq -r --arg c "$cache/" '[.. | objects | .nvcc? | strings | select(startswith($c))] | unique | .[]' <<<"$output"; }
+
+  run --separate-stderr "${cache_env[@]}" "$MSDA_DOCTOR" fetch --cuda 13.1 --index-url "$URL/simple" \
+    --platform "$FOREIGN_PLATFORM"
+  [ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+  [ -x "$other/bin/nvcc" ]
+  plan
+  [ -z "$(cached_nvccs)" ] || { echo "took $(cached_nvccs)" >&2; return 1; }
+  diag
+  [ -z "$(cached_nvccs)" ] || { echo "took $(cached_nvccs)" >&2; return 1; }
+
   run --separate-stderr "${cache_env[@]}" "$MSDA_DOCTOR" fetch --cuda 13.1 --index-url "$URL/simple"
   [ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
-  tk="$BATS_TEST_TMPDIR/cache/msda-doctor/cuda-13.1"
   [ -x "$tk/bin/nvcc" ]
-  source_dir
-  run --separate-stderr "${cache_env[@]}" "$MSDA_DOCTOR" build --dry-run --json --arch sm_90 --platform x86_64 \
-    --source "$SRC" --cache "$BATS_TEST_TMPDIR/bc"
-  assert_clean_stderr
-  [ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+  plan
+  [ "$(cached_nvccs)" = "$tk/bin/nvcc" ]
   [ "$(jq -r --arg n "$tk/bin/nvcc" '.plan.toolkits[] | select(.nvcc == $n) | .version' <<<"$output")" = 13.1 ]
-  run --separate-stderr "${cache_env[@]}" "$MSDA_DOCTOR" diagnose --json
-  assert_clean_stderr
-  jq -e --arg n "$tk/bin/nvcc" '[.. | objects | select(.nvcc? == $n)] | length > 0' <<<"$output" >/dev/null
+  diag
+  [ "$(cached_nvccs)" = "$tk/bin/nvcc" ]
+
   run --separate-stderr "${cache_env[@]}" "$MSDA_DOCTOR" fetch --list --json
   [ "$status" -eq 0 ]
-  [ "$(jq -r '.toolkits[] | "\(.version) \(.path) \(.nvcc)"' <<<"$output")" = "13.1 $tk true" ]
+  [ "$(jq -r '.toolkits[] | "\(.version) \(.platform) \(.runs_here) \(.path) \(.nvcc)"' <<<"$output")" = \
+    "13.1 $HOST_PLATFORM true $tk true
+13.1 $FOREIGN_PLATFORM false $other true" ]
+  run --separate-stderr "${cache_env[@]}" "$MSDA_DOCTOR" fetch --remove 13.1 --platform "$HOST_PLATFORM"
+  [ "$status" -eq 0 ] && [ "$output" = "Removed CUDA 13.1 for $HOST_PLATFORM: $tk" ] && [ ! -e "$tk" ]
   run --separate-stderr "${cache_env[@]}" "$MSDA_DOCTOR" fetch --remove 13.1
-  [ "$status" -eq 0 ] && [ "$output" = "Removed $tk" ] && [ ! -e "$tk" ]
+  [ "$status" -eq 0 ] && [ "$output" = "Removed CUDA 13.1 for $FOREIGN_PLATFORM: $other" ] && [ ! -e "$other" ]
   run --separate-stderr "${cache_env[@]}" "$MSDA_DOCTOR" fetch --remove 13.1
   [ "$status" -eq 2 ] && [[ "$stderr" == *"CUDA 13.1 is not in"* ]]
   run --separate-stderr "${cache_env[@]}" "$MSDA_DOCTOR" fetch --list
