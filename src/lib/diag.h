@@ -141,6 +141,7 @@ typedef struct {
     char missing_symbol[256];        /* the first of them, mangled */
     int needs_torch_python;          /* imports THP* or torch::python symbols */
     int links_torch_python;          /* DT_NEEDED libtorch_python.so */
+    int half_kernels;                /* kernels for float16/bfloat16 among those read; -1: none read */
 } md_binary_facts;
 
 typedef struct {

@@ -27,4 +27,8 @@ md_status md_elf_mark_exports(const char *path, const md_symbol_list *wanted, bo
 
 void md_symbol_list_free(md_symbol_list *list);
 
+/* Whether the object at PATH defines the symbol version VERSION ("GLIBCXX_3.4.30") in its
+ * .gnu.version_d: 1 or 0; -1 with ERR set when it cannot be read (errors as md_elf_imports). */
+int md_elf_defines_version(const char *path, const char *version, md_error *err);
+
 #endif
