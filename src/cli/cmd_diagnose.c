@@ -266,21 +266,6 @@ static json_t *arch_names(const unsigned *sms, size_t n, bool ptx)
     return a;
 }
 
-static json_t *json_words(const char *text)
-{
-    json_t *a = json_array();
-    for (const char *p = text; *p;) {
-        size_t len = strcspn(p, " ");
-        if (len) {
-            char word[64];
-            snprintf(word, sizeof word, "%.*s", (int)len, p);
-            json_array_append_new(a, json_string(word));
-        }
-        p += len + (p[len] == ' ');
-    }
-    return a;
-}
-
 static json_t *json_machine(const md_diagnosis *d)
 {
     const md_machine *m = d->machine;
@@ -340,20 +325,13 @@ static json_t *json_machine(const md_diagnosis *d)
                                                   (json_int_t)m->default_compiler->major)
                                       : json_null();
     json_t *python = json_null();
-    if (m->py.ran) {
-        json_t *tg = json_array();
-        for (size_t i = 0; i < m->py.n_gpus; i++) {
-            char arch[24];
-            md_arch_format(arch, sizeof arch, false, m->py.gpus[i].sm, 0);
-            json_array_append_new(tg, json_pack("{s:s, s:s}", "name", m->py.gpus[i].name, "arch", arch));
-        }
-        python = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "python", m->py.python, "executable",
+    if (m->py.ran)
+        python = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:b}", "python", m->py.python, "executable",
                            m->py.executable, "version", m->py.version, "torch",
                            text_or_null(m->py.has_torch ? m->py.torch_version : ""), "torch_cuda",
-                           text_or_null(m->py.torch_cuda), "arch_list", json_words(m->py.arch_list), "cxx11_abi",
-                           tri(m->py.cxx11_abi), "has_magma", tri(m->py.has_magma), "gpus", tg, "msda_importable",
+                           text_or_null(m->py.torch_cuda), "torch_lib", text_or_null(m->py.torch_lib_dir), "cxx11_abi",
+                           tri(m->py.cxx11_abi), "has_magma", tri(m->py.has_magma), "msda_importable",
                            m->py.msda_importable);
-    }
     static const char *const kinds[] = { "extension", "msda-wheel", "other-op" };
     json_t *bins = json_array();
     for (size_t b = 0; b < m->n_binaries; b++) {

@@ -48,6 +48,7 @@ void md_diagnose_probe(md_diagnosis *d, const md_diagnose_options *opt)
     /* Shown in this order; run in dependency order: nvidia-smi is judged knowing whether this is
      * a Jetson, Python knowing the toolkits, the binaries knowing every GPU. */
     enum { C_GPU, C_SMI, C_JETSON, C_TOOLKITS, C_PYTHON, C_BINARIES, C_CUDNN, C_COUNT };
+    md_probe_python_start(m); /* the slowest probe runs beside the others */
     md_probe_jetson(m, &d->checks[C_JETSON]);
     md_probe_gpu(m, &d->checks[C_GPU]);
     md_probe_smi(m, &d->checks[C_SMI]);

@@ -200,3 +200,20 @@ int md_elf_defines_version(const char *path, const char *version, md_error *err)
     view_close(&v);
     return found;
 }
+
+int md_elf_exports_containing(const char *path, const char *part, md_error *err)
+{
+    dynsym_view v;
+    if (view_open(path, &v, err) != MD_OK)
+        return -1;
+    int found = 0;
+    for (size_t i = 0; i < v.n_syms && !found; i++) {
+        GElf_Sym sym;
+        if (!gelf_getsym(v.syms, (int)i, &sym) || sym.st_shndx == SHN_UNDEF)
+            continue;
+        const char *name = elf_strptr(v.elf, v.strtab, sym.st_name);
+        found = name && strstr(name, part) != NULL;
+    }
+    view_close(&v);
+    return found;
+}

@@ -143,6 +143,12 @@ static md_status consider(toolkit_list *list, const char *nvcc, bool required, m
             return md_fail(err, MD_ERR_ARGUMENT, "no nvcc in '%s'", nvcc);
         return MD_OK;
     }
+    /* /usr/local/cuda, /usr/local/cuda-13 and PATH often lead to one nvcc: run it once */
+    char real[PATH_MAX];
+    if (realpath(nvcc, real))
+        for (size_t i = 0; i < list->count; i++)
+            if (strcmp(list->items[i].nvcc, real) == 0)
+                return MD_OK;
     md_toolkit tk;
     md_error probe_err;
     if (probe_nvcc(nvcc, &tk, &probe_err) != MD_OK) {
