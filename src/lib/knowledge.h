@@ -55,7 +55,7 @@ typedef struct {
 } md_reading;
 
 typedef struct {
-    const char *id;                 /* "no-kernel-image"; strings borrowed from the JSON document */
+    const char *id;                 /* the finding ID; strings borrowed from the JSON document */
     const char *severity;           /* "error" or "warning" */
     const char *title;
     const char *meaning;
