@@ -108,7 +108,13 @@ START_TEST(knowledge_has_26_ids_with_compiled_patterns)
     ck_assert_ptr_nonnull(md_knowledge_find(&kb, "no-kernel-image"));
     ck_assert_ptr_nonnull(md_knowledge_find(&kb, "ptx-jit-failure"));
     ck_assert_ptr_null(md_knowledge_find(&kb, "no-such-id"));
-    ck_assert_uint_eq(kb.matcher.n_groups, 26);
+    /* one group per signature, then one per reading with its own patterns, log fact and hint */
+    size_t readings = 0;
+    for (size_t i = 0; i < kb.count; i++)
+        for (size_t r = 0; r < kb.sigs[i].n_readings; r++)
+            readings += kb.sigs[i].readings[r].n_patterns > 0;
+    ck_assert_uint_eq(kb.matcher.n_groups, 26 + readings + kb.n_log_facts + kb.n_hints);
+    ck_assert_uint_eq(kb.n_groups, kb.matcher.n_groups);
     md_knowledge_free(&kb);
 }
 END_TEST
