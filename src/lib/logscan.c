@@ -257,6 +257,7 @@ static md_status build_literals(md_log_matcher *m, const char *const *patterns, 
             unsigned b = bigram(lit->text);
             lit->next = m->by_bigram[b];
             m->by_bigram[b] = (int)m->n_literals++;
+            m->bigram_bits[b >> 6] |= (uint64_t)1 << (b & 63);
         }
     }
     if (m->n_residual == 0)
@@ -348,7 +349,10 @@ static bool candidates(const md_log_matcher *m, const char *line, size_t len, bo
             if (m->residual[i])
                 any = cand[i] = true;
     for (size_t i = 0; i + 1 < len; i++) {
-        for (int k = m->by_bigram[bigram(line + i)]; k >= 0; k = m->literals[k].next) {
+        unsigned b = bigram(line + i);
+        if (!(m->bigram_bits[b >> 6] >> (b & 63) & 1))
+            continue;
+        for (int k = m->by_bigram[b]; k >= 0; k = m->literals[k].next) {
             const md_log_literal *l = &m->literals[k];
             if (!cand[l->pattern] && l->len <= len - i && memcmp(line + i, l->text, l->len) == 0)
                 any = cand[l->pattern] = true;
@@ -428,6 +432,13 @@ md_status md_log_scan(FILE *in, const char *name, const md_log_matcher *m, md_lo
                 continue;
             }
             pending = true;
+            if (cs == CL_TEXT && c != 0x1b && c != '\r' && c != 0) { /* the common byte, without the state machine */
+                if (len < MD_LOG_LINE_MAX)
+                    line[len++] = (char)c;
+                else
+                    cut = true;
+                continue;
+            }
             int k = clean_byte(&cs, c);
             if (k < 0)
                 continue;

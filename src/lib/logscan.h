@@ -11,6 +11,7 @@
 #include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include "status.h"
 
@@ -52,6 +53,7 @@ typedef struct {
     size_t n_literals;
     char *literal_text;
     int *by_bigram;        /* 65536 heads of literal lists, by the literal's first two bytes */
+    uint64_t bigram_bits[1024]; /* which of those lists are not empty: 8 KB that stay in cache */
     bool *residual;        /* per pattern: no literal found, tried on every line */
     size_t n_residual;
     regex_t prefilter;     /* the residual patterns in one alternation */
