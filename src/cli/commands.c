@@ -18,7 +18,7 @@ const md_command md_commands[] = {
       md_cli_verify_options },
     { "diagnose", cmd_diagnose,
       "Probe this machine, read failing logs, and name each cause and the command that fixes it",
-      "diagnose [--json] [-v] [--list] [--no-probe] [--python PATH] [--search DIR]... [--root DIR] [LOG...|-]",
+      "diagnose [--json] [-v] [--list] [--no-probe] [--foreign] [--python PATH] [--search DIR]... [--root DIR] [LOG...|-]",
       md_cli_diagnose_options },
     { "fetch", cmd_fetch,
       "Download a CUDA toolkit from NVIDIA's redist archives or compiler wheels, checksummed; list or remove one",

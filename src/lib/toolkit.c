@@ -135,6 +135,8 @@ static md_status probe_nvcc(const char *nvcc, md_toolkit *tk, md_error *err)
 typedef struct {
     md_toolkit *items;
     size_t count;
+    char seen[16][PATH_MAX];    /* every nvcc already run, resolved: wrappers and links lead to one */
+    size_t n_seen;
 } toolkit_list;
 
 static md_status consider(toolkit_list *list, const char *nvcc, bool required, md_error *err)
@@ -143,6 +145,15 @@ static md_status consider(toolkit_list *list, const char *nvcc, bool required, m
         if (required)
             return md_fail(err, MD_ERR_ARGUMENT, "no nvcc in '%s'", nvcc);
         return MD_OK;
+    }
+    /* /usr/local/cuda, /usr/local/cuda-13, /bin and /usr/bin often lead to one nvcc: run it once */
+    char real[PATH_MAX];
+    if (realpath(nvcc, real)) {
+        for (size_t i = 0; i < list->n_seen; i++)
+            if (strcmp(list->seen[i], real) == 0)
+                return MD_OK;
+        if (list->n_seen < sizeof list->seen / sizeof list->seen[0])
+            snprintf(list->seen[list->n_seen++], PATH_MAX, "%s", real);
     }
     md_toolkit tk;
     md_error probe_err;
