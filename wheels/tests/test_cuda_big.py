@@ -47,7 +47,7 @@ def _enough_memory():
     (torch.bfloat16, 1, 3000),  # the f32 buffer (mixed or all-buffer strategy) past 2**31
     (torch.float16, 2, 1500),   # batch 1 starts at 1.15e9 elements and ends past 2**31
     (torch.float32, 1, 3000),   # 9.2 GB each: byte offsets past 2**33
-])
+], ids=["f16", "bf16", "f16_batch2", "f32"])
 def test_value_past_two_to_the_31(dtype, batch, height):
     width = 3000
     big, small = height * width, SMALL[0] * SMALL[1]
