@@ -79,7 +79,9 @@ def implementations(peers, value, loc, logits, dtype):
     shapes = torch.tensor(LEVELS, device="cuda")
     starts = torch.cat([shapes.new_zeros(1), shapes.prod(1).cumsum(0)[:-1]])
     shapes_host, starts_host = shapes.cpu(), starts.cpu()
-    attn = logits.softmax(-1).view(*logits.shape[:3], L, P)
+    # The softmax of the logits as dcnv4 gets them (rounded to dtype), as the reference takes it.
+    up = torch.float64 if dtype == torch.float64 else torch.float32
+    attn = logits.to(dtype).to(up).softmax(-1).view(*logits.shape[:3], L, P)
     leaf = lambda t: t.to(dtype).detach().requires_grad_(True)
     out = {}
     import msda
