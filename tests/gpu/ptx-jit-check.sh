@@ -50,6 +50,8 @@ PY
     (cd wheels && MSDA_LIBRARY=$lib timeout 400 python3 -m pytest -q -rs -p no:cacheprovider -m "not compile" \
         tests/test_cuda.py tests/test_cuda_adversarial.py) > "$out/pytest-$sm.log" 2>&1
     rc=$?
+    # All skipped (no GPU seen) is no pass.
+    grep -qE '^[1-9][0-9]* passed' "$out/pytest-$sm.log" || rc=1
     row "sm_$sm+PTX: pytest CUDA files" $rc "$(counts "$out/pytest-$sm.log")"
 done
 
