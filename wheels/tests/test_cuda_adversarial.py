@@ -186,3 +186,19 @@ def test_level_table_inconsistent_with_value(where, name, shapes, starts):
         cuda[1], cuda[2] = shapes_t, starts_t
     cpu = _agree(value, shapes_t, starts_t, loc, w, cuda_args=cuda)
     assert isinstance(cpu, msda.MSDAInputError), f"{name}: the CPU path accepted it"
+
+
+@pytest.mark.parametrize("levels", [16, 17])  # the most libmsda takes, and one more
+def test_level_count_limit(levels):
+    _agree(*_inputs(torch.float32, shapes=[(1, 1)] * levels, points=1))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_pixel_centre_samples_the_pixel_alone(dtype):
+    # A 4x8 map: the centre of column 3, row 2 is (0.4375, 0.625), exact in every dtype.
+    value, shapes, starts, loc, w = _inputs(dtype, shapes=[(4, 8)], batch=1, queries=1, heads=1,
+                                            points=1)
+    loc[..., 0], loc[..., 1] = (3 + 0.5) / 8, (2 + 0.5) / 4
+    w.fill_(1)
+    out = _agree(value, shapes, starts, loc, w)[0]
+    assert torch.equal(out.view(-1), value[0, 2 * 8 + 3, 0])
