@@ -13,9 +13,10 @@ dest = Path(sys.argv[1]).resolve()
 src = dest / "patched"
 HALF_FLAGS = ["-DCUDA_HAS_FP16=1", "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
               "-D__CUDA_NO_HALF2_OPERATORS__"]
-# Not in their setup.py: DCNv4's one CUDA file instantiates 960 kernels (49 MB of PTX); cicc and
-# ptxas then ran 20 minutes on one core here. Split compilation spreads each file's kernels over
-# every core, "with minimal (if any) impact on performance of the compiled binary" (nvcc --help).
+# Not in their setup.py: DCNv4's one CUDA file instantiates 960 kernels (49 MB of PTX), and
+# without it took 41 minutes of wall time (cicc, then ptxas, one thread each) on a shared 2-core
+# machine, the original op 3. Split compilation spreads a file's kernels over every core, "with
+# minimal (if any) impact on performance of the compiled binary" (nvcc --help).
 SPLIT = ["-split-compile=0"]
 PEERS = {
     "orig": dict(name="msda_peer_orig", root=src / "deformable-detr" / "src",
