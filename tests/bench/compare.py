@@ -205,6 +205,13 @@ def run(peers, missing, dtypes, reps, warmup, kinds=("random", "realistic")):
                 ref = reference(value, loc, logits, gout, dtype)
                 impls = implementations(peers, value, loc, logits, dtype)
                 g = gout.to(dtype)
+                # What rounding the locations to dtype costs (every implementation here takes
+                # them in value's dtype): the reference's output with f32 locations against it.
+                with torch.no_grad():
+                    up = torch.float64 if dtype == torch.float64 else torch.float32
+                    unrounded = msda_grid_sample(value.to(dtype).to(up), loc.to(up),
+                                                 logits.to(dtype).to(up).softmax(-1).view(*loc.shape[:5]))
+                loc_cost = rel(ref[0], unrounded)
                 for name in IMPLS:
                     if name not in impls:
                         continue
@@ -223,6 +230,8 @@ def run(peers, missing, dtypes, reps, warmup, kinds=("random", "realistic")):
                         note = note or timing_note
                     if name == "msda" and (not agree or None in times):
                         failures.append(f"{case} {kind} {dt_name}: msda errors {errs} {note}")
+                    if name == "msda" and dtype != up:
+                        note = (note + "; " if note else "") + f"locations in {dt_name} move the output by {loc_cost:.1e}"
                     rows.append(dict(kind=kind, dtype=dt_name, impl=name, t=times, errs=errs,
                                      agree=agree, note=note))
                     print(f"  {case} {kind} {dt_name} {name}: {fmt_times(times)} "
