@@ -3,6 +3,8 @@
 Implementations, each called the way its users call it, through autograd:
   msda   msda.ms_deform_attn (the wheel's Python op over the library under test; level table on
          the host, as the op keeps it)
+  msda32 the same with f32 locations and weights beside an f16/bf16 value (mixed precision, as a
+         model under autocast calls it; f16/bf16 only), against a reference with f32 locations
   orig   Deformable-DETR's MSDeformAttnFunction over its CUDA extension (f32 and f64 only)
   dcnv4  DCNv4's FlashDeformAttnFunction: locations and attention logits packed into one tensor
          (N, Lq, M, L*P*2 + L*P) in value's dtype, the softmax fused into the kernel
@@ -27,7 +29,7 @@ import torch.nn.functional as F
 from bench import CASES, LEVELS, D, L, M, P, S, median_ms, msda_grid_sample, rel
 
 TOLS = {torch.float64: 1e-10, torch.float32: 2e-3, torch.float16: 3e-2, torch.bfloat16: 3e-2}
-IMPLS = ("msda", "orig", "dcnv4", "gs")
+IMPLS = ("msda", "msda32", "orig", "dcnv4", "gs")
 DTYPE_OF = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -86,8 +88,12 @@ def implementations(peers, value, loc, logits, dtype):
     leaf = lambda t: t.to(dtype).detach().requires_grad_(True)
     out = {}
     import msda
-    out["msda"] = Impl("msda", lambda v, l, a: msda.ms_deform_attn(v, shapes_host, starts_host, l, a),
-                       [leaf(value), leaf(loc), leaf(attn)])
+    op = lambda v, l, a: msda.ms_deform_attn(v, shapes_host, starts_host, l, a)
+    out["msda"] = Impl("msda", op, [leaf(value), leaf(loc), leaf(attn)])
+    if dtype in (torch.float16, torch.bfloat16):
+        f32 = lambda t: t.float().detach().requires_grad_(True)
+        out["msda32"] = Impl("msda32", op, [leaf(value), f32(loc),
+                                            f32(logits.softmax(-1).view(*logits.shape[:3], L, P))])
     if "orig" in peers:
         fn = peers["orig"]
         out["orig"] = Impl("orig", lambda v, l, a: fn.apply(v, shapes, starts, l, a, 64),
@@ -101,11 +107,13 @@ def implementations(peers, value, loc, logits, dtype):
     return out
 
 
-def reference(value, loc, logits, gout, dtype):
-    """grid_sample in f32 (f64 for f64) on the dtype-rounded inputs: output and the gradients
-    with respect to value, locations, attention weights and logits."""
+def reference(value, loc, logits, gout, dtype, mixed=False):
+    """grid_sample in f32 (f64 for f64) on the dtype-rounded inputs (mixed: only value rounded,
+    locations and logits in f32): output and the gradients with respect to value, locations,
+    attention weights and logits."""
     up = torch.float64 if dtype == torch.float64 else torch.float32
-    v, l, z = (t.to(dtype).to(up).detach().requires_grad_(True) for t in (value, loc, logits))
+    v = value.to(dtype).to(up).detach().requires_grad_(True)
+    l, z = ((t if mixed else t.to(dtype)).to(up).detach().requires_grad_(True) for t in (loc, logits))
     a = z.softmax(-1).view(*z.shape[:3], L, P)
     a.retain_grad()
     out = msda_grid_sample(v, l, a)
@@ -203,6 +211,7 @@ def run(peers, missing, dtypes, reps, warmup, kinds=("random", "realistic")):
             value, loc, logits, gout = make_inputs(N, Lq, kind)
             for dt_name, dtype in dtypes:
                 ref = reference(value, loc, logits, gout, dtype)
+                ref_mixed = reference(value, loc, logits, gout, dtype, mixed=True)
                 impls = implementations(peers, value, loc, logits, dtype)
                 g = gout.to(dtype)
                 # What rounding the locations to dtype costs (every implementation here takes
@@ -217,7 +226,7 @@ def run(peers, missing, dtypes, reps, warmup, kinds=("random", "realistic")):
                         continue
                     impl = impls[name]
                     try:
-                        errs, note = agreement(impl, ref, g)
+                        errs, note = agreement(impl, ref_mixed if name == "msda32" else ref, g)
                         agree = len(errs) == 4 and all(e < TOLS[dtype] for e in errs)
                     except Exception as exc:  # the forward failed
                         errs, agree = None, False
@@ -228,7 +237,7 @@ def run(peers, missing, dtypes, reps, warmup, kinds=("random", "realistic")):
                     else:
                         times, timing_note = timings(impl, g, reps, warmup)
                         note = note or timing_note
-                    if name == "msda" and (not agree or None in times):
+                    if name.startswith("msda") and (not agree or None in times):
                         failures.append(f"{case} {kind} {dt_name}: msda errors {errs} {note}")
                     if name == "msda" and dtype != up:
                         note = (note + "; " if note else "") + f"locations in {dt_name} move the output by {loc_cost:.1e}"
