@@ -238,7 +238,7 @@ def run(peers, missing, dtypes, reps, warmup, kinds=("random", "realistic")):
                         times, timing_note = timings(impl, g, reps, warmup)
                         note = note or timing_note
                     if name.startswith("msda") and (not agree or None in times):
-                        failures.append(f"{case} {kind} {dt_name}: msda errors {errs} {note}")
+                        failures.append(f"{case} {kind} {dt_name} {name}: differences {errs} {note}")
                     if name == "msda" and dtype != up:
                         note = (note + "; " if note else "") + f"locations in {dt_name} move the output by {loc_cost:.1e}"
                     rows.append(dict(kind=kind, dtype=dt_name, impl=name, t=times, errs=errs,
