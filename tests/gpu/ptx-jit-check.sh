@@ -5,7 +5,7 @@
 # buffer for 16-bit value gradients) run here, and are checked:
 #   - msda-doctor verify: every GPU loaded compute_XX PTX (JIT), and passed;
 #   - gpu-check (f32, f16, bf16) on that library against the CPU path;
-#   - the CUDA pytest files (test_cuda.py, test_cuda_adversarial.py) on that library.
+#   - the CUDA pytest files (test_cuda.py, test_cuda_adversarial.py, test_cuda_table.py) on it.
 # Prints a table last; exits 1 when a check fails.
 # Usage: tests/gpu/ptx-jit-check.sh GPU_CHECK MSDA_DOCTOR OUTDIR WHEEL...
 # Each WHEEL lies in a folder named for its architecture: .../sm52/dist/msda-*.whl.
@@ -48,7 +48,7 @@ PY
     row "sm_$sm+PTX: gpu-check f32 f16 bf16" $rc "$(counts "$out/gpu-check-$sm.log")"
 
     (cd wheels && MSDA_LIBRARY=$lib timeout 400 python3 -m pytest -q -rs -p no:cacheprovider -m "not compile" \
-        tests/test_cuda.py tests/test_cuda_adversarial.py) > "$out/pytest-$sm.log" 2>&1
+        tests/test_cuda.py tests/test_cuda_adversarial.py tests/test_cuda_table.py) > "$out/pytest-$sm.log" 2>&1
     rc=$?
     # All skipped (no GPU seen) is no pass.
     grep -qE '^[1-9][0-9]* passed' "$out/pytest-$sm.log" || rc=1
