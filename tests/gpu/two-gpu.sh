@@ -56,8 +56,6 @@ m = diag.get("machine", {})
 gpus = m.get("gpus") or []
 names = [f"{g['index']}: {g['name']} {g['arch']}" for g in gpus]
 print(f"msda-doctor diagnose: {ngpu} GPUs through the driver|{0 if len(gpus) == ngpu and ngpu >= 2 else 1}|{'; '.join(names) or diag.get('error')}")
-tg = (m.get("python") or {}).get("gpus") or []
-print(f"msda-doctor diagnose: torch sees {ngpu} GPUs|{0 if len(tg) == ngpu else 1}|{'; '.join(g['name'] for g in tg)}")
 # exit status 0 is not asked of diagnose here: a finding about this machine is not this test's.
 devs = [d for d in ver.get("devices", []) if d.get("gpu")]
 ok = len(devs) == ngpu and all(d["passed"] for d in devs) and verify_rc == 0
