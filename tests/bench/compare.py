@@ -79,7 +79,7 @@ class Impl:
 
 def implementations(peers, value, loc, logits, dtype):
     """{name: Impl or reason}: each one's leaves, in dtype, requiring grad."""
-    shapes = torch.tensor(LEVELS, device="cuda")
+    shapes = torch.tensor(LEVELS, device=value.device)
     starts = torch.cat([shapes.new_zeros(1), shapes.prod(1).cumsum(0)[:-1]])
     shapes_host, starts_host = shapes.cpu(), starts.cpu()
     # The softmax of the logits as dcnv4 gets them (rounded to dtype), as the reference takes it.
@@ -94,14 +94,16 @@ def implementations(peers, value, loc, logits, dtype):
         f32 = lambda t: t.float().detach().requires_grad_(True)
         out["msda32"] = Impl("msda32", op, [leaf(value), f32(loc),
                                             f32(logits.softmax(-1).view(*logits.shape[:3], L, P))])
-    if "orig" in peers:
-        fn = peers["orig"]
-        out["orig"] = Impl("orig", lambda v, l, a: fn.apply(v, shapes, starts, l, a, 64),
+    # Each lambda names its own Function: a closure reads its variable when called, so one name
+    # shared by both branches sent orig's arguments to DCNv4's Function.
+    if "orig" in peers and dtype in (torch.float32, torch.float64):  # no 16-bit kernels
+        orig_fn = peers["orig"]
+        out["orig"] = Impl("orig", lambda v, l, a: orig_fn.apply(v, shapes, starts, l, a, 64),
                            [leaf(value), leaf(loc), leaf(attn)])
     if "dcnv4" in peers:
-        fn = peers["dcnv4"]
+        dcnv4_fn = peers["dcnv4"]
         packed = torch.cat([loc.flatten(-3), logits], -1)  # (N, Lq, M, L*P*2 + L*P)
-        out["dcnv4"] = Impl("dcnv4", lambda v, sla: fn.apply(v, shapes, starts, sla, 64, P),
+        out["dcnv4"] = Impl("dcnv4", lambda v, sla: dcnv4_fn.apply(v, shapes, starts, sla, 64, P),
                             [leaf(value), leaf(packed)])
     out["gs"] = Impl("gs", msda_grid_sample, [leaf(value), leaf(loc), leaf(attn)])
     return out
