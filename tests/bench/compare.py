@@ -79,7 +79,7 @@ class Impl:
 
 def implementations(peers, value, loc, logits, dtype):
     """{name: Impl or reason}: each one's leaves, in dtype, requiring grad."""
-    shapes = torch.tensor(LEVELS, device="cuda")
+    shapes = torch.tensor(LEVELS, device=value.device)
     starts = torch.cat([shapes.new_zeros(1), shapes.prod(1).cumsum(0)[:-1]])
     shapes_host, starts_host = shapes.cpu(), starts.cpu()
     # The softmax of the logits as dcnv4 gets them (rounded to dtype), as the reference takes it.
@@ -94,14 +94,16 @@ def implementations(peers, value, loc, logits, dtype):
         f32 = lambda t: t.float().detach().requires_grad_(True)
         out["msda32"] = Impl("msda32", op, [leaf(value), f32(loc),
                                             f32(logits.softmax(-1).view(*logits.shape[:3], L, P))])
-    if "orig" in peers:
-        fn = peers["orig"]
-        out["orig"] = Impl("orig", lambda v, l, a: fn.apply(v, shapes, starts, l, a, 64),
+    # Each lambda names its own Function: a closure reads its variable when called, so one name
+    # shared by both branches sent orig's arguments to DCNv4's Function.
+    if "orig" in peers and dtype in (torch.float32, torch.float64):  # no 16-bit kernels
+        orig_fn = peers["orig"]
+        out["orig"] = Impl("orig", lambda v, l, a: orig_fn.apply(v, shapes, starts, l, a, 64),
                            [leaf(value), leaf(loc), leaf(attn)])
     if "dcnv4" in peers:
-        fn = peers["dcnv4"]
+        dcnv4_fn = peers["dcnv4"]
         packed = torch.cat([loc.flatten(-3), logits], -1)  # (N, Lq, M, L*P*2 + L*P)
-        out["dcnv4"] = Impl("dcnv4", lambda v, sla: fn.apply(v, shapes, starts, sla, 64, P),
+        out["dcnv4"] = Impl("dcnv4", lambda v, sla: dcnv4_fn.apply(v, shapes, starts, sla, 64, P),
                             [leaf(value), leaf(packed)])
     out["gs"] = Impl("gs", msda_grid_sample, [leaf(value), leaf(loc), leaf(attn)])
     return out
@@ -121,31 +123,74 @@ def reference(value, loc, logits, gout, dtype, mixed=False):
     return out.detach(), v.grad, l.grad, a.grad, z.grad
 
 
+def difference(what, got, want, notes):
+    """rel(got, want), None where the implementation gave no gradient; a non-finite value on
+    either side is named in notes, since its nan would otherwise hide behind the finite maximum."""
+    if got is None:
+        notes.append(f"no {what}")
+        return None
+    for side, t in (("", got), ("reference's ", want)):
+        if not torch.isfinite(t).all():
+            notes.append(f"{side}{what} not finite")
+    return rel(got, want)
+
+
 def agreement(impl, ref, gout):
-    """Relative differences to the reference: output, then the gradients; only the output's
-    (and the backward's error text) where the backward fails."""
+    """Relative differences to the reference: output, then the gradients (None for a gradient the
+    implementation does not return); only the output's (and the backward's error text) where the
+    backward fails. Returns (errs, note)."""
     out = impl()
     r_out, r_v, r_l, r_a, r_z = ref
-    errs = [rel(out, r_out)]
+    notes = []
+    errs = [difference("output", out, r_out, notes)]
     try:
-        grads = torch.autograd.grad(out, impl.leaves, gout.to(out.dtype))
+        grads = torch.autograd.grad(out, impl.leaves, gout.to(out.dtype), allow_unused=True)
     except Exception as exc:
         torch.cuda.synchronize()
-        return errs, f"backward: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
-    errs.append(rel(grads[0], r_v))
+        return errs, "; ".join(notes + [f"backward: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"])
+    errs.append(difference("value gradient", grads[0], r_v, notes))
     if impl.name == "dcnv4":
         g = grads[1]
         split = L * P * 2
-        errs += [rel(g[..., :split], r_l.flatten(-3)), rel(g[..., split:], r_z)]
+        errs += [difference("location gradient", None if g is None else g[..., :split], r_l.flatten(-3), notes),
+                 difference("logit gradient", None if g is None else g[..., split:], r_z, notes)]
     else:
-        errs += [rel(grads[1], r_l), rel(grads[2], r_a)]
-    return errs, ""
+        errs += [difference("location gradient", grads[1], r_l, notes),
+                 difference("weight gradient", grads[2], r_a, notes)]
+    return errs, "; ".join(notes)
+
+
+def agrees(errs, dtype):
+    return len(errs) == 4 and all(e is not None and e < TOLS[dtype] for e in errs)
+
+
+def verdict(errs, dtype):
+    """The table's agreement column: a difference past the tolerance first (it is real whatever
+    else is wrong), then a missing or non-finite gradient, which max rel. diff cannot show."""
+    if not errs:
+        return "failed"
+    tol = TOLS[dtype]
+    if any(e is not None and math.isfinite(e) and e >= tol for e in errs):
+        return "DIFF"
+    if len(errs) < 4:  # the forward alone ran
+        return "fwd ok" if math.isfinite(errs[0]) else "NaN"
+    if any(e is None for e in errs):
+        return "no grad"
+    if any(not math.isfinite(e) for e in errs):
+        return "NaN"
+    return "ok"
+
+
+def max_diff(errs):
+    """The largest finite difference (nan where there is none)."""
+    finite = [e for e in errs or [] if e is not None and math.isfinite(e)]
+    return max(finite) if finite else float("nan")
 
 
 def fwd_bwd(impl, gout):
     def run():
         out = impl()
-        torch.autograd.grad(out, impl.leaves, gout)
+        torch.autograd.grad(out, impl.leaves, gout, allow_unused=True)
     return run
 
 
@@ -227,7 +272,7 @@ def run(peers, missing, dtypes, reps, warmup, kinds=("random", "realistic")):
                     impl = impls[name]
                     try:
                         errs, note = agreement(impl, ref_mixed if name == "msda32" else ref, g)
-                        agree = len(errs) == 4 and all(e < TOLS[dtype] for e in errs)
+                        agree = agrees(errs, dtype)
                     except Exception as exc:  # the forward failed
                         errs, agree = None, False
                         note = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
@@ -236,7 +281,7 @@ def run(peers, missing, dtypes, reps, warmup, kinds=("random", "realistic")):
                         times = [None] * 4
                     else:
                         times, timing_note = timings(impl, g, reps, warmup)
-                        note = note or timing_note
+                        note = "; ".join(x for x in (note, timing_note) if x)
                     if name.startswith("msda") and (not agree or None in times):
                         failures.append(f"{case} {kind} {dt_name} {name}: differences {errs} {note}")
                     if name == "msda" and dtype != up:
@@ -244,7 +289,7 @@ def run(peers, missing, dtypes, reps, warmup, kinds=("random", "realistic")):
                     rows.append(dict(kind=kind, dtype=dt_name, impl=name, t=times, errs=errs,
                                      agree=agree, note=note))
                     print(f"  {case} {kind} {dt_name} {name}: {fmt_times(times)} "
-                          f"{'agrees' if agree else 'DIFFERS'} {fmt_errs(errs)}", flush=True)
+                          f"{verdict(errs, dtype)} {fmt_errs(errs)}", flush=True)
                 del impls
             torch.cuda.empty_cache()
         verdicts += print_table(case, N, Lq, rows)
@@ -256,14 +301,14 @@ def fmt_times(t):
 
 
 def fmt_errs(errs):
-    return "[" + ", ".join(f"{e:.1e}" for e in errs) + "]" if errs else "(call failed)"
+    return "[" + ", ".join("none" if e is None else f"{e:.1e}" for e in errs) + "]" if errs else "(call failed)"
 
 
 def print_table(case, N, Lq, rows):
     print()
     print(f"{case}: N={N}, Lq={Lq}, S={S}, M={M}, D={D}, L={L}, P={P}; ms, medians")
     hdr = (f"{'locations':<10} {'dtype':<5} {'impl':<6} {'fwd eager':>9} {'f+b eager':>9} {'fwd graph':>9} "
-           f"{'f+b graph':>9} {'x msda f+b eager':>16} {'x msda f+b graph':>16} {'agree':>6}  max rel. diff")
+           f"{'f+b graph':>9} {'x msda f+b eager':>16} {'x msda f+b graph':>16} {'agree':>7}  max rel. diff")
     print(hdr)
     print("-" * len(hdr))
     verdicts = []
@@ -274,18 +319,11 @@ def print_table(case, N, Lq, rows):
         for k in (1, 3):
             a, b = r["t"][k], base["t"][k] if base else None
             ratio.append(f"{a / b:.2f}" if a and b else "-")
-        errs = max(r["errs"]) if r["errs"] else float("nan")
-        if r["agree"]:
-            verdict = "ok"
-        elif not r["errs"]:
-            verdict = "failed"
-        elif len(r["errs"]) < 4:  # the forward alone ran
-            verdict = "fwd ok" if r["errs"][0] < TOLS[DTYPE_OF[r["dtype"]]] else "DIFF"
-        else:
-            verdict = "DIFF"
+        errs = max_diff(r["errs"])
+        agree = verdict(r["errs"], DTYPE_OF[r["dtype"]])
         print(f"{r['kind']:<10} {r['dtype']:<5} {r['impl']:<6} " +
               " ".join(f"{x:>9.4f}" if x is not None else f"{'-':>9}" for x in r["t"]) +
-              f" {ratio[0]:>16} {ratio[1]:>16} {verdict:>6}  {errs:.1e}"
+              f" {ratio[0]:>16} {ratio[1]:>16} {agree:>7}  {errs:.1e}"
               + (f"  {r['note']}" if r["note"] else ""))
         # The target: msda f32 at least as fast as the original op, eager and graph, fwd+bwd.
         if r["impl"] == "orig" and r["dtype"] == "f32" and base and None not in base["t"] and None not in r["t"]:
@@ -294,4 +332,7 @@ def print_table(case, N, Lq, rows):
                              f"{r['t'][1]:.4f}, graph {base['t'][3]:.4f} vs {r['t'][3]:.4f})", ok))
     print("x msda: this row's time over msda's (same locations and dtype); f+b: forward + backward "
           "through autograd; graph: GPU time per call in a replayed CUDA graph")
+    print("agree: ok; DIFF (a difference past the dtype's tolerance); NaN (a non-finite output or gradient,"
+          " named in the note); no grad (no gradient for an input); fwd ok (the backward failed); failed;"
+          " max rel. diff: the largest finite one")
     return verdicts
