@@ -27,7 +27,15 @@ md_status md_knowledge_load(md_knowledge *kb, md_error *err)
     json_t *doc = md_recipe_load("signatures.json", err);
     if (!doc)
         return err ? err->code : MD_ERR_INTERNAL;
-    kb->doc = doc;
+    md_status st = md_knowledge_load_json(kb, doc, err);
+    json_decref(doc);
+    return st;
+}
+
+md_status md_knowledge_load_json(md_knowledge *kb, json_t *doc, md_error *err)
+{
+    memset(kb, 0, sizeof *kb);
+    kb->doc = json_incref(doc);
     json_t *list = json_object_get(doc, "signatures");
     size_t n = json_array_size(list);
     kb->sigs = calloc(n ? n : 1, sizeof *kb->sigs);
@@ -50,9 +58,11 @@ md_status md_knowledge_load(md_knowledge *kb, md_error *err)
             !string_list(json_object_get(e, "rule_out"), s->rule_out, &s->n_rule_out) ||
             !string_list(json_object_get(e, "fix"), s->fix, &s->n_fix) ||
             !string_list(json_object_get(e, "notes"), s->notes, &s->n_notes)) {
+            /* the message first: freeing KB frees S, and the id is in the document it holds */
+            md_status st = md_fail(err, MD_ERR_INTERNAL, "signatures.json: entry %zu (%s) is malformed", i,
+                                   s->id ? s->id : "no id");
             md_knowledge_free(kb);
-            return md_fail(err, MD_ERR_INTERNAL, "signatures.json: entry %zu (%s) is malformed", i,
-                           s->id ? s->id : "no id");
+            return st;
         }
         s->root_rank = (int)json_integer_value(rank);
         total_patterns += s->n_patterns;

@@ -3,6 +3,7 @@
 #ifndef MD_KNOWLEDGE_H
 #define MD_KNOWLEDGE_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include "logscan.h"
@@ -38,6 +39,9 @@ typedef struct {
 /* Loads and validates the embedded signatures and compiles their patterns. Malformed data is
  * MD_ERR_INTERNAL naming the entry. Free with md_knowledge_free. */
 md_status md_knowledge_load(md_knowledge *kb, md_error *err);
+/* The same from DOC, shaped like signatures.json (the fuzz target feeds it broken ones); KB takes
+ * its own reference to DOC. */
+md_status md_knowledge_load_json(md_knowledge *kb, json_t *doc, md_error *err);
 void md_knowledge_free(md_knowledge *kb);
 
 /* The signature with ID, or NULL. */

@@ -113,6 +113,21 @@ START_TEST(knowledge_has_26_ids_with_compiled_patterns)
 }
 END_TEST
 
+/* A malformed entry is refused with its id in the message, the entry's strings still readable
+ * when the message is made (they live in the document the failure frees). */
+START_TEST(knowledge_refuses_a_malformed_entry_by_name)
+{
+    json_t *doc = json_loads("{\"signatures\": [{\"id\": \"no-kernel-image\", \"severity\": \"error\"}]}", 0, NULL);
+    ck_assert_ptr_nonnull(doc);
+    md_knowledge kb;
+    md_error err;
+    ck_assert_int_eq(md_knowledge_load_json(&kb, doc, &err), MD_ERR_INTERNAL);
+    ck_assert_str_eq(err.message, "signatures.json: entry 0 (no-kernel-image) is malformed");
+    ck_assert_ptr_null(kb.sigs);
+    json_decref(doc);
+}
+END_TEST
+
 Suite *suite_logscan(void)
 {
     Suite *s = suite_create("logscan");
@@ -122,6 +137,7 @@ Suite *suite_logscan(void)
     tcase_add_test(tc, scan_keeps_a_bounded_number_of_hits);
     tcase_add_test(tc, scan_cuts_long_lines_without_splitting_them);
     tcase_add_test(tc, knowledge_has_26_ids_with_compiled_patterns);
+    tcase_add_test(tc, knowledge_refuses_a_malformed_entry_by_name);
     suite_add_tcase(s, tc);
     return s;
 }
