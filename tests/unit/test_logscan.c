@@ -23,6 +23,12 @@ START_TEST(clean_removes_cr_ansi_and_nul)
     ck_assert_str_eq(buf, "after");
     clean(buf, "\x1b]8;;http://x\x1b\\link");  /* OSC ending in ESC backslash */
     ck_assert_str_eq(buf, "link");
+    clean(buf, "[\x1b[200~paste\x1b[201~]");    /* bracketed paste: '~' ends a CSI sequence */
+    ck_assert_str_eq(buf, "[paste]");
+    clean(buf, "a\x1b~b");                        /* ESC ~, a two-byte escape, '~' its last byte */
+    ck_assert_str_eq(buf, "ab");
+    clean(buf, "a\x1b[12\rb");                    /* a CR cuts a sequence short and goes too */
+    ck_assert_str_eq(buf, "ab");
     char nul[8] = { 'a', 0, 'b', 0 };
     ck_assert_uint_eq(md_log_clean(nul, 3), 3);
     ck_assert_int_eq(memcmp(nul, "a b", 3), 0);
