@@ -467,15 +467,16 @@ START_TEST(lying_records_rejected)
 }
 END_TEST
 
-/* What a spec may carry at the edges: a member path with '~' (the last printable character), a
- * name with 'z', 'Z' and '9', no summary (then METADATA has no Summary line), and a .dist-info file
- * given before the package's files (it still comes after them, as the generated ones do). */
+/* What a spec may carry at the edges: a member path with a space and a '~' (the first and last
+ * printable characters), a name with 'z', 'Z' and '9', no summary (then METADATA has no Summary
+ * line), and a .dist-info file given before the package's files (it still comes after them, as
+ * the generated ones do). */
 START_TEST(edge_specs_accepted)
 {
     sample s;
     sample_init(&s);
     md_wheel_file files[2] = { { .path = "zZ9-0.1.0.dist-info/LICENSE", .data = "MIT\n", .size = 4 },
-                               { .path = "msda/a~b.py", .data = "x", .size = 1 } };
+                               { .path = "msda/a b~.py", .data = "x", .size = 1 } };
     md_wheel_spec spec = s.spec;
     spec.dist = "zZ9";
     spec.summary = NULL;
@@ -485,7 +486,7 @@ START_TEST(edge_specs_accepted)
     listed_member m[8];
     size_t n = list_members(path, m, 8);
     ck_assert_uint_eq(n, 5);
-    ck_assert_str_eq(m[0].name, "msda/a~b.py");
+    ck_assert_str_eq(m[0].name, "msda/a b~.py");
     ck_assert_str_eq(m[1].name, "zZ9-0.1.0.dist-info/LICENSE");
     ck_assert_str_eq(m[2].name, "zZ9-0.1.0.dist-info/METADATA");
     ck_assert_str_eq(m[2].text, "Metadata-Version: 2.1\nName: zZ9\nVersion: 0.1.0\nRequires-Python: >=3.8\n"
