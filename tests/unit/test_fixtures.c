@@ -7,7 +7,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <gelf.h>
 #include "devcode.h"
+#include "elf_check.h"
 #include "inspect.h"
 #include "unit.h"
 
@@ -275,6 +277,42 @@ START_TEST(a_kernel_missing_from_the_symbol_table_is_named)
 }
 END_TEST
 
+/* An ELF file without a section header table (e_shoff 0) is fine when it also announces no
+ * sections, and corrupt when it announces some. */
+START_TEST(no_section_table_is_checked_against_its_count)
+{
+    uint8_t image[sizeof(Elf64_Ehdr)];
+    for (int announced = 0; announced < 2; announced++) {
+        memset(image, 0, sizeof image);
+        Elf64_Ehdr *h = (Elf64_Ehdr *)(void *)image;
+        memcpy(h->e_ident, ELFMAG, SELFMAG);
+        h->e_ident[EI_CLASS] = ELFCLASS64;
+        h->e_ident[EI_DATA] = ELFDATA2LSB;
+        h->e_ident[EI_VERSION] = EV_CURRENT;
+        h->e_type = ET_DYN;
+        h->e_machine = EM_X86_64;
+        h->e_version = EV_CURRENT;
+        h->e_ehsize = sizeof(Elf64_Ehdr);
+        h->e_shentsize = sizeof(Elf64_Shdr);
+        h->e_shnum = announced ? 3 : 0;
+        elf_version(EV_CURRENT);
+        Elf *elf = elf_memory((char *)image, sizeof image);
+        ck_assert_ptr_nonnull(elf);
+        md_error err;
+        size_t shnum = 99;
+        md_status st = md_elf_check(elf, sizeof image, "ELF file", &shnum, NULL, &err);
+        elf_end(elf);
+        if (announced) {
+            ck_assert_int_eq(st, MD_ERR_FORMAT);
+            ck_assert_str_eq(err.message, "corrupt ELF file: 3 section headers at offset 0");
+        } else {
+            ck_assert_msg(st == MD_OK, "%s", err.message);
+            ck_assert_uint_eq(shnum, 0);
+        }
+    }
+}
+END_TEST
+
 START_TEST(mutated_fixtures_fail_cleanly)
 {
     mutate_and_read("f13-compressed.fatbin", 400, 1);
@@ -296,6 +334,7 @@ Suite *suite_fixtures(void)
     tcase_add_test(tc, compression_flags_are_reported);
     tcase_add_test(tc, arch_specific_cubin_is_marked);
     tcase_add_test(tc, a_kernel_missing_from_the_symbol_table_is_named);
+    tcase_add_test(tc, no_section_table_is_checked_against_its_count);
     tcase_add_test(tc, mutated_fixtures_fail_cleanly);
     suite_add_tcase(s, tc);
     return s;
