@@ -99,7 +99,9 @@ include tests/tests.mk
 
 check: test-deps
 	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
-	@$(MAKE) --no-print-directory $(addprefix check-,$(CHECK_SUITES))
+	@# tests/sanitizer-env turns leak checks off where LeakSanitizer cannot run (qemu-user), saying so
+	@ASAN_OPTIONS="$$(tests/sanitizer-env $(CC))" \
+	  $(MAKE) --no-print-directory $(addprefix check-,$(CHECK_SUITES))
 	@tests/summarize $(RESULTS) $(CHECK_SUITES)
 
 # ---- the main job ------------------------------------------------------------------------------

@@ -18,8 +18,20 @@
  * gives the gradients of a scalar loss with respect to value, sampling_locations and
  * attention_weights, given its gradient with respect to output.
  *
- * All tensors are dense and row-major in the shapes above, in one data type. f16 and bf16 are
- * passed as their 16-bit patterns (IEEE binary16, bfloat16) and computed in f32.
+ * All tensors are dense and row-major in the shapes above. value, grad_output, output and
+ * grad_value are in the args' `dtype`; sampling_locations, attention_weights and their gradients
+ * are in the same type, or in f32 with an f16 or bf16 value (`coord_type`, mixed precision as
+ * autocast gives it: the locations are never rounded to 16 bits). f16 and bf16 are passed as
+ * their 16-bit patterns (IEEE binary16, bfloat16) and computed in f32.
+ *
+ * The level table (spatial_shapes, level_start) is in host memory, or, for the CUDA path, in
+ * device memory (`level_table`), as models keep it: then no call copies it to the host or
+ * synchronises. The host checks everything the table is not needed for; the kernels check the
+ * table itself (H, W from 1 to 2^31 - 1, starts the prefix sums of H*W, their sum S) before any
+ * access, and where it is inconsistent they index nothing, write NaN to the output (forward) or
+ * to the location and weight gradients (backward, the value gradient stays zero), and store the
+ * status (MSDA_ERR_BAD_SHAPE, _LEVEL_START or _SHAPE_SUM, as the host check would give) in
+ * `device_status` when the caller passed one.
  *
  * Two paths compute the same function:
  *   msda_forward_cuda / msda_backward_cuda: device pointers, launched on the caller's stream in
@@ -65,6 +77,13 @@ extern "C" {
 /* At most this many levels (L). */
 #define MSDA_MAX_LEVELS 16
 
+/* The layout of the argument structs and the meaning of their fields. Raised whenever either
+ * changes, never reused; msda_abi_version() gives the library's, which a caller that binds at
+ * run time (ctypes, dlopen) compares with the one it was written for.
+ *   1: the first (the three args structs without coord_type, level_table, device_status)
+ *   2: coord_type, level_table and device_status appended to both args structs */
+#define MSDA_ABI_VERSION 2
+
 typedef enum msda_dtype {
     MSDA_F32 = 0,
     MSDA_F64 = 1,
@@ -72,11 +91,23 @@ typedef enum msda_dtype {
     MSDA_BF16 = 3, /* uint16_t bfloat16 patterns */
 } msda_dtype;
 
+/* The data type of sampling_locations, attention_weights and their gradients. */
+typedef enum msda_coord_type {
+    MSDA_COORD_SAME = 0, /* the args' dtype, as value's */
+    MSDA_COORD_F32 = 1,  /* f32, with dtype f16, bf16 (or f32) */
+} msda_coord_type;
+
+/* Where the level table (spatial_shapes, level_start) is. */
+typedef enum msda_memory {
+    MSDA_HOST = 0,
+    MSDA_DEVICE = 1, /* device memory of the current context: CUDA path only */
+} msda_memory;
+
 /* Values are stable: never renumbered. */
 typedef enum msda_status {
     MSDA_OK = 0,
     MSDA_ERR_NULL_ARGUMENT = 1,    /* a required pointer is NULL */
-    MSDA_ERR_BAD_DTYPE = 2,        /* not one of msda_dtype */
+    MSDA_ERR_BAD_DTYPE = 2,        /* not one of msda_dtype, or a coord_type it does not go with */
     MSDA_ERR_BAD_SIZE = 3,         /* N, S, M, D, Lq, L or P is not positive, or too large */
     MSDA_ERR_TOO_MANY_LEVELS = 4,  /* L > MSDA_MAX_LEVELS */
     MSDA_ERR_BAD_SHAPE = 5,        /* a level's H or W is not positive, or too large */
@@ -115,9 +146,10 @@ typedef struct msda_sizes {
     int64_t points;   /* P, sampling points per level */
 } msda_sizes;
 
-/* Forward arguments. spatial_shapes (L rows of H, W) and level_start (L) are always in host
- * memory, so that they are validated before any launch without a device round trip. The four
- * tensors are device pointers for the CUDA path and host pointers for the CPU path. */
+/* Forward arguments. spatial_shapes (L rows of H, W) and level_start (L) are int64, in host
+ * memory unless level_table says MSDA_DEVICE. The four tensors are device pointers for the
+ * CUDA path and host pointers for the CPU path. The fields after `output` (ABI 2) are zero for
+ * the behaviour of ABI 1: coordinates in dtype, the table on the host, no device status. */
 typedef struct msda_forward_args {
     msda_dtype dtype;
     msda_sizes sizes;
@@ -127,10 +159,17 @@ typedef struct msda_forward_args {
     const void *sampling_locations;
     const void *attention_weights;
     void *output; /* written entirely */
+    msda_coord_type coord_type; /* type of sampling_locations and attention_weights */
+    msda_memory level_table;    /* where spatial_shapes and level_start are */
+    /* CUDA path with the table on the device, optional: one int32 of device memory where the
+     * kernels store the status of an inconsistent table (never cleared by the library). */
+    int32_t *device_status;
 } msda_forward_args;
 
 /* Backward arguments: as the forward's, with grad_output in, and the three gradients out.
- * Each gradient is written entirely (grad_value is zeroed by the call first). */
+ * Each gradient is written entirely (grad_value is zeroed by the call first). grad_output and
+ * grad_value are in dtype, grad_sampling_locations and grad_attention_weights in the type
+ * coord_type gives. */
 typedef struct msda_backward_args {
     msda_dtype dtype;
     msda_sizes sizes;
@@ -150,6 +189,9 @@ typedef struct msda_backward_args {
      * CPU path. */
     void *workspace;
     size_t workspace_bytes;
+    msda_coord_type coord_type; /* as msda_forward_args' (ABI 2) */
+    msda_memory level_table;
+    int32_t *device_status;
 } msda_backward_args;
 
 /* The message for a status: a static string, never NULL ("unknown status" if out of range). */
@@ -158,12 +200,17 @@ MSDA_API const char *msda_status_string(msda_status status);
 /* The library's version: the project's VERSION, which the build passes as MSDA_VERSION_STRING. */
 MSDA_API const char *msda_version(void);
 
-/* Checks sizes, shapes, level starts and pointers, as both paths do before any work. */
+/* MSDA_ABI_VERSION as the library was built with it. */
+MSDA_API int msda_abi_version(void);
+
+/* Checks sizes, data types, the level table and pointers, as both paths do before any work. A
+ * table in device memory is not read here (the kernels check it, see above). */
 MSDA_API msda_status msda_validate_forward(const msda_forward_args *args, msda_error *err);
 MSDA_API msda_status msda_validate_backward(const msda_backward_args *args, msda_error *err);
 
 /* CPU path. `threads`: 0 uses one thread per online CPU, else at most that many. Returns
- * MSDA_OK or a validation status, or MSDA_ERR_OUT_OF_MEMORY. The result does not depend on the
+ * MSDA_OK or a validation status (MSDA_ERR_BAD_ARGUMENT for a table in device memory), or
+ * MSDA_ERR_OUT_OF_MEMORY. The result does not depend on the
  * thread count (work is split so that no two threads write the same element). */
 MSDA_API msda_status msda_forward_cpu(const msda_forward_args *args, int threads, msda_error *err);
 MSDA_API msda_status msda_backward_cpu(const msda_backward_args *args, int threads,
@@ -179,8 +226,9 @@ MSDA_API msda_status msda_backward_cuda(const msda_backward_args *args, void *st
                                         msda_error *err);
 
 /* Sets *bytes to the device workspace msda_backward_cuda wants for these arguments in the
- * current context: N*S*M*D*4 where the loaded device code sums this dtype's value gradient in an
- * f32 buffer (bf16 by default; MSDA_*_ATOMIC=3), else 0. Validates and loads like the call. */
+ * current context: up to N*S*M*D*4 where the loaded device code sums this dtype's value gradient
+ * in an f32 buffer (bf16 by default; MSDA_*_ATOMIC=3 or 4: the levels the buffer covers, all of
+ * them when the table is on the device), else 0. Validates and loads like the call. */
 MSDA_API msda_status msda_backward_cuda_workspace(const msda_backward_args *args, size_t *bytes,
                                                   msda_error *err);
 

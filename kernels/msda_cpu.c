@@ -10,53 +10,98 @@
 
 #define CPU_MAX_THREADS 256
 
+/* One instantiation per (value type, coordinate type): the four uniform ones, and f16 and bf16
+ * values with f32 coordinates (mixed precision). */
 #define CPU_T float
 #define CPU_A float
+#define CPU_C float
 #define CPU_LOAD(x) (x)
 #define CPU_STORE(a) (a)
+#define CPU_CLOAD(x) (x)
+#define CPU_CSTORE(a) (a)
 #define CPU_FLOOR floorf
 #define CPU_NAME(x) x##_f32
 #include "msda_cpu_impl.h"
 #undef CPU_T
 #undef CPU_A
+#undef CPU_C
 #undef CPU_LOAD
 #undef CPU_STORE
+#undef CPU_CLOAD
+#undef CPU_CSTORE
 #undef CPU_FLOOR
 #undef CPU_NAME
 
 #define CPU_T double
 #define CPU_A double
+#define CPU_C double
 #define CPU_LOAD(x) (x)
 #define CPU_STORE(a) (a)
+#define CPU_CLOAD(x) (x)
+#define CPU_CSTORE(a) (a)
 #define CPU_FLOOR floor
 #define CPU_NAME(x) x##_f64
 #include "msda_cpu_impl.h"
 #undef CPU_T
 #undef CPU_A
+#undef CPU_C
 #undef CPU_LOAD
 #undef CPU_STORE
+#undef CPU_CLOAD
+#undef CPU_CSTORE
 #undef CPU_FLOOR
 #undef CPU_NAME
 
+/* 16-bit values: coordinates in the same type, or in f32. */
 #define CPU_T uint16_t
 #define CPU_A float
+#define CPU_FLOOR floorf
 #define CPU_LOAD(x) msda_f16_to_f32(x)
 #define CPU_STORE(a) msda_f32_to_f16(a)
-#define CPU_FLOOR floorf
+#define CPU_C uint16_t
+#define CPU_CLOAD(x) msda_f16_to_f32(x)
+#define CPU_CSTORE(a) msda_f32_to_f16(a)
 #define CPU_NAME(x) x##_f16
+#include "msda_cpu_impl.h"
+#undef CPU_C
+#undef CPU_CLOAD
+#undef CPU_CSTORE
+#undef CPU_NAME
+#define CPU_C float
+#define CPU_CLOAD(x) (x)
+#define CPU_CSTORE(a) (a)
+#define CPU_NAME(x) x##_f16c32
 #include "msda_cpu_impl.h"
 #undef CPU_LOAD
 #undef CPU_STORE
+#undef CPU_C
+#undef CPU_CLOAD
+#undef CPU_CSTORE
 #undef CPU_NAME
 
 #define CPU_LOAD(x) msda_bf16_to_f32(x)
 #define CPU_STORE(a) msda_f32_to_bf16(a)
+#define CPU_C uint16_t
+#define CPU_CLOAD(x) msda_bf16_to_f32(x)
+#define CPU_CSTORE(a) msda_f32_to_bf16(a)
 #define CPU_NAME(x) x##_bf16
+#include "msda_cpu_impl.h"
+#undef CPU_C
+#undef CPU_CLOAD
+#undef CPU_CSTORE
+#undef CPU_NAME
+#define CPU_C float
+#define CPU_CLOAD(x) (x)
+#define CPU_CSTORE(a) (a)
+#define CPU_NAME(x) x##_bf16c32
 #include "msda_cpu_impl.h"
 #undef CPU_T
 #undef CPU_A
+#undef CPU_C
 #undef CPU_LOAD
 #undef CPU_STORE
+#undef CPU_CLOAD
+#undef CPU_CSTORE
 #undef CPU_FLOOR
 #undef CPU_NAME
 
@@ -77,19 +122,20 @@ static void *cpu_task_run(void *arg) {
         t->out_of_memory = 1;
         return NULL;
     }
+    const int c32 = t->pb->coord_f32;
     if (t->fwd) {
         switch (t->pb->dtype) {
         case MSDA_F32: forward_f32(t->pb, t->fwd, t->begin, t->end, scratch); break;
         case MSDA_F64: forward_f64(t->pb, t->fwd, t->begin, t->end, scratch); break;
-        case MSDA_F16: forward_f16(t->pb, t->fwd, t->begin, t->end, scratch); break;
-        case MSDA_BF16: forward_bf16(t->pb, t->fwd, t->begin, t->end, scratch); break;
+        case MSDA_F16: (c32 ? forward_f16c32 : forward_f16)(t->pb, t->fwd, t->begin, t->end, scratch); break;
+        case MSDA_BF16: (c32 ? forward_bf16c32 : forward_bf16)(t->pb, t->fwd, t->begin, t->end, scratch); break;
         }
     } else {
         switch (t->pb->dtype) {
         case MSDA_F32: backward_f32(t->pb, t->bwd, t->begin, t->end, scratch); break;
         case MSDA_F64: backward_f64(t->pb, t->bwd, t->begin, t->end, scratch); break;
-        case MSDA_F16: backward_f16(t->pb, t->bwd, t->begin, t->end, scratch); break;
-        case MSDA_BF16: backward_bf16(t->pb, t->bwd, t->begin, t->end, scratch); break;
+        case MSDA_F16: (c32 ? backward_f16c32 : backward_f16)(t->pb, t->bwd, t->begin, t->end, scratch); break;
+        case MSDA_BF16: (c32 ? backward_bf16c32 : backward_bf16)(t->pb, t->bwd, t->begin, t->end, scratch); break;
         }
     }
     free(scratch);
@@ -135,24 +181,30 @@ static msda_status run_tasks(const cpu_task *proto, int64_t items, int threads, 
     return MSDA_OK;
 }
 
+static msda_status host_table_needed(msda_error *err) {
+    return msda_fail(err, MSDA_ERR_BAD_ARGUMENT,
+                     "the CPU path needs spatial_shapes and level_start in host memory (level_table "
+                     "is MSDA_DEVICE)");
+}
+
 static size_t acc_size(msda_dtype dtype) { return dtype == MSDA_F64 ? sizeof(double) : sizeof(float); }
 
 msda_status msda_forward_cpu(const msda_forward_args *a, int threads, msda_error *err) {
     msda_problem pb;
-    msda_status st = msda_validate_forward(a, err);
+    msda_status st = msda_check_forward(a, &pb, err);
     if (st != MSDA_OK) return st;
     if (threads < 0) return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "threads is %d", threads);
-    msda_check_problem(a->dtype, &a->sizes, a->spatial_shapes, a->level_start, &pb, err);
+    if (pb.table_on_device) return host_table_needed(err);
     const cpu_task proto = {.pb = &pb, .fwd = a, .scratch_bytes = (size_t)pb.D * acc_size(pb.dtype)};
     return run_tasks(&proto, pb.N * pb.Lq * pb.M, threads, err);
 }
 
 msda_status msda_backward_cpu(const msda_backward_args *a, int threads, msda_error *err) {
     msda_problem pb;
-    msda_status st = msda_validate_backward(a, err);
+    msda_status st = msda_check_backward(a, &pb, err);
     if (st != MSDA_OK) return st;
     if (threads < 0) return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "threads is %d", threads);
-    msda_check_problem(a->dtype, &a->sizes, a->spatial_shapes, a->level_start, &pb, err);
+    if (pb.table_on_device) return host_table_needed(err);
     const int64_t acc_elems = pb.S * pb.D + pb.D;
     if ((uint64_t)acc_elems > SIZE_MAX / acc_size(pb.dtype))
         return msda_fail(err, MSDA_ERR_OUT_OF_MEMORY, "S*D is too large for host scratch");

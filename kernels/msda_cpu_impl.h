@@ -2,7 +2,9 @@
  * Included by msda_cpu.c once per type, with these defined:
  *   CPU_T        the storage type          CPU_A       the accumulation type
  *   CPU_LOAD(x)  CPU_T -> CPU_A            CPU_STORE(a) CPU_A -> CPU_T
- *   CPU_FLOOR    floor for CPU_A           CPU_NAME(x) x with the type's suffix
+ *   CPU_C        the coordinates' storage type (locations, weights and their gradients)
+ *   CPU_CLOAD(x) CPU_C -> CPU_A            CPU_CSTORE(a) CPU_A -> CPU_C
+ *   CPU_FLOOR    floor for CPU_A           CPU_NAME(x) x with the types' suffix
  * Each function handles a range of work items and writes nothing outside its own items. */
 
 typedef struct {
@@ -41,7 +43,8 @@ static int CPU_NAME(locate)(CPU_A x, CPU_A y, int64_t H, int64_t W, CPU_NAME(cor
 /* Groups g0..g1-1 of (n, q, m); scratch holds D accumulators. */
 static void CPU_NAME(forward)(const msda_problem *pb, const msda_forward_args *a, int64_t g0,
                               int64_t g1, void *scratch) {
-    const CPU_T *value = a->value, *loc = a->sampling_locations, *wgt = a->attention_weights;
+    const CPU_T *value = a->value;
+    const CPU_C *loc = a->sampling_locations, *wgt = a->attention_weights;
     CPU_T *out = a->output;
     CPU_A *acc = scratch;
     const int64_t D = pb->D, M = pb->M, row = M * D, LP = pb->L * pb->P;
@@ -53,9 +56,9 @@ static void CPU_NAME(forward)(const msda_problem *pb, const msda_forward_args *a
             const CPU_T *vl = vnm + pb->level_start[l] * row;
             for (int64_t p = 0; p < pb->P; p++, lp++) {
                 CPU_NAME(corners) b;
-                const CPU_A aw = CPU_LOAD(wgt[g * LP + lp]);
-                if (!CPU_NAME(locate)(CPU_LOAD(loc[2 * (g * LP + lp)]),
-                                      CPU_LOAD(loc[2 * (g * LP + lp) + 1]), pb->level_h[l],
+                const CPU_A aw = CPU_CLOAD(wgt[g * LP + lp]);
+                if (!CPU_NAME(locate)(CPU_CLOAD(loc[2 * (g * LP + lp)]),
+                                      CPU_CLOAD(loc[2 * (g * LP + lp) + 1]), pb->level_h[l],
                                       pb->level_w[l], &b))
                     continue;
                 for (int j = 0; j < 4; j++) {
@@ -74,10 +77,10 @@ static void CPU_NAME(forward)(const msda_problem *pb, const msda_forward_args *a
  * slice of grad_value belongs to one thread. scratch holds S*D + D accumulators. */
 static void CPU_NAME(backward)(const msda_problem *pb, const msda_backward_args *a, int64_t nm0,
                                int64_t nm1, void *scratch) {
-    const CPU_T *value = a->value, *loc = a->sampling_locations, *wgt = a->attention_weights;
-    const CPU_T *gout = a->grad_output;
-    CPU_T *gvalue = a->grad_value, *gloc = a->grad_sampling_locations;
-    CPU_T *gwgt = a->grad_attention_weights;
+    const CPU_T *value = a->value, *gout = a->grad_output;
+    const CPU_C *loc = a->sampling_locations, *wgt = a->attention_weights;
+    CPU_T *gvalue = a->grad_value;
+    CPU_C *gloc = a->grad_sampling_locations, *gwgt = a->grad_attention_weights;
     const int64_t D = pb->D, M = pb->M, S = pb->S, row = M * D, LP = pb->L * pb->P;
     CPU_A *gv = scratch, *go = gv + S * D;
     for (int64_t nm = nm0; nm < nm1; nm++) {
@@ -92,10 +95,10 @@ static void CPU_NAME(backward)(const msda_problem *pb, const msda_backward_args 
                 for (int64_t p = 0; p < pb->P; p++, lp++) {
                     const int64_t at = g * LP + lp;
                     CPU_NAME(corners) b;
-                    const CPU_A aw = CPU_LOAD(wgt[at]);
-                    if (!CPU_NAME(locate)(CPU_LOAD(loc[2 * at]), CPU_LOAD(loc[2 * at + 1]), H, W,
+                    const CPU_A aw = CPU_CLOAD(wgt[at]);
+                    if (!CPU_NAME(locate)(CPU_CLOAD(loc[2 * at]), CPU_CLOAD(loc[2 * at + 1]), H, W,
                                           &b)) {
-                        gloc[2 * at] = gloc[2 * at + 1] = gwgt[at] = CPU_STORE((CPU_A)0);
+                        gloc[2 * at] = gloc[2 * at + 1] = gwgt[at] = CPU_CSTORE((CPU_A)0);
                         continue;
                     }
                     CPU_A dot[4] = {0, 0, 0, 0};
@@ -113,9 +116,9 @@ static void CPU_NAME(backward)(const msda_problem *pb, const msda_backward_args 
                         b.wt[0] * dot[0] + b.wt[1] * dot[1] + b.wt[2] * dot[2] + b.wt[3] * dot[3];
                     const CPU_A d_lw = b.hh * (dot[1] - dot[0]) + b.lh * (dot[3] - dot[2]);
                     const CPU_A d_lh = b.hw * (dot[2] - dot[0]) + b.lw * (dot[3] - dot[1]);
-                    gloc[2 * at] = CPU_STORE(aw * d_lw * (CPU_A)W);
-                    gloc[2 * at + 1] = CPU_STORE(aw * d_lh * (CPU_A)H);
-                    gwgt[at] = CPU_STORE(d_weight);
+                    gloc[2 * at] = CPU_CSTORE(aw * d_lw * (CPU_A)W);
+                    gloc[2 * at + 1] = CPU_CSTORE(aw * d_lh * (CPU_A)H);
+                    gwgt[at] = CPU_CSTORE(d_weight);
                 }
             }
         }

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <stdint.h>
 
+#include "msda.h" // the statuses an inconsistent device level table is reported with
 #include "msda_kparams.h"
 
 // The per-architecture knobs come from the build (kernels/libmsda.json, through `msda-doctor
@@ -106,6 +107,10 @@ template <> __device__ __forceinline__ float to_acc<f32_t>(float s) { return s; 
 template <> __device__ __forceinline__ double to_acc<f64_t>(double s) { return s; }
 template <> __device__ __forceinline__ float to_acc<f16_t>(unsigned short s) { return bits_to_f16(s); }
 template <> __device__ __forceinline__ float to_acc<bf16_t>(unsigned short s) { return bits_to_bf16(s); }
+
+template <typename A> __device__ __forceinline__ A quiet_nan();
+template <> __device__ __forceinline__ float quiet_nan<float>() { return __int_as_float(0x7fc00000); }
+template <> __device__ __forceinline__ double quiet_nan<double>() { return __longlong_as_double(0x7ff8000000000000ll); }
 
 template <class Tr> __device__ __forceinline__ typename Tr::S from_acc(typename Tr::A a);
 template <> __device__ __forceinline__ float from_acc<f32_t>(float a) { return a; }

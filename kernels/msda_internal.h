@@ -12,6 +12,9 @@ msda_status msda_fail(msda_error *err, msda_status status, const char *fmt, ...)
 /* The validated problem: sizes and the level table, as both paths use them. */
 typedef struct msda_problem {
     msda_dtype dtype;
+    int coord_f32;      /* coordinates in f32 beside a 16-bit dtype (f32 coordinates beside an
+                           f32 value count as the same type: 0) */
+    int table_on_device; /* level_h, level_w, level_start unknown: the table is in device memory */
     int64_t N, S, M, D, Lq, L, P;
     int64_t level_h[MSDA_MAX_LEVELS];
     int64_t level_w[MSDA_MAX_LEVELS];
@@ -21,9 +24,26 @@ typedef struct msda_problem {
     int64_t weight_elems; /* N * Lq * M * L * P (locations: twice as many) */
 } msda_problem;
 
-/* Checks the sizes and the level table and fills *pb. Pointers are checked by the callers. */
-msda_status msda_check_problem(msda_dtype dtype, const msda_sizes *sizes, const int64_t *shapes,
-                               const int64_t *starts, msda_problem *pb, msda_error *err);
+/* What msda_check_problem checks: the fields the two args structs share. */
+typedef struct msda_problem_in {
+    msda_dtype dtype;
+    msda_coord_type coord_type;
+    msda_memory level_table;
+    const msda_sizes *sizes;
+    const int64_t *shapes, *starts;
+} msda_problem_in;
+
+/* Checks the data types, the sizes and the level table (unless it is in device memory) and
+ * fills *pb. Pointers are checked by the callers. */
+msda_status msda_check_problem(const msda_problem_in *in, msda_problem *pb, msda_error *err);
+
+/* msda_validate_forward / _backward, filling *pb for the caller's work. */
+msda_status msda_check_forward(const msda_forward_args *a, msda_problem *pb, msda_error *err);
+msda_status msda_check_backward(const msda_backward_args *a, msda_problem *pb, msda_error *err);
+
+/* The msda_problem_in of an args struct. */
+msda_problem_in msda_forward_in(const msda_forward_args *a);
+msda_problem_in msda_backward_in(const msda_backward_args *a);
 
 /* Bytes of one element of dtype (assumed valid). */
 size_t msda_dtype_size(msda_dtype dtype);

@@ -1,5 +1,9 @@
 // The MSDA kernels: forward and backward per data type, written from the formula in msda.h.
 //
+// Two element types per kernel: Tr for value, grad_output, output and grad_value; Cr for
+// sampling_locations, attention_weights and their gradients (Tr itself, or f32 beside a 16-bit
+// Tr: mixed precision). Both accumulate in the same type.
+//
 // Work layout, shared by both: a head's D channels are split into D / VEC vectors ("chunks")
 // of VEC elements (16 bytes where D and the pointers allow, 8 for 16-bit types in the buffered
 // backward, else one element). Each (n, q, m)
@@ -54,13 +58,73 @@ template <typename A> __device__ __forceinline__ bool locate(A x, A y, int H, in
     return true;
 }
 
+// The level table as a block uses it, in shared memory.
+struct level_table {
+    int32_t h[MSDA_KP_MAX_LEVELS], w[MSDA_KP_MAX_LEVELS];
+    int64_t start[MSDA_KP_MAX_LEVELS];
+    int32_t shape_ok[MSDA_KP_MAX_LEVELS]; // a table in device memory: H, W from 1 to 2^31 - 1
+    int status;                            // MSDA_OK, or why the table is inconsistent
+};
+
+// Fills t from the parameters, or from device memory (msda.h, MSDA_DEVICE), which is checked
+// here as the host checks a table in host memory, in the same order, so that an inconsistent
+// one gives the status the host would. Every block reaches the same verdict from the same
+// table, uniform across the block (every thread must call this, before any early exit).
+// Returns whether the table may be used to form indices.
+__device__ __forceinline__ bool load_levels(const msda_kparams &p, level_table &t) {
+    const int i = threadIdx.x; // blocks have at least 32 threads and L <= 16
+    if (p.level_shapes) {
+        if (i < p.levels) {
+            const int64_t *shapes = reinterpret_cast<const int64_t *>(p.level_shapes);
+            const int64_t h = shapes[2 * i], w = shapes[2 * i + 1];
+            t.shape_ok[i] = h > 0 && w > 0 && h <= INT32_MAX && w <= INT32_MAX;
+            t.h[i] = t.shape_ok[i] ? (int32_t)h : 0;
+            t.w[i] = t.shape_ok[i] ? (int32_t)w : 0;
+            t.start[i] = reinterpret_cast<const int64_t *>(p.level_starts)[i];
+        }
+        __syncthreads();
+        if (i == 0) {
+            int st = MSDA_OK;
+            int64_t sum = 0;
+            for (int l = 0; l < p.levels && st == MSDA_OK; l++) {
+                const int64_t hw = (int64_t)t.h[l] * t.w[l]; // both < 2^31: no overflow
+                if (!t.shape_ok[l])
+                    st = MSDA_ERR_BAD_SHAPE;
+                else if (t.start[l] != sum)
+                    st = MSDA_ERR_LEVEL_START;
+                else if (hw > p.spatial - sum)
+                    st = MSDA_ERR_SHAPE_SUM;
+                else
+                    sum += hw;
+            }
+            if (st == MSDA_OK && sum != p.spatial) st = MSDA_ERR_SHAPE_SUM;
+            t.status = st;
+            if (st != MSDA_OK && p.device_status) atomicExch(reinterpret_cast<int *>(p.device_status), st);
+        }
+    } else {
+        if (i < p.levels) {
+            t.h[i] = p.level_h[i];
+            t.w[i] = p.level_w[i];
+            t.start[i] = p.level_start[i];
+        }
+        if (i == 0) t.status = MSDA_OK;
+    }
+    __syncthreads();
+    return t.status == MSDA_OK;
+}
+
 // The forward. A group is `lanes` x `parts` threads: lane i of part j sums points j, j + parts,
 // ... of chunks i, i + lanes, ...; the parts' sums are then added with shuffles. Splitting the
 // points shortens each thread's chain of dependent loads where there are too few (n, q, m) to
 // fill the device (a decoder's 900 queries, say); the launcher sets parts = 1 otherwise.
-template <class Tr, int VEC> __device__ __forceinline__ void forward(const msda_kparams &p) {
+template <class Tr, class Cr, int VEC> __device__ __forceinline__ void forward(const msda_kparams &p) {
     typedef typename Tr::S S;
     typedef typename Tr::A A;
+    typedef typename Cr::S C;
+    static_assert(sizeof(typename Cr::A) == sizeof(A), "one accumulation type");
+    __shared__ level_table lv;
+    // An inconsistent table: nothing is sampled, and every output element is NaN.
+    const bool table_ok = load_levels(p, lv);
     const int lanes = 1 << p.lanes_log2, parts = 1 << p.parts_log2;
     const int group_log2 = p.lanes_log2 + p.parts_log2;
     const int64_t row = (int64_t)p.heads * p.channels; // elements between two spatial positions
@@ -76,24 +140,24 @@ template <class Tr, int VEC> __device__ __forceinline__ void forward(const msda_
         const int m = (int)(group - nq * p.heads);
         const int64_t n = nq / p.queries;
         const S *value = reinterpret_cast<const S *>(p.value) + (n * p.spatial * p.heads + m) * p.channels;
-        const S *loc = reinterpret_cast<const S *>(p.locations) + group * LP * 2;
-        const S *wgt = reinterpret_cast<const S *>(p.weights) + group * LP;
+        const C *loc = reinterpret_cast<const C *>(p.locations) + group * LP * 2;
+        const C *wgt = reinterpret_cast<const C *>(p.weights) + group * LP;
         S *out = reinterpret_cast<S *>(p.output) + group * p.channels;
         for (int c0 = 0; c0 < p.chunks; c0 += lanes) {
             const int c = c0 + lane;
             A acc[VEC];
 #pragma unroll
             for (int i = 0; i < VEC; i++) acc[i] = (A)0;
-            if (active && c < p.chunks) {
+            if (active && table_ok && c < p.chunks) {
                 const S *vc = value + c * VEC;
                 int l = 0, k = part;
                 while (l < p.levels && k >= p.points) k -= p.points, l++;
                 for (int lp = part; lp < LP; lp += parts) {
-                    const int H = p.level_h[l], W = p.level_w[l];
-                    const S *vl = vc + p.level_start[l] * row;
+                    const int H = lv.h[l], W = lv.w[l];
+                    const S *vl = vc + lv.start[l] * row;
                     bilinear<A> b;
-                    const A a = to_acc<Tr>(wgt[lp]);
-                    if (locate(to_acc<Tr>(loc[2 * lp]), to_acc<Tr>(loc[2 * lp + 1]), H, W, b)) {
+                    const A a = to_acc<Cr>(wgt[lp]);
+                    if (locate(to_acc<Cr>(loc[2 * lp]), to_acc<Cr>(loc[2 * lp + 1]), H, W, b)) {
 #pragma unroll
                         for (int j = 0; j < 4; j++) {
                             if (!b.in[j]) continue;
@@ -110,6 +174,10 @@ template <class Tr, int VEC> __device__ __forceinline__ void forward(const msda_
             for (int o = lanes; o < (lanes << p.parts_log2); o <<= 1) {
 #pragma unroll
                 for (int i = 0; i < VEC; i++) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+            }
+            if (!table_ok) {
+#pragma unroll
+                for (int i = 0; i < VEC; i++) acc[i] = quiet_nan<A>();
             }
             if (active && c < p.chunks && part == 0) store_vec<Tr, VEC>(out + c * VEC, acc);
         }
@@ -152,16 +220,29 @@ template <typename A> __device__ __forceinline__ A group_sum(A v, int lanes) {
 // (N, S, M, D): a kernel without the native path, so with fewer registers (on sm_90: 94 with
 // both paths, 72 without, 64 under MSDA_BUFFER_MIN_BLOCKS; at 94, half the threads were
 // resident and the bf16 encoder backward took 17% longer).
-template <class Tr, int VEC, bool ALL_BUFFER = false>
+template <class Tr, class Cr, int VEC, bool ALL_BUFFER = false>
 __device__ __forceinline__ void backward(const msda_kparams &p) {
     typedef typename Tr::S S;
     typedef typename Tr::A A;
     typedef typename Tr::G G;
+    typedef typename Cr::S C;
+    static_assert(sizeof(typename Cr::A) == sizeof(A), "one accumulation type");
+    __shared__ level_table lv;
+    // An inconsistent table: nothing is sampled or added (grad_value stays as the launcher
+    // zeroed it), and the location and weight gradients are NaN.
+    const bool table_ok = load_levels(p, lv);
+    C *gloc_all = reinterpret_cast<C *>(p.grad_locations), *gwgt_all = reinterpret_cast<C *>(p.grad_weights);
     const int lanes = 1 << p.lanes_log2;
     const int64_t row = (int64_t)p.heads * p.channels;
     const int LP = p.levels * p.points;
     const bool one_chunk = p.chunks <= lanes;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    if (!table_ok) { // uniform across the block
+        const C nan = from_acc<Cr>(quiet_nan<A>());
+        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < p.groups * LP; i += stride)
+            gloc_all[2 * i] = gloc_all[2 * i + 1] = gwgt_all[i] = nan;
+        return;
+    }
     // p.threads and the stride are whole warps, so all 32 lanes of a warp run the same
     // iterations and reach every shuffle together; lanes past the last group carry zeros.
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < p.threads; t += stride) {
@@ -175,11 +256,11 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
         const S *value = reinterpret_cast<const S *>(p.value) + vbase;
         G *gvalue = reinterpret_cast<G *>(p.output) + vbase;
         float *gbuffer = reinterpret_cast<float *>(p.buffer) + (n * p.buffer_spatial * p.heads + m) * p.channels;
-        const S *loc = reinterpret_cast<const S *>(p.locations) + group * LP * 2;
-        const S *wgt = reinterpret_cast<const S *>(p.weights) + group * LP;
+        const C *loc = reinterpret_cast<const C *>(p.locations) + group * LP * 2;
+        const C *wgt = reinterpret_cast<const C *>(p.weights) + group * LP;
         const S *gout = reinterpret_cast<const S *>(p.grad_output) + group * p.channels;
-        S *gloc = reinterpret_cast<S *>(p.grad_locations) + group * LP * 2;
-        S *gwgt = reinterpret_cast<S *>(p.grad_weights) + group * LP;
+        C *gloc = reinterpret_cast<C *>(p.grad_locations) + group * LP * 2;
+        C *gwgt = reinterpret_cast<C *>(p.grad_weights) + group * LP;
 
         A g_own[VEC]; // this lane's grad_output vector when it has a single chunk
 #pragma unroll
@@ -188,17 +269,17 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
 
         int lp = 0;
         for (int l = 0; l < p.levels; l++) {
-            const int H = p.level_h[l], W = p.level_w[l];
-            const int64_t lstart = p.level_start[l] * row;
+            const int H = lv.h[l], W = lv.w[l];
+            const int64_t lstart = lv.start[l] * row;
             const bool to_buffer = Tr::buffered && ((p.buffer_levels >> l) & 1u);
-            const int64_t bstart = (p.level_start[l] - p.buffer_start) * row;
+            const int64_t bstart = (lv.start[l] - p.buffer_start) * row;
             for (int k = 0; k < p.points; k++, lp++) {
                 A d_weight = (A)0, d_lw = (A)0, d_lh = (A)0, a = (A)0;
                 bilinear<A> b;
                 bool inside = false;
                 if (active) {
-                    a = to_acc<Tr>(wgt[lp]);
-                    inside = locate(to_acc<Tr>(loc[2 * lp]), to_acc<Tr>(loc[2 * lp + 1]), H, W, b);
+                    a = to_acc<Cr>(wgt[lp]);
+                    inside = locate(to_acc<Cr>(loc[2 * lp]), to_acc<Cr>(loc[2 * lp + 1]), H, W, b);
                 }
                 if (inside) {
                     for (int c = lane; c < p.chunks; c += lanes) {
@@ -245,9 +326,9 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                 d_lh = group_sum(d_lh, lanes);
                 if (active && lane == 0) {
                     // dw/dx = W and dh/dy = H; zero for points outside, as the forward ignores them.
-                    gloc[2 * lp] = from_acc<Tr>(inside ? a * d_lw * (A)W : (A)0);
-                    gloc[2 * lp + 1] = from_acc<Tr>(inside ? a * d_lh * (A)H : (A)0);
-                    gwgt[lp] = from_acc<Tr>(d_weight);
+                    gloc[2 * lp] = from_acc<Cr>(inside ? a * d_lw * (A)W : (A)0);
+                    gloc[2 * lp + 1] = from_acc<Cr>(inside ? a * d_lh * (A)H : (A)0);
+                    gwgt[lp] = from_acc<Cr>(d_weight);
                 }
             }
         }
@@ -297,31 +378,37 @@ template <class Tr> __device__ __forceinline__ void convert(const msda_kparams &
 // as ptxas gives it unbounded on sm_90, 768 fit; at 64 it does not spill there.
 #define MSDA_BUFFER_KERNEL extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS, MSDA_BUFFER_MIN_BLOCKS)
 
-#define MSDA_KERNEL_PAIR(NAME, TR, VEC)                                                                              \
-    MSDA_KERNEL msda_forward_##NAME##_v##VEC(const msda_kparams p) { forward<TR, VEC>(p); }                        \
-    MSDA_KERNEL msda_backward_##NAME##_v##VEC(const msda_kparams p) { backward<TR, VEC>(p); }
+// NAME: the value type, and "c32" where the coordinates are f32 beside a 16-bit value.
+#define MSDA_KERNEL_PAIR(NAME, TR, CR, VEC)                                                                          \
+    MSDA_KERNEL msda_forward_##NAME##_v##VEC(const msda_kparams p) { forward<TR, CR, VEC>(p); }                    \
+    MSDA_KERNEL msda_backward_##NAME##_v##VEC(const msda_kparams p) { backward<TR, CR, VEC>(p); }
+#define MSDA_KERNEL_SET(NAME, TR, CR)                                                                                \
+    MSDA_KERNEL_PAIR(NAME, TR, CR, 8)                                                                                \
+    MSDA_KERNEL_PAIR(NAME, TR, CR, 4)                                                                                \
+    MSDA_KERNEL_PAIR(NAME, TR, CR, 1)
+#define MSDA_BUFFER_SET(NAME, TR, CR)                                                                                \
+    MSDA_BUFFER_KERNEL msda_backward_##NAME##_buffer_v4(const msda_kparams p) { backward<TR, CR, 4, true>(p); }    \
+    MSDA_BUFFER_KERNEL msda_backward_##NAME##_buffer_v1(const msda_kparams p) { backward<TR, CR, 1, true>(p); }
 
-MSDA_KERNEL_PAIR(f32, f32_t, 4)
-MSDA_KERNEL_PAIR(f32, f32_t, 1)
-MSDA_KERNEL_PAIR(f64, f64_t, 2)
-MSDA_KERNEL_PAIR(f64, f64_t, 1)
+MSDA_KERNEL_PAIR(f32, f32_t, f32_t, 4)
+MSDA_KERNEL_PAIR(f32, f32_t, f32_t, 1)
+MSDA_KERNEL_PAIR(f64, f64_t, f64_t, 2)
+MSDA_KERNEL_PAIR(f64, f64_t, f64_t, 1)
 #if MSDA_ENABLE_F16
-MSDA_KERNEL_PAIR(f16, f16_t, 8)
-MSDA_KERNEL_PAIR(f16, f16_t, 4)
-MSDA_KERNEL_PAIR(f16, f16_t, 1)
+MSDA_KERNEL_SET(f16, f16_t, f16_t)
+MSDA_KERNEL_SET(f16c32, f16_t, f32_t)
 MSDA_KERNEL msda_convert_f16(const msda_kparams p) { convert<f16_t>(p); }
 #if MSDA_F16_STRATEGY == MSDA_ATOMIC_F32_BUFFER || MSDA_F16_STRATEGY == MSDA_ATOMIC_MIXED
-MSDA_BUFFER_KERNEL msda_backward_f16_buffer_v4(const msda_kparams p) { backward<f16_t, 4, true>(p); }
-MSDA_BUFFER_KERNEL msda_backward_f16_buffer_v1(const msda_kparams p) { backward<f16_t, 1, true>(p); }
+MSDA_BUFFER_SET(f16, f16_t, f16_t)
+MSDA_BUFFER_SET(f16c32, f16_t, f32_t)
 #endif
 #endif
 #if MSDA_ENABLE_BF16
-MSDA_KERNEL_PAIR(bf16, bf16_t, 8)
-MSDA_KERNEL_PAIR(bf16, bf16_t, 4)
-MSDA_KERNEL_PAIR(bf16, bf16_t, 1)
+MSDA_KERNEL_SET(bf16, bf16_t, bf16_t)
+MSDA_KERNEL_SET(bf16c32, bf16_t, f32_t)
 MSDA_KERNEL msda_convert_bf16(const msda_kparams p) { convert<bf16_t>(p); }
 #if MSDA_BF16_STRATEGY == MSDA_ATOMIC_F32_BUFFER || MSDA_BF16_STRATEGY == MSDA_ATOMIC_MIXED
-MSDA_BUFFER_KERNEL msda_backward_bf16_buffer_v4(const msda_kparams p) { backward<bf16_t, 4, true>(p); }
-MSDA_BUFFER_KERNEL msda_backward_bf16_buffer_v1(const msda_kparams p) { backward<bf16_t, 1, true>(p); }
+MSDA_BUFFER_SET(bf16, bf16_t, bf16_t)
+MSDA_BUFFER_SET(bf16c32, bf16_t, f32_t)
 #endif
 #endif

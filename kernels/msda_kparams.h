@@ -10,12 +10,12 @@
 
 typedef struct msda_kparams {
     uint64_t value;            /* T*, (N, S, M, D) */
-    uint64_t locations;        /* T*, (N, Lq, M, L, P, 2) */
-    uint64_t weights;          /* T*, (N, Lq, M, L, P) */
+    uint64_t locations;        /* C*, (N, Lq, M, L, P, 2); C: T, or float (mixed precision) */
+    uint64_t weights;          /* C*, (N, Lq, M, L, P) */
     uint64_t grad_output;      /* T*, (N, Lq, M, D); backward only */
     uint64_t output;           /* forward: T* output; backward: grad_value (T* or f32 buffer) */
-    uint64_t grad_locations;   /* T*; backward only */
-    uint64_t grad_weights;     /* T*; backward only */
+    uint64_t grad_locations;   /* C*; backward only */
+    uint64_t grad_weights;     /* C*; backward only */
     int64_t spatial;           /* S */
     int64_t queries;           /* Lq */
     int64_t groups;            /* N * Lq * M: one group of lanes per (n, q, m) */
@@ -39,6 +39,11 @@ typedef struct msda_kparams {
     int32_t level_h[MSDA_KP_MAX_LEVELS];
     int32_t level_w[MSDA_KP_MAX_LEVELS];
     int64_t level_start[MSDA_KP_MAX_LEVELS];
+    /* The level table in device memory (msda.h, MSDA_DEVICE): each block reads and checks it
+     * before anything else. 0: it is in level_h, level_w and level_start above. */
+    uint64_t level_shapes;     /* const int64_t*, (L, 2) */
+    uint64_t level_starts;     /* const int64_t*, (L,) */
+    uint64_t device_status;    /* int32_t*, where an inconsistent table's status goes, or 0 */
 } msda_kparams;
 
 /* What the loaded device code was built with; read by the host from the module's constant
@@ -55,7 +60,7 @@ typedef struct msda_device_config {
     int32_t vector_atomics;
 } msda_device_config;
 
-#define MSDA_DEVICE_ABI 3
+#define MSDA_DEVICE_ABI 4
 
 /* Half-precision atomic strategies of the backward's value gradient. */
 #define MSDA_ATOMIC_NATIVE 1

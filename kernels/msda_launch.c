@@ -12,11 +12,22 @@ typedef struct {
     msda_kernel_id fwd, bwd;
 } vec_kernels;
 
-static const vec_kernels dtype_kernels[][3] = {
-    [MSDA_F32] = {{4, K_FWD_F32_V4, K_BWD_F32_V4}, {1, K_FWD_F32_V1, K_BWD_F32_V1}},
-    [MSDA_F64] = {{2, K_FWD_F64_V2, K_BWD_F64_V2}, {1, K_FWD_F64_V1, K_BWD_F64_V1}},
-    [MSDA_F16] = {{8, K_FWD_F16_V8, K_BWD_F16_V8}, {4, K_FWD_F16_V4, K_BWD_F16_V4}, {1, K_FWD_F16_V1, K_BWD_F16_V1}},
-    [MSDA_BF16] = {{8, K_FWD_BF16_V8, K_BWD_BF16_V8}, {4, K_FWD_BF16_V4, K_BWD_BF16_V4}, {1, K_FWD_BF16_V1, K_BWD_BF16_V1}},
+/* [dtype][coordinates in f32 beside a 16-bit value] */
+static const vec_kernels dtype_kernels[][2][3] = {
+    [MSDA_F32] = {{{4, K_FWD_F32_V4, K_BWD_F32_V4}, {1, K_FWD_F32_V1, K_BWD_F32_V1}}},
+    [MSDA_F64] = {{{2, K_FWD_F64_V2, K_BWD_F64_V2}, {1, K_FWD_F64_V1, K_BWD_F64_V1}}},
+    [MSDA_F16] = {{{8, K_FWD_F16_V8, K_BWD_F16_V8}, {4, K_FWD_F16_V4, K_BWD_F16_V4}, {1, K_FWD_F16_V1, K_BWD_F16_V1}},
+                  {{8, K_FWD_F16C32_V8, K_BWD_F16C32_V8}, {4, K_FWD_F16C32_V4, K_BWD_F16C32_V4},
+                   {1, K_FWD_F16C32_V1, K_BWD_F16C32_V1}}},
+    [MSDA_BF16] = {{{8, K_FWD_BF16_V8, K_BWD_BF16_V8}, {4, K_FWD_BF16_V4, K_BWD_BF16_V4}, {1, K_FWD_BF16_V1, K_BWD_BF16_V1}},
+                   {{8, K_FWD_BF16C32_V8, K_BWD_BF16C32_V8}, {4, K_FWD_BF16C32_V4, K_BWD_BF16C32_V4},
+                    {1, K_FWD_BF16C32_V1, K_BWD_BF16C32_V1}}},
+};
+
+/* The backward without the native path, every level buffered: [bf16][coordinates f32][vec 1]. */
+static const msda_kernel_id all_buffer_kernels[2][2][2] = {
+    {{K_BWDBUF_F16_V4, K_BWDBUF_F16_V1}, {K_BWDBUF_F16C32_V4, K_BWDBUF_F16C32_V1}},
+    {{K_BWDBUF_BF16_V4, K_BWDBUF_BF16_V1}, {K_BWDBUF_BF16C32_V4, K_BWDBUF_BF16C32_V1}},
 };
 
 static int aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
@@ -24,7 +35,7 @@ static int aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) 
 /* The widest vector, at most max_vec elements, that divides D and to which every pointer is
  * aligned: vectors never straddle a head's row and every access is one aligned load. */
 static const vec_kernels *pick_vec(const msda_problem *pb, int max_vec, const void *const *ptrs, int n) {
-    const vec_kernels *v = dtype_kernels[pb->dtype];
+    const vec_kernels *v = dtype_kernels[pb->dtype][pb->coord_f32];
     for (;; v++) {
         const size_t bytes = (size_t)v->vec * msda_dtype_size(pb->dtype);
         int ok = v->vec <= max_vec && pb->D % v->vec == 0;
@@ -33,7 +44,8 @@ static const vec_kernels *pick_vec(const msda_problem *pb, int max_vec, const vo
     }
 }
 
-static void fill_params(const msda_problem *pb, int vec, msda_kparams *kp) {
+static void fill_params(const msda_problem *pb, int vec, const int64_t *shapes, const int64_t *starts,
+                        int32_t *device_status, msda_kparams *kp) {
     memset(kp, 0, sizeof *kp);
     kp->spatial = pb->S;
     kp->queries = pb->Lq;
@@ -48,6 +60,12 @@ static void fill_params(const msda_problem *pb, int vec, msda_kparams *kp) {
     kp->groups = pb->N * pb->Lq * pb->M;
     kp->parts_log2 = 0;
     kp->threads = ((kp->groups << lanes_log2) + 31) / 32 * 32;
+    if (pb->table_on_device) { /* the kernels read and check it */
+        kp->level_shapes = (uint64_t)(uintptr_t)shapes;
+        kp->level_starts = (uint64_t)(uintptr_t)starts;
+        kp->device_status = (uint64_t)(uintptr_t)device_status;
+        return;
+    }
     for (int64_t l = 0; l < pb->L; l++) {
         kp->level_h[l] = (int32_t)pb->level_h[l];
         kp->level_w[l] = (int32_t)pb->level_w[l];
@@ -107,8 +125,7 @@ msda_status msda_forward_cuda(const msda_forward_args *a, void *stream, msda_err
     msda_problem pb;
     const msda_driver *drv;
     const msda_module *mod;
-    msda_status st = msda_validate_forward(a, err);
-    if (st == MSDA_OK) st = msda_check_problem(a->dtype, &a->sizes, a->spatial_shapes, a->level_start, &pb, err);
+    msda_status st = msda_check_forward(a, &pb, err);
     if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
     if (st != MSDA_OK) return st;
 
@@ -117,7 +134,7 @@ msda_status msda_forward_cuda(const msda_forward_args *a, void *stream, msda_err
     const msda_kernel *k = &mod->kernels[v->fwd];
     if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
     msda_kparams kp;
-    fill_params(&pb, v->vec, &kp);
+    fill_params(&pb, v->vec, a->spatial_shapes, a->level_start, a->device_status, &kp);
     kp.value = (uint64_t)(uintptr_t)a->value;
     kp.locations = (uint64_t)(uintptr_t)a->sampling_locations;
     kp.weights = (uint64_t)(uintptr_t)a->attention_weights;
@@ -181,6 +198,11 @@ typedef struct buffer_plan {
 static buffer_plan plan_buffer(const msda_problem *pb, int strategy) {
     buffer_plan bp = {0, 0, 0};
     if (strategy != MSDA_ATOMIC_F32_BUFFER && strategy != MSDA_ATOMIC_MIXED) return bp;
+    if (pb->table_on_device) { /* the levels' sizes are not known here: buffer them all */
+        bp.levels = (uint32_t)((1ull << pb->L) - 1);
+        bp.spatial = pb->S;
+        return bp;
+    }
     int64_t lo = -1, hi = -1;
     for (int64_t l = 0; l < pb->L; l++) {
         const int64_t hw = pb->level_h[l] * pb->level_w[l], end = pb->level_start[l] + hw;
@@ -215,8 +237,7 @@ msda_status msda_backward_cuda_workspace(const msda_backward_args *a, size_t *by
     const msda_driver *drv;
     const msda_module *mod;
     if (!bytes) return msda_fail(err, MSDA_ERR_NULL_ARGUMENT, "bytes is NULL");
-    msda_status st = msda_validate_backward(a, err);
-    if (st == MSDA_OK) st = msda_check_problem(a->dtype, &a->sizes, a->spatial_shapes, a->level_start, &pb, err);
+    msda_status st = msda_check_backward(a, &pb, err);
     if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
     if (st != MSDA_OK) return st;
     const buffer_plan bp = plan_buffer(&pb, backward_strategy(mod, pb.dtype));
@@ -229,8 +250,7 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     const msda_driver *drv;
     const msda_module *mod;
     CUstream stream = (CUstream)stream_arg;
-    msda_status st = msda_validate_backward(a, err);
-    if (st == MSDA_OK) st = msda_check_problem(a->dtype, &a->sizes, a->spatial_shapes, a->level_start, &pb, err);
+    msda_status st = msda_check_backward(a, &pb, err);
     if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
     if (st != MSDA_OK) return st;
 
@@ -250,12 +270,11 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     }
     msda_kernel_id kid = v->bwd;
     if (bp.levels == all_levels) /* the kernel without the native path (fewer registers) */
-        kid = pb.dtype == MSDA_F16 ? (v->vec == 4 ? K_BWDBUF_F16_V4 : K_BWDBUF_F16_V1)
-                                   : (v->vec == 4 ? K_BWDBUF_BF16_V4 : K_BWDBUF_BF16_V1);
+        kid = all_buffer_kernels[pb.dtype == MSDA_BF16][pb.coord_f32][v->vec != 4];
     const msda_kernel *k = &mod->kernels[kid];
     if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
     msda_kparams kp;
-    fill_params(&pb, v->vec, &kp);
+    fill_params(&pb, v->vec, a->spatial_shapes, a->level_start, a->device_status, &kp);
     kp.value = (uint64_t)(uintptr_t)a->value;
     kp.locations = (uint64_t)(uintptr_t)a->sampling_locations;
     kp.weights = (uint64_t)(uintptr_t)a->attention_weights;

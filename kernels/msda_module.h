@@ -5,7 +5,8 @@
 #include "msda_driver.h"
 #include "msda_kparams.h"
 
-/* Kernels by data type, direction and vector width; see msda_kernels.cu. */
+/* Kernels by data type, direction and vector width; see msda_kernels.cu. C32: f32 coordinates
+ * beside a 16-bit value. */
 typedef enum msda_kernel_id {
     K_FWD_F32_V4, K_FWD_F32_V1, K_BWD_F32_V4, K_BWD_F32_V1,
     K_FWD_F64_V2, K_FWD_F64_V1, K_BWD_F64_V2, K_BWD_F64_V1,
@@ -13,6 +14,10 @@ typedef enum msda_kernel_id {
     K_FWD_BF16_V8, K_FWD_BF16_V4, K_FWD_BF16_V1, K_BWD_BF16_V8, K_BWD_BF16_V4, K_BWD_BF16_V1,
     K_CONVERT_F16, K_CONVERT_BF16,
     K_BWDBUF_F16_V4, K_BWDBUF_F16_V1, K_BWDBUF_BF16_V4, K_BWDBUF_BF16_V1, /* every level buffered */
+    K_FWD_F16C32_V8, K_FWD_F16C32_V4, K_FWD_F16C32_V1, K_BWD_F16C32_V8, K_BWD_F16C32_V4, K_BWD_F16C32_V1,
+    K_FWD_BF16C32_V8, K_FWD_BF16C32_V4, K_FWD_BF16C32_V1,
+    K_BWD_BF16C32_V8, K_BWD_BF16C32_V4, K_BWD_BF16C32_V1,
+    K_BWDBUF_F16C32_V4, K_BWDBUF_F16C32_V1, K_BWDBUF_BF16C32_V4, K_BWDBUF_BF16C32_V1,
     K_COUNT
 } msda_kernel_id;
 

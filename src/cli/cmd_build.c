@@ -16,7 +16,8 @@ typedef struct {
     md_build_request req;
     const char *defines[MAX_DEFINES + 1];
     size_t n_defines;
-    bool json;
+    bool json, fetch;
+    char fetched[MD_PLAN_MAX_FETCH][PATH_MAX]; /* --fetch's toolkits, added as --toolkit */
 } build_options;
 
 static void target_name(const md_plan_target *t, char *buf, size_t size)
@@ -49,7 +50,14 @@ static json_t *plan_json(const md_plan *plan)
                                                   plan->toolkits[i].nvcc, "max_gcc", (int)plan->toolkits[i].max_gcc));
     for (size_t i = 0; i < plan->n_notes; i++)
         json_array_append_new(notes, json_string(plan->notes[i]));
-    return json_pack("{s:o, s:o, s:o}", "targets", targets, "toolkits", toolkits, "notes", notes);
+    json_t *fetch = json_array();
+    for (size_t i = 0; i < plan->n_fetch; i++) {
+        json_t *archs = json_array();
+        for (size_t k = 0; k < plan->fetch[i].n_sms; k++)
+            json_array_append_new(archs, json_sprintf("sm_%u", plan->fetch[i].sms[k]));
+        json_array_append_new(fetch, json_pack("{s:s, s:o}", "cuda", plan->fetch[i].release, "archs", archs));
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "targets", targets, "toolkits", toolkits, "notes", notes, "fetch", fetch);
 }
 
 static void print_plan(const md_plan *plan)
@@ -91,11 +99,35 @@ const md_option md_cli_build_options[] = {
     { 's', "source", "DIR", 0, "the project folder with kernels/ and wheels/ (default: .)" },
     { 'o', "out", "DIR", 0, "where the wheels go (default: wheels/dist)" },
     { 'c', "cache", "DIR", 0, "compiled objects by content (default: build/msda-cache)" },
-    { 'n', "dry-run", NULL, 0, "print the plan and the exact commands, run nothing" },
+    { 'F', "fetch", NULL, 0,
+      "first fetch (as msda-doctor fetch --cuda RELEASE) the toolkits for the architectures that none here "
+      "targets, then build with them" },
+    { 'n', "dry-run", NULL, 0, "print the plan and the exact commands, run nothing (--fetch still fetches)" },
     { 'J', "json", NULL, 0, "print JSON instead of text" },
     MD_OPTION_HELP,
     MD_OPTION_END
 };
+
+/* --fetch: each toolkit release the plan names is fetched, given as --toolkit (so that it is
+ * used whatever MSDA_TOOLKIT_PATHS says), and the build prepared again. */
+static md_status fetch_and_prepare(build_options *opt, md_build_job *job, md_error *err)
+{
+    md_plan_fetch wanted[MD_PLAN_MAX_FETCH];
+    size_t n = job->plan.n_fetch;
+    memcpy(wanted, job->plan.fetch, sizeof wanted);
+    for (size_t i = 0; i < n; i++) {
+        if (opt->req.n_toolkit_dirs == MD_MAX_TOOLKIT_DIRS)
+            return md_fail(err, MD_ERR_ARGUMENT, "too many toolkits (at most %d)", MD_MAX_TOOLKIT_DIRS);
+        fprintf(stderr, "msda-doctor: fetching CUDA %s for %zu architecture%s that no toolkit here targets\n",
+                wanted[i].release, wanted[i].n_sms, wanted[i].n_sms == 1 ? "" : "s");
+        md_status st = md_cli_fetch_for_build(wanted[i].release, opt->fetched[i], sizeof opt->fetched[i], err);
+        if (st != MD_OK)
+            return st;
+        opt->req.toolkit_dirs[opt->req.n_toolkit_dirs++] = opt->fetched[i];
+    }
+    md_build_job_free(job);
+    return md_build_prepare(&opt->req, job, err);
+}
 
 int cmd_build(int argc, char **argv)
 {
@@ -132,6 +164,7 @@ int cmd_build(int argc, char **argv)
         case 's': opt.req.source_dir = optarg; break;
         case 'o': opt.req.out_dir = optarg; break;
         case 'c': opt.req.cache_dir = optarg; break;
+        case 'F': opt.fetch = true; break;
         case 'n': opt.req.dry_run = true; break;
         case 'J': opt.json = true; break;
         case 'h': md_cli_print_help(stdout, md_command_find("build")); return MD_EXIT_OK;
@@ -171,6 +204,8 @@ int cmd_build(int argc, char **argv)
         return MD_EXIT_INTERNAL;
     }
     md_status st = md_build_prepare(&opt.req, job, &err);
+    if (opt.fetch && (st == MD_OK || st == MD_ERR_UNSUPPORTED) && job->plan.n_fetch > 0)
+        st = fetch_and_prepare(&opt, job, &err);
     if (st == MD_OK) {
         if (!opt.json)
             print_plan(&job->plan);

@@ -64,27 +64,39 @@ static void print_check(const md_check *c, const marks *mk, bool verbose)
     }
 }
 
+static void print_keys(const char *label, const char *const *keys, size_t n)
+{
+    if (!n)
+        return;
+    printf("      %s:", label);
+    for (size_t i = 0; i < n; i++)
+        printf(" %s", keys[i]);
+    putchar('\n');
+}
+
 static void print_finding(const md_diagnosis *d, const md_finding *f, const marks *mk, bool verbose)
 {
     bool error = strcmp(f->sig->severity, "error") == 0;
+    const char *where = !f->from_log ? " (found by the probes on this machine)"
+                        : f->on_machine ? "" : " (judged by the log alone)";
     printf("%s%s%s %s: %s%s\n", error ? mk->red : mk->yellow, error ? mk->fail : mk->warn,
-           *mk->red ? mk->reset : "", f->sig->id, f->sig->title, f->from_log ? "" : " (found by the probes)");
+           *mk->red ? mk->reset : "", f->sig->id, f->sig->title, where);
     printf("    Cause: %s\n", f->cause);
+    if (f->n_causes > 1) {
+        printf("    The message has %zu readings, most likely first:\n", f->n_causes);
+        for (size_t i = 0; i < f->n_causes; i++) {
+            const md_finding_cause *c = &f->causes[i];
+            printf("      %zu. %s: %s\n", i + 1, c->sig->id, c->text);
+            print_keys("   for", c->pro, c->n_pro);
+            print_keys("   against", c->con, c->n_con);
+        }
+    }
     printf("    Evidence:\n");
     for (size_t i = 0; i < f->n_evidence; i++)
         printf("      %s\n", f->evidence[i]);
-    if (f->n_confirmed) {
-        printf("      confirmed on this machine:");
-        for (size_t i = 0; i < f->n_confirmed; i++)
-            printf(" %s", f->confirmed[i]);
-        putchar('\n');
-    }
-    if (f->n_ruled_out) {
-        printf("      this machine argues against it:");
-        for (size_t i = 0; i < f->n_ruled_out; i++)
-            printf(" %s", f->ruled_out[i]);
-        putchar('\n');
-    }
+    print_keys(f->on_machine ? "confirmed on this machine" : "confirmed by the log", f->confirmed, f->n_confirmed);
+    print_keys(f->on_machine ? "this machine argues against it" : "the log argues against it", f->ruled_out,
+               f->n_ruled_out);
     if (f->n_fix) {
         printf("    Fix:\n");
         for (size_t i = 0; i < f->n_fix; i++)
@@ -98,6 +110,25 @@ static void print_finding(const md_diagnosis *d, const md_finding *f, const mark
                    f->hits.hits[i].text);
 }
 
+static void print_log(const md_log_info *l, const marks *mk)
+{
+    printf("%s Log %s: %llu lines", mk->detail, l->name, l->lines);
+    if (l->long_lines)
+        printf(", %llu cut at %d bytes", l->long_lines, MD_LOG_LINE_MAX);
+    if (l->n_findings == 0)
+        printf("; no known failure in %s\n", l->name);
+    else
+        printf("; %zu finding%s\n", l->n_findings, l->n_findings == 1 ? "" : "s");
+    const char *origin = l->origin == MD_ORIGIN_HERE ? "this machine"
+                         : l->origin == MD_ORIGIN_ELSEWHERE ? "another machine" : "cannot tell";
+    if (l->n_compared || l->foreign)
+        printf("    came from: %s%s\n", origin,
+               l->foreign ? "; judged by the log alone, this machine's findings kept apart" : "");
+    for (size_t i = 0; i < l->n_compared; i++)
+        printf("      %s %s: log '%s', this machine '%s'\n", l->compared[i].same ? "=" : "x", l->compared[i].fact,
+               l->compared[i].log, l->compared[i].machine);
+}
+
 static void print_text(const md_diagnosis *d, const diagnose_options *o)
 {
     marks mk = marks_for(o);
@@ -109,19 +140,20 @@ static void print_text(const md_diagnosis *d, const diagnose_options *o)
     }
     if (!d->probed)
         printf("%s Machine not probed (--no-probe)\n", mk.skip);
+    bool foreign = false;
     for (size_t i = 0; i < d->n_logs; i++) {
-        const md_log_info *l = &d->logs[i];
-        printf("%s Log %s: %llu lines", mk.detail, l->name, l->lines);
-        if (l->long_lines)
-            printf(", %llu cut at %d bytes", l->long_lines, MD_LOG_LINE_MAX);
-        printf(", %s\n", d->n_findings ? "read" : "no known failure");
+        print_log(&d->logs[i], &mk);
+        foreign |= d->logs[i].foreign;
     }
-    if (d->n_findings)
-        putchar('\n');
+    bool apart = false;
     for (size_t i = 0; i < d->n_findings; i++) {
-        print_finding(d, &d->findings[i], &mk, o->verbose);
-        if (i + 1 < d->n_findings)
-            putchar('\n');
+        const md_finding *f = &d->findings[i];
+        if (foreign && !f->from_log && !apart) {
+            printf("\nOn this machine, apart from the logs:\n");
+            apart = true;
+        }
+        putchar('\n');
+        print_finding(d, f, &mk, o->verbose);
     }
     putchar('\n');
     if (problems + d->n_findings == 0)
@@ -170,21 +202,57 @@ static json_t *json_check(const md_check *c)
 
 static json_t *json_finding(const md_diagnosis *d, const md_finding *f)
 {
-    json_t *ev = json_array(), *fix = json_array(), *notes = json_array();
+    json_t *ev = json_array(), *fix = json_array(), *notes = json_array(), *causes = json_array();
     for (size_t i = 0; i < f->n_evidence; i++)
         json_array_append_new(ev, json_string(f->evidence[i]));
     for (size_t i = 0; i < f->n_fix; i++)
         json_array_append_new(fix, json_string(f->fix[i]));
     for (size_t i = 0; i < f->n_notes; i++)
         json_array_append_new(notes, json_string(f->notes[i]));
+    for (size_t i = 0; i < f->n_causes; i++) {
+        const md_finding_cause *c = &f->causes[i];
+        json_array_append_new(causes, json_pack("{s:s, s:s, s:i, s:o, s:o}", "id", c->sig->id, "cause", c->text,
+                                                "score", c->score, "for", strings(c->pro, c->n_pro), "against",
+                                                strings(c->con, c->n_con)));
+    }
     json_t *log = f->from_log ? json_pack("{s:s, s:I, s:I}", "file", d->logs[f->log_index].name, "line",
                                           (json_int_t)f->first_line, "count", (json_int_t)f->count)
                               : json_null();
-    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:o, s:o, s:o, s:o}", "id", f->sig->id, "severity",
-                     f->sig->severity, "title", f->sig->title, "cause", f->cause, "evidence", ev, "fix", fix, "notes",
-                     notes, "source", f->from_log ? "log" : "probe", "log", log, "gpu",
-                     f->gpu >= 0 ? json_integer(f->gpu) : json_null(), "confirmed_by",
-                     strings(f->confirmed, f->n_confirmed), "ruled_out_by", strings(f->ruled_out, f->n_ruled_out));
+    const char *judged = !f->from_log ? "machine" : f->on_machine ? "log-and-machine" : "log";
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "id", f->sig->id,
+                     "severity", f->sig->severity, "title", f->sig->title, "cause", f->cause, "evidence", ev, "fix",
+                     fix, "notes", notes, "source", f->from_log ? "log" : "probe", "judged_on", judged, "matched",
+                     f->matched->id, "causes", causes, "log", log, "gpu", f->gpu >= 0 ? json_integer(f->gpu) : json_null(),
+                     "confirmed_by", strings(f->confirmed, f->n_confirmed), "ruled_out_by",
+                     strings(f->ruled_out, f->n_ruled_out));
+}
+
+static json_t *json_log(const md_log_info *l)
+{
+    const md_log_facts *lf = &l->facts;
+    json_t *build = json_array(), *compared = json_array();
+    for (size_t i = 0; i < lf->n_build; i++) {
+        char name[24];
+        snprintf(name, sizeof name, "%s_%u", lf->build_ptx[i] ? "compute" : "sm", lf->build_sms[i]);
+        json_array_append_new(build, json_string(name));
+    }
+    for (size_t i = 0; i < l->n_compared; i++)
+        json_array_append_new(compared, json_pack("{s:s, s:s, s:s, s:b}", "fact", l->compared[i].fact, "log",
+                                                  l->compared[i].log, "machine", l->compared[i].machine, "same",
+                                                  l->compared[i].same));
+    char cc[16] = "";
+    if (lf->sm)
+        snprintf(cc, sizeof cc, "%u.%u", lf->sm / 10, lf->sm % 10);
+    json_t *facts = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "host", text_or_null(lf->host),
+                              "gpu_name", text_or_null(lf->gpu_name), "compute_capability", text_or_null(cc),
+                              "torch_version", text_or_null(lf->torch_version), "torch_cuda", text_or_null(lf->torch_cuda),
+                              "nvcc_version", text_or_null(lf->nvcc_version), "gcc_version", text_or_null(lf->gcc_version),
+                              "driver_version", text_or_null(lf->driver), "build_archs", build, "torch_cuda_arch_list",
+                              text_or_null(lf->arch_list));
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:b, s:o, s:o}", "file", l->name, "lines", (json_int_t)l->lines,
+                     "bytes", (json_int_t)l->bytes, "long_lines", (json_int_t)l->long_lines, "findings",
+                     (json_int_t)l->n_findings, "origin", md_log_origin_name(l->origin), "foreign", l->foreign, "facts",
+                     facts, "compared", compared);
 }
 
 static json_t *arch_names(const unsigned *sms, size_t n, bool ptx)
@@ -194,21 +262,6 @@ static json_t *arch_names(const unsigned *sms, size_t n, bool ptx)
         char name[24];
         md_arch_format(name, sizeof name, ptx, sms[i], 0);
         json_array_append_new(a, json_string(name));
-    }
-    return a;
-}
-
-static json_t *json_words(const char *text)
-{
-    json_t *a = json_array();
-    for (const char *p = text; *p;) {
-        size_t len = strcspn(p, " ");
-        if (len) {
-            char word[64];
-            snprintf(word, sizeof word, "%.*s", (int)len, p);
-            json_array_append_new(a, json_string(word));
-        }
-        p += len + (p[len] == ' ');
     }
     return a;
 }
@@ -272,20 +325,13 @@ static json_t *json_machine(const md_diagnosis *d)
                                                   (json_int_t)m->default_compiler->major)
                                       : json_null();
     json_t *python = json_null();
-    if (m->py.ran) {
-        json_t *tg = json_array();
-        for (size_t i = 0; i < m->py.n_gpus; i++) {
-            char arch[24];
-            md_arch_format(arch, sizeof arch, false, m->py.gpus[i].sm, 0);
-            json_array_append_new(tg, json_pack("{s:s, s:s}", "name", m->py.gpus[i].name, "arch", arch));
-        }
-        python = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "python", m->py.python, "executable",
+    if (m->py.ran)
+        python = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:b}", "python", m->py.python, "executable",
                            m->py.executable, "version", m->py.version, "torch",
                            text_or_null(m->py.has_torch ? m->py.torch_version : ""), "torch_cuda",
-                           text_or_null(m->py.torch_cuda), "arch_list", json_words(m->py.arch_list), "cxx11_abi",
-                           tri(m->py.cxx11_abi), "has_magma", tri(m->py.has_magma), "gpus", tg, "msda_importable",
+                           text_or_null(m->py.torch_cuda), "torch_lib", text_or_null(m->py.torch_lib_dir), "cxx11_abi",
+                           tri(m->py.cxx11_abi), "has_magma", tri(m->py.has_magma), "msda_importable",
                            m->py.msda_importable);
-    }
     static const char *const kinds[] = { "extension", "msda-wheel", "other-op" };
     json_t *bins = json_array();
     for (size_t b = 0; b < m->n_binaries; b++) {
@@ -328,9 +374,7 @@ static int print_json(const md_diagnosis *d)
     for (size_t i = 0; i < d->n_findings; i++)
         json_array_append_new(findings, json_finding(d, &d->findings[i]));
     for (size_t i = 0; i < d->n_logs; i++)
-        json_array_append_new(logs, json_pack("{s:s, s:I, s:I, s:I}", "file", d->logs[i].name, "lines",
-                                              (json_int_t)d->logs[i].lines, "bytes", (json_int_t)d->logs[i].bytes,
-                                              "long_lines", (json_int_t)d->logs[i].long_lines));
+        json_array_append_new(logs, json_log(&d->logs[i]));
     return md_cli_print_json(json_pack("{s:o, s:o, s:o, s:o}", "checks", checks, "findings", findings, "logs", logs,
                                        "machine", json_machine(d)));
 }
@@ -396,6 +440,8 @@ const md_option md_cli_diagnose_options[] = {
     { 'r', "root", "DIR", 0,
       "read /etc/nv_tegra_release, /proc and library folders under DIR (default: /, or $MSDA_ROOT)" },
     { 'n', "no-probe", NULL, 0, "read the logs only; probe nothing on this machine" },
+    { 'f', "foreign", NULL, 0,
+      "judge each log by what it says alone, as from another machine; list this machine's findings apart" },
     { 'l', "list", NULL, 0, "list every check and finding ID, and exit" },
     { 'j', "json", NULL, 0, "print JSON instead of text" },
     { 'v', "verbose", NULL, MD_OPT_SHORT, "show every detail of the checks" },
@@ -417,6 +463,7 @@ int cmd_diagnose(int argc, char **argv)
         case 'v': o.verbose = true; break;
         case 'l': o.list = true; break;
         case 'n': o.probe.probe = false; break;
+        case 'f': o.probe.foreign = true; break;
         case 'p': o.probe.python = optarg; break;
         case 'r': o.probe.root = optarg; break;
         case 's':

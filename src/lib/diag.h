@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include "devcode.h"
+#include "process.h"
 #include "gpu_probe.h"
 #include "runs_on.h"
 #include "status.h"
@@ -81,11 +82,6 @@ typedef struct {
 } md_jetson_facts;
 
 typedef struct {
-    char name[128];
-    unsigned sm;
-} md_torch_gpu;
-
-typedef struct {
     bool ran;                        /* the interpreter ran our probe and answered */
     char python[PATH_MAX];           /* as given or found */
     char executable[PATH_MAX];       /* sys.executable */
@@ -93,12 +89,9 @@ typedef struct {
     bool has_torch;
     char torch_version[64];
     char torch_cuda[16];             /* torch.version.cuda, "" for a CPU build */
-    char arch_list[256];             /* torch.cuda.get_arch_list(), space-separated */
-    int cxx11_abi;                   /* -1 unknown, 0, 1 */
-    int has_magma;                   /* -1 unknown, 0, 1 */
+    int cxx11_abi;                   /* -1 unknown, 0, 1: libc10.so exports std::__cxx11 symbols */
+    int has_magma;                   /* -1 unknown, 0, 1: ATen/cuda/CUDAConfig.h's AT_MAGMA_ENABLED() */
     char torch_lib_dir[PATH_MAX];
-    md_torch_gpu gpus[MD_DIAG_MAX_GPUS];
-    size_t n_gpus;
     bool msda_importable;            /* MultiScaleDeformableAttention or msda can be found */
     char **binary_paths;             /* copies of the op found on sys.path; malloc'd */
     size_t n_binary_paths;
@@ -141,6 +134,7 @@ typedef struct {
     char missing_symbol[256];        /* the first of them, mangled */
     int needs_torch_python;          /* imports THP* or torch::python symbols */
     int links_torch_python;          /* DT_NEEDED libtorch_python.so */
+    int half_kernels;                /* kernels for float16/bfloat16 among those read; -1: none read */
 } md_binary_facts;
 
 typedef struct {
@@ -150,7 +144,7 @@ typedef struct {
     bool unversioned_link;           /* DIR/libcudnn.so exists */
 } md_cudnn_dir;
 
-/* The GPUs the rest of the report reasons about: the driver's, else Jetson's, else torch's. */
+/* The GPUs the rest of the report reasons about: the driver's, else Jetson's. */
 typedef struct {
     char name[128];
     unsigned sm;
@@ -158,7 +152,7 @@ typedef struct {
     unsigned multiprocessors;
     unsigned max_threads_per_block;
     unsigned long long memory_bytes;
-    const char *source;              /* "driver", "jetson", "torch" */
+    const char *source;              /* "driver", "jetson" */
 } md_machine_gpu;
 
 typedef struct {
@@ -185,6 +179,8 @@ typedef struct {
     const md_host_compiler *default_compiler;
 
     md_python_facts py;
+    md_child py_child;               /* the Python probe, running while the other probes do */
+    enum { MD_PY_NOT_FOUND, MD_PY_FAILED, MD_PY_RUNNING, MD_PY_DONE } py_state;
 
     md_binary_facts *binaries;
     size_t n_binaries;
@@ -211,11 +207,13 @@ void md_probe_jetson(md_machine *m, md_check *c);
  * fills F's torch_* fields and adds its lines to the binaries check C. */
 void md_probe_binary_symbols(const md_machine *m, md_binary_facts *f, md_check *c);
 void md_probe_toolkits(md_machine *m, md_check *c);
+/* Starts the Python probe; md_probe_python collects it (after the toolkits' probe). */
+void md_probe_python_start(md_machine *m);
 void md_probe_python(md_machine *m, md_check *c);
 void md_probe_binaries(md_machine *m, md_check *c);   /* after gpu, jetson and python */
 void md_probe_cudnn(md_machine *m, md_check *c);
 
-/* Fills M->gpus from the driver, else the Jetson files, else torch (after those probes). */
+/* Fills M->gpus from the driver, else the Jetson files (after those probes). */
 void md_machine_settle_gpus(md_machine *m);
 
 void md_machine_free(md_machine *m);

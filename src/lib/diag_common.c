@@ -2,6 +2,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include "arch.h"
 #include "diag.h"
@@ -79,27 +80,27 @@ void md_machine_settle_gpus(md_machine *m)
         }
         return;
     }
-    /* No driver answer: a Jetson's files, then torch's view, still say which GPU this is. */
+    /* No driver answer: a Jetson's files still say which GPU this is. (torch is not imported:
+     * it would see the GPUs through the same libcuda.so.1.) */
     if (m->jetson.present && m->jetson.sm) {
         md_machine_gpu *o = &m->gpus[m->n_gpus++];
         snprintf(o->name, sizeof o->name, "%s", m->jetson.module);
         o->sm = m->jetson.sm;
         o->registers_per_block = m->jetson.registers_per_block;
         o->source = "jetson";
-        return;
-    }
-    for (size_t i = 0; i < m->py.n_gpus && m->n_gpus < MD_DIAG_MAX_GPUS; i++) {
-        md_machine_gpu *o = &m->gpus[m->n_gpus++];
-        snprintf(o->name, sizeof o->name, "%s", m->py.gpus[i].name);
-        o->sm = m->py.gpus[i].sm;
-        const md_arch *a = md_arch_by_sm(o->sm);
-        o->registers_per_block = a ? a->registers_per_block : 0;
-        o->source = "torch";
     }
 }
 
 void md_machine_free(md_machine *m)
 {
+    if (m->py_state == MD_PY_RUNNING) { /* started, never collected: reap it */
+        md_run_result res;
+        md_error err;
+        kill(m->py_child.pid, SIGKILL);
+        if (md_run_finish(&m->py_child, 1, &res, &err) == MD_OK)
+            md_run_result_free(&res);
+        m->py_state = MD_PY_DONE;
+    }
     md_gpu_probe_free(&m->driver);
     for (size_t i = 0; i < m->py.n_binary_paths; i++)
         free(m->py.binary_paths[i]);

@@ -95,6 +95,27 @@ static void list_archs(const md_binary *bin, md_code_kind kind, char *out, size_
     }
 }
 
+/* Whether the kernels read name a float16 or bfloat16 instantiation (mangled c10::Half,
+ * __half, c10::BFloat16, __nv_bfloat16, or our own _f16/_bf16 kernels); -1 when no kernel
+ * could be read (compressed SASS, PTX only). */
+static int half_kernels(const md_binary *bin)
+{
+    static const char *const markers[] = { "c104Half", "6__half", "c108BFloat16", "13__nv_bfloat16", "_f16", "_bf16" };
+    bool read = false;
+    for (size_t e = 0; e < bin->n_entries; e++) {
+        const md_code_entry *ce = &bin->entries[e];
+        if (!ce->kernels_read)
+            continue;
+        for (size_t k = 0; k < ce->n_kernels; k++) {
+            read = true;
+            for (size_t i = 0; i < sizeof markers / sizeof markers[0]; i++)
+                if (ce->kernels[k].name && strstr(ce->kernels[k].name, markers[i]))
+                    return 1;
+        }
+    }
+    return read ? 0 : -1;
+}
+
 static void judge(md_machine *m, const md_binary *bin, md_binary_facts *f, md_check *c)
 {
     for (size_t g = 0; g < m->n_gpus; g++) {
@@ -201,6 +222,7 @@ void md_probe_binaries(md_machine *m, md_check *c)
             snprintf(f->path, sizeof f->path, "%s", it->bin.path);
             f->kind = kind_of(it->bin.path);
             f->torch_imports = f->torch_missing = f->needs_torch_python = f->links_torch_python = -1;
+            f->half_kernels = -1;
             if (it->status != MD_OK) {
                 snprintf(f->error, sizeof f->error, "%s", it->message);
                 md_check_add(c, MD_LINE_PROBLEM, "%s", it->message);
@@ -210,6 +232,7 @@ void md_probe_binaries(md_machine *m, md_check *c)
             f->readable = true;
             list_archs(&it->bin, MD_CODE_SASS, f->sass, sizeof f->sass, f->sass_sms, 32, &f->n_sass);
             list_archs(&it->bin, MD_CODE_PTX, f->ptx, sizeof f->ptx, f->ptx_sms, 16, &f->n_ptx);
+            f->half_kernels = half_kernels(&it->bin);
             md_check_add(c, MD_LINE_DETAIL, "%s: SASS %s; PTX %s", f->path, f->n_sass ? f->sass : "none",
                          f->n_ptx ? f->ptx : "none");
             md_probe_binary_symbols(m, f, c);

@@ -6,62 +6,98 @@
 #include <stdlib.h>
 #include <string.h>
 #include "diag.h"
+#include "elf_symbols.h"
 #include "product.h"
 #include "process.h"
 
 #define PYTHON_TIMEOUT_S 30
 #define MARKER "MSDA-PROBE "
 
-/* Kept to Python 3.6 syntax: Jetson's JetPack 4 ships 3.6. The binaries it lists are the op's
- * copies on sys.path, in eggs on it, and the msda wheel's library. */
+/* Kept to Python 3.6 syntax: Jetson's JetPack 4 ships 3.6. It imports nothing heavier than
+ * importlib.util: not torch (seconds, and a CUDA context), not json or glob (they pull in re).
+ * torch is found with find_spec and its version.py read as text; its C++ ABI and MAGMA are
+ * read from its files by the C side. The binaries it lists are the op's copies on sys.path, in
+ * eggs on it, and the msda wheel's library. */
 static const char probe_script[] =
-    "import json, sys, os, glob\n"
-    "r = {'executable': sys.executable, 'version': '%d.%d.%d' % tuple(sys.version_info[:3]),\n"
-    "     'torch': None, 'binaries': [], 'msda_importable': False}\n"
+    "import sys, os\n"
+    "def q(s):\n"
+    "    if s is None: return 'null'\n"
+    "    o = []\n"
+    "    for c in str(s):\n"
+    "        if c in '\"\\\\': o.append('\\\\' + c)\n"
+    "        elif ord(c) < 32: o.append('\\\\u%04x' % ord(c))\n"
+    "        else: o.append(c)\n"
+    "    return '\"' + ''.join(o) + '\"'\n"
+    "found = False\n"
+    "torch = 'null'\n"
     "try:\n"
-    "    import importlib.util as u\n"
+    "    from importlib.util import find_spec\n"
     "    for n in ('MultiScaleDeformableAttention', 'msda'):\n"
     "        try:\n"
-    "            if u.find_spec(n) is not None: r['msda_importable'] = True\n"
+    "            if find_spec(n) is not None: found = True\n"
     "        except Exception: pass\n"
-    "except Exception: pass\n"
-    "try:\n"
-    "    import torch\n"
-    "    t = {'version': str(torch.__version__), 'cuda': torch.version.cuda, 'cxx11_abi': None,\n"
-    "         'has_magma': None, 'arch_list': [], 'gpus': [],\n"
-    "         'lib': os.path.join(os.path.dirname(torch.__file__), 'lib')}\n"
-    "    try: t['cxx11_abi'] = bool(torch._C._GLIBCXX_USE_CXX11_ABI)\n"
-    "    except Exception: pass\n"
-    "    try: t['has_magma'] = bool(torch.cuda.has_magma)\n"
-    "    except Exception: pass\n"
-    "    try:\n"
-    "        t['arch_list'] = list(torch.cuda.get_arch_list())\n"
-    "        if torch.cuda.is_available():\n"
-    "            for i in range(torch.cuda.device_count()):\n"
-    "                t['gpus'].append({'name': torch.cuda.get_device_name(i),\n"
-    "                                  'cc': '%d.%d' % torch.cuda.get_device_capability(i)})\n"
-    "    except Exception as e: t['cuda_error'] = str(e)[:200]\n"
-    "    r['torch'] = t\n"
-    "except Exception as e: r['torch_error'] = str(e)[:200]\n"
-    "pats = ('MultiScaleDeformableAttention*.so', '" MD_LIBRARY_MEMBER "', 'mmcv/_ext*.so',\n"
-    "        'detrex/_C*.so', 'groundingdino/_C*.so')\n"
-    "seen = set()\n"
+    "    s = find_spec('torch')\n"
+    "    if s is not None and s.submodule_search_locations:\n"
+    "        d = list(s.submodule_search_locations)[0]\n"
+    "        v = {'__version__': None, 'cuda': None}\n"
+    "        try:\n"
+    "            for line in open(os.path.join(d, 'version.py')):\n"
+    "                k = line.split('=')[0].split(':')[0].strip()\n"
+    "                if k in v and '=' in line:\n"
+    "                    x = line.split('=', 1)[1].strip().strip('\\'\"')\n"
+    "                    v[k] = None if x == 'None' else x\n"
+    "        except Exception: pass\n"
+    "        torch = '{\"version\": %s, \"cuda\": %s, \"lib\": %s}' % (q(v['__version__']), q(v['cuda']),\n"
+    "                                                            q(os.path.join(d, 'lib')))\n"
+    "except Exception as e: torch = 'null'\n"
+    "seen = []\n"
+    "def add(f):\n"
+    "    f = os.path.realpath(f)\n"
+    "    if f not in seen: seen.append(f)\n"
+    "def scan(d):\n"
+    "    try: names = sorted(os.listdir(d))\n"
+    "    except Exception: return\n"
+    "    for n in names:\n"
+    "        if n.startswith('MultiScaleDeformableAttention') and n.endswith('.so'): add(os.path.join(d, n))\n"
+    "    if os.path.isfile(os.path.join(d, '" MD_LIBRARY_MEMBER "')): add(os.path.join(d, '" MD_LIBRARY_MEMBER "'))\n"
+    "    for sub in ('mmcv', 'detrex', 'groundingdino'):\n"
+    "        try: inner = sorted(os.listdir(os.path.join(d, sub)))\n"
+    "        except Exception: continue\n"
+    "        for n in inner:\n"
+    "            if n.startswith('_ext' if sub == 'mmcv' else '_C') and n.endswith('.so'): add(os.path.join(d, sub, n))\n"
+    "    return names\n"
     "for d in sys.path:\n"
     "    if not d or not os.path.isdir(d): continue\n"
-    "    for p in pats:\n"
-    "        for f in sorted(glob.glob(os.path.join(d, p)) + glob.glob(os.path.join(d, '*.egg', p))):\n"
-    "            f = os.path.realpath(f)\n"
-    "            if f not in seen: seen.add(f); r['binaries'].append(f)\n"
-    "print('" MARKER "' + json.dumps(r))\n";
+    "    for n in scan(d) or []:\n"
+    "        if n.endswith('.egg'): scan(os.path.join(d, n))\n"
+    "print('" MARKER "{\"executable\": %s, \"version\": \"%d.%d.%d\", \"msda_importable\": %s, \"torch\": %s, '\n"
+    "      '\"binaries\": [%s]}' % ((q(sys.executable),) + tuple(sys.version_info[:3]) +\n"
+    "      ('true' if found else 'false', torch, ', '.join(q(f) for f in seen))))\n";
 
 static void copy_str(char *out, size_t size, json_t *v)
 {
     snprintf(out, size, "%s", json_is_string(v) ? json_string_value(v) : "");
 }
 
-static int tri(json_t *v)
+/* torch's C++ ABI and MAGMA from its files, as torch itself was built: libc10.so exports
+ * std::__cxx11 symbols only when built with the C++11 ABI; ATen/cuda/CUDAConfig.h records
+ * AT_MAGMA_ENABLED(), which torch.cuda.has_magma reports. */
+static void torch_files(md_python_facts *p)
 {
-    return json_is_boolean(v) ? json_is_true(v) : -1;
+    char path[PATH_MAX + 64];
+    md_error err;
+    snprintf(path, sizeof path, "%s/libc10.so", p->torch_lib_dir);
+    p->cxx11_abi = md_elf_exports_containing(path, "__cxx11", &err);
+    snprintf(path, sizeof path, "%s/../include/ATen/cuda/CUDAConfig.h", p->torch_lib_dir);
+    FILE *in = fopen(path, "r");
+    char line[256];
+    while (in && fgets(line, sizeof line, in)) {
+        int enabled;
+        if (sscanf(line, "#define AT_MAGMA_ENABLED() %d", &enabled) == 1)
+            p->has_magma = enabled != 0;
+    }
+    if (in)
+        fclose(in);
 }
 
 static void parse(md_machine *m, json_t *doc)
@@ -77,30 +113,8 @@ static void parse(md_machine *m, json_t *doc)
         copy_str(p->torch_version, sizeof p->torch_version, json_object_get(t, "version"));
         copy_str(p->torch_cuda, sizeof p->torch_cuda, json_object_get(t, "cuda"));
         copy_str(p->torch_lib_dir, sizeof p->torch_lib_dir, json_object_get(t, "lib"));
-        p->cxx11_abi = tri(json_object_get(t, "cxx11_abi"));
-        p->has_magma = tri(json_object_get(t, "has_magma"));
-        size_t i, at = 0;
-        json_t *v;
-        json_array_foreach(json_object_get(t, "arch_list"), i, v) {
-            if (json_is_string(v) && at + strlen(json_string_value(v)) + 2 < sizeof p->arch_list)
-                at += (size_t)snprintf(p->arch_list + at, sizeof p->arch_list - at, "%s%s", at ? " " : "",
-                                       json_string_value(v));
-        }
-        json_array_foreach(json_object_get(t, "gpus"), i, v) {
-            if (p->n_gpus == MD_DIAG_MAX_GPUS)
-                break;
-            unsigned ma = 0, mi = 0;
-            md_torch_gpu *g = &p->gpus[p->n_gpus];
-            copy_str(g->name, sizeof g->name, json_object_get(v, "name"));
-            if (sscanf(json_string_value(json_object_get(v, "cc")) ? json_string_value(json_object_get(v, "cc")) : "",
-                       "%u.%u", &ma, &mi) == 2) {
-                g->sm = ma * 10 + mi;
-                p->n_gpus++;
-            }
-        }
-        copy_str(p->error, sizeof p->error, json_object_get(t, "cuda_error"));
-    } else {
-        copy_str(p->error, sizeof p->error, json_object_get(doc, "torch_error"));
+        if (p->torch_lib_dir[0])
+            torch_files(p);
     }
     json_t *bins = json_object_get(doc, "binaries");
     size_t n = json_array_size(bins);
@@ -112,27 +126,44 @@ static void parse(md_machine *m, json_t *doc)
     }
 }
 
+void md_probe_python_start(md_machine *m)
+{
+    md_python_facts *p = &m->py;
+    const char *python = m->python ? m->python : "python3";
+    snprintf(p->python, sizeof p->python, "%s", python);
+    m->py_state = MD_PY_NOT_FOUND;
+    if (!strchr(python, '/') && md_which(python, p->python, sizeof p->python) != 0)
+        return;
+    char *argv[] = { p->python, (char *)(uintptr_t)"-c", (char *)(uintptr_t)probe_script, NULL };
+    md_error err;
+    if (md_run_start(argv, NULL, PYTHON_TIMEOUT_S, &m->py_child, &err) != MD_OK) {
+        m->py_state = MD_PY_FAILED;
+        snprintf(p->error, sizeof p->error, "%s", err.message);
+        return;
+    }
+    m->py_state = MD_PY_RUNNING;
+}
+
 void md_probe_python(md_machine *m, md_check *c)
 {
     c->id = "python";
     c->name = "Python and torch";
     c->status = MD_CHECK_OK;
     md_python_facts *p = &m->py;
-    const char *python = m->python ? m->python : "python3";
-    snprintf(p->python, sizeof p->python, "%s", python);
-    if (!strchr(python, '/') && md_which(python, p->python, sizeof p->python) != 0) {
+    if (m->py_state == MD_PY_NOT_FOUND) {
         c->status = MD_CHECK_SKIPPED;
-        snprintf(c->summary, sizeof c->summary, "no %s on PATH (use --python PATH)", python);
+        snprintf(c->summary, sizeof c->summary, "no %s on PATH (use --python PATH)", m->python ? m->python : "python3");
         return;
     }
-    char *argv[] = { p->python, (char *)(uintptr_t)"-c", (char *)(uintptr_t)probe_script, NULL };
     md_run_result res;
     md_error err;
-    if (md_run_capture(argv, NULL, PYTHON_TIMEOUT_S, 1 << 20, &res, &err) != MD_OK) {
+    if (m->py_state == MD_PY_FAILED || md_run_finish(&m->py_child, 1 << 20, &res, &err) != MD_OK) {
         c->status = MD_CHECK_ERROR;
-        snprintf(c->summary, sizeof c->summary, "cannot run it: %s", err.message);
+        snprintf(c->summary, sizeof c->summary, "cannot run it: %s", m->py_state == MD_PY_FAILED ? p->error : err.message);
+        m->py_state = MD_PY_DONE;
         return;
     }
+    m->py_state = MD_PY_DONE;
     const char *line = strstr(res.output, MARKER);
     json_t *doc = line ? json_loadb(line + strlen(MARKER), strcspn(line + strlen(MARKER), "\n"), 0, NULL) : NULL;
     if (!json_is_object(doc)) {
@@ -151,19 +182,15 @@ void md_probe_python(md_machine *m, md_check *c)
     json_decref(doc);
     if (!p->has_torch) {
         snprintf(c->summary, sizeof c->summary, "Python %s, no torch", p->version);
-        md_check_add(c, MD_LINE_DETAIL, "%s: %s", p->executable, p->error[0] ? p->error : "torch not importable");
+        md_check_add(c, MD_LINE_DETAIL, "%s: %s", p->executable, "no torch package on its sys.path");
         return;
     }
     snprintf(c->summary, sizeof c->summary, "Python %s, torch %s, CUDA %s", p->version, p->torch_version,
              p->torch_cuda[0] ? p->torch_cuda : "none (CPU build)");
     md_check_add(c, MD_LINE_DETAIL, "executable: %s", p->executable);
-    md_check_add(c, MD_LINE_DETAIL, "torch arch list: %s", p->arch_list[0] ? p->arch_list : "(empty)");
+    md_check_add(c, MD_LINE_DETAIL, "torch: %s", p->torch_lib_dir);
     md_check_add(c, MD_LINE_DETAIL, "C++11 ABI: %s; MAGMA: %s", p->cxx11_abi < 0 ? "unknown" : p->cxx11_abi ? "yes" : "no",
                  p->has_magma < 0 ? "unknown" : p->has_magma ? "yes" : "no");
-    for (size_t i = 0; i < p->n_gpus; i++)
-        md_check_add(c, MD_LINE_DETAIL, "torch sees GPU %zu: %s (sm_%u)", i, p->gpus[i].name, p->gpus[i].sm);
-    if (p->error[0])
-        md_check_add(c, MD_LINE_DETAIL, "torch.cuda: %s", p->error);
     /* torch's own CUDA against the driver: a CUDA 13 torch on a CUDA 12 driver sees no GPU */
     unsigned tmaj = 0, tmin = 0;
     if (p->torch_cuda[0] && sscanf(p->torch_cuda, "%u.%u", &tmaj, &tmin) == 2 && m->driver_loaded &&

@@ -59,9 +59,9 @@ void md_probe_toolkits(md_machine *m, md_check *c)
     if (m->n_toolkits == 0) {
         c->status = MD_CHECK_WARN;
         snprintf(c->summary, sizeof c->summary, "no nvcc found (CUDA_HOME, /usr/local/cuda*, "
-                 "/usr/lib/nvidia-cuda-toolkit, PATH)");
+                 "/usr/lib/nvidia-cuda-toolkit, PATH, the fetch cache)");
         md_check_add(c, MD_LINE_HINT, "a toolkit is needed only to build; install one whose major version "
-                                      "matches torch.version.cuda");
+                                      "matches torch.version.cuda, or fetch one: msda-doctor fetch --cuda VERSION");
         return;
     }
     m->build_toolkit = build_toolkit(m);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "arch.h"
+#include "diag_internal.h"
 
 /* The same IDs and names the probes give their checks, for `diagnose --list`. */
 const md_check_info md_diagnose_checks[] = {
@@ -40,12 +41,14 @@ void md_diagnose_probe(md_diagnosis *d, const md_diagnose_options *opt)
     m->python = opt->python;
     m->search_dirs = opt->search_dirs;
     m->n_search_dirs = opt->n_search_dirs;
+    d->foreign = opt->foreign;
     if (!opt->probe)
         return;
     d->probed = true;
     /* Shown in this order; run in dependency order: nvidia-smi is judged knowing whether this is
      * a Jetson, Python knowing the toolkits, the binaries knowing every GPU. */
     enum { C_GPU, C_SMI, C_JETSON, C_TOOLKITS, C_PYTHON, C_BINARIES, C_CUDNN, C_COUNT };
+    md_probe_python_start(m); /* the slowest probe runs beside the others */
     md_probe_jetson(m, &d->checks[C_JETSON]);
     md_probe_gpu(m, &d->checks[C_GPU]);
     md_probe_smi(m, &d->checks[C_SMI]);
@@ -58,11 +61,18 @@ void md_diagnose_probe(md_diagnosis *d, const md_diagnose_options *opt)
     d->n_checks = C_COUNT;
 }
 
-static md_finding *add_finding(md_diagnosis *d, const md_signature *sig)
+const char *md_log_origin_name(md_log_origin o)
 {
-    for (size_t i = 0; i < d->n_findings; i++)
-        if (d->findings[i].sig == sig)
-            return &d->findings[i];
+    switch (o) {
+    case MD_ORIGIN_HERE: return "this-machine";
+    case MD_ORIGIN_ELSEWHERE: return "another-machine";
+    case MD_ORIGIN_UNKNOWN: break;
+    }
+    return "unknown";
+}
+
+static md_finding *new_finding(md_diagnosis *d, const md_signature *sig)
+{
     if (d->n_findings == d->cap_findings) {
         size_t cap = d->cap_findings ? d->cap_findings * 2 : 8;
         md_finding *grown = realloc(d->findings, cap * sizeof *grown);
@@ -73,9 +83,37 @@ static md_finding *add_finding(md_diagnosis *d, const md_signature *sig)
     }
     md_finding *f = &d->findings[d->n_findings++];
     memset(f, 0, sizeof *f);
-    f->sig = sig;
+    f->sig = f->matched = sig;
     f->gpu = -1;
     return f;
+}
+
+static md_finding *log_finding(md_diagnosis *d, const md_signature *sig)
+{
+    for (size_t i = 0; i < d->n_findings; i++)
+        if (d->findings[i].from_log && d->findings[i].matched == sig)
+            return &d->findings[i];
+    return NULL;
+}
+
+/* The reading of SIG's message that R matched: one whose own patterns matched, else one that
+ * reads every match of the signature. *GROUP receives the group whose lines to keep. */
+static const md_reading *reading_matched(const md_signature *sig, size_t sig_group, const md_log_result *r,
+                                         size_t *group)
+{
+    *group = sig_group;
+    for (size_t k = 0; k < sig->n_readings; k++) {
+        const md_reading *rd = &sig->readings[k];
+        if (rd->n_patterns && r->groups[rd->group].count) {
+            if (r->groups[sig_group].count == 0)
+                *group = rd->group;
+            return rd;
+        }
+    }
+    for (size_t k = 0; k < sig->n_readings; k++)
+        if (sig->readings[k].n_patterns == 0 && r->groups[sig_group].count)
+            return &sig->readings[k];
+    return NULL;
 }
 
 md_status md_diagnose_log(md_diagnosis *d, FILE *in, const char *name, md_error *err)
@@ -87,66 +125,36 @@ md_status md_diagnose_log(md_diagnosis *d, FILE *in, const char *name, md_error 
     if (st != MD_OK)
         return st;
     md_log_info *info = &d->logs[d->n_logs];
+    memset(info, 0, sizeof *info);
     snprintf(info->name, sizeof info->name, "%s", name);
     info->lines = r.lines;
     info->bytes = r.bytes;
     info->long_lines = r.long_lines;
-    for (size_t g = 0; g < r.n_groups && st == MD_OK; g++) {
-        if (r.groups[g].count == 0)
+    md_log_facts_read(&d->kb, &r, &info->facts);
+    for (size_t g = 0; g < d->kb.count && st == MD_OK; g++) {
+        const md_signature *sig = &d->kb.sigs[g];
+        size_t group;
+        const md_reading *reading = reading_matched(sig, g, &r, &group);
+        if (r.groups[g].count == 0 && !reading)
             continue;
-        bool existed = false;
-        for (size_t i = 0; i < d->n_findings; i++)
-            existed |= d->findings[i].sig == &d->kb.sigs[g];
-        md_finding *f = add_finding(d, &d->kb.sigs[g]);
+        info->n_findings++;
+        md_finding *f = log_finding(d, sig);
         if (!f) {
-            st = md_fail(err, MD_ERR_NOMEM, "out of memory");
-            break;
-        }
-        if (!existed) {
+            if (!(f = new_finding(d, sig))) {
+                st = md_fail(err, MD_ERR_NOMEM, "out of memory");
+                break;
+            }
             f->from_log = true;
             f->log_index = d->n_logs;
-            f->first_line = r.groups[g].hits[0].line;
-            f->hits = r.groups[g];
+            f->first_line = r.groups[group].hits[0].line;
+            f->hits = r.groups[group];
+            f->reading = reading;
         }
-        f->count += r.groups[g].count;
+        f->count += r.groups[group].count;
     }
     d->n_logs++;
     md_log_result_free(&r);
     return st;
-}
-
-/* ---- findings of the probes alone ----------------------------------------------------------- */
-
-static void probe_findings(md_diagnosis *d)
-{
-    const md_machine *m = d->machine;
-    bool cannot_run = false, too_many = false;
-    for (size_t b = 0; b < m->n_binaries; b++)
-        for (size_t g = 0; g < m->n_gpus && m->binaries[b].readable; g++) {
-            if (m->binaries[b].n_sass + m->binaries[b].n_ptx == 0)
-                continue;
-            cannot_run |= m->binaries[b].on_gpu[g].how == MD_RUNS_NOT;
-            too_many |= m->binaries[b].on_gpu[g].how != MD_RUNS_NOT && m->binaries[b].on_gpu[g].n_not_fitting > 0;
-        }
-    const char *ids[5];
-    size_t n = 0;
-    if (cannot_run)
-        ids[n++] = "no-kernel-image";
-    if (too_many)
-        ids[n++] = "launch-out-of-resources";
-    const md_toolkit *tk = m->build_toolkit;
-    if (tk && m->default_compiler && tk->max_gcc && m->default_compiler->major > tk->max_gcc)
-        ids[n++] = "host-compiler-unsupported";
-    if (tk && m->driver_loaded && m->driver.driver_version > 0 && m->driver.driver_version < (int)tk->major * 1000)
-        ids[n++] = "driver-too-old";
-    unsigned tmaj = 0;
-    if (tk && m->py.torch_cuda[0] && sscanf(m->py.torch_cuda, "%u", &tmaj) == 1 && tmaj != tk->major)
-        ids[n++] = "cuda-version-mismatch";
-    for (size_t i = 0; i < n; i++) {
-        const md_signature *sig = md_knowledge_find(&d->kb, ids[i]);
-        if (sig)
-            add_finding(d, sig); /* a log finding of the same ID keeps its log evidence */
-    }
 }
 
 static int compare_findings(const void *a, const void *b)
@@ -163,18 +171,62 @@ static int compare_findings(const void *a, const void *b)
     return strcmp(x->sig->id, y->sig->id);
 }
 
+/* Two findings that came to the same ID (a reading ranked another finding first): the first in
+ * report order stays, with the other's log line as more evidence. A finding of the probes alone
+ * merges into a log finding judged on this machine. */
+static void merge_duplicates(md_diagnosis *d)
+{
+    size_t out = 0;
+    for (size_t i = 0; i < d->n_findings; i++) {
+        md_finding *f = &d->findings[i];
+        md_finding *keep = NULL;
+        for (size_t k = 0; k < out && !keep; k++) {
+            md_finding *o = &d->findings[k];
+            if (o->sig == f->sig && (f->from_log ? o->from_log : o->on_machine))
+                keep = o;
+        }
+        if (!keep) {
+            if (out != i)
+                d->findings[out] = *f;
+            out++;
+            continue;
+        }
+        if (f->from_log)
+            md_finding_add_evidence(keep, "%s:%llu: %s", d->logs[f->log_index].name, f->hits.hits[0].line,
+                                    f->hits.hits[0].text);
+        keep->count += f->count;
+    }
+    d->n_findings = out;
+}
+
 md_status md_diagnose_finish(md_diagnosis *d, md_error *err)
 {
     (void)err;
+    for (size_t i = 0; i < d->n_logs; i++) {
+        md_log_info *l = &d->logs[i];
+        if (d->probed)
+            md_log_compare(d->machine, l);
+        l->foreign = d->foreign || l->origin == MD_ORIGIN_ELSEWHERE;
+    }
+    for (size_t i = 0; i < d->n_findings; i++)
+        d->findings[i].on_machine = d->probed && !d->logs[d->findings[i].log_index].foreign;
     if (d->probed)
-        probe_findings(d);
+        for (size_t s = 0; s < d->kb.count; s++) {
+            const md_signature *sig = &d->kb.sigs[s];
+            if (!md_probe_raises(d, sig))
+                continue;
+            md_finding *f = new_finding(d, sig);
+            if (!f)
+                return md_fail(err, MD_ERR_NOMEM, "out of memory");
+            f->on_machine = true;
+        }
     for (size_t i = 0; i < d->n_findings; i++)
         md_finding_fill(d, &d->findings[i]);
     if (d->n_findings > 1)
         qsort(d->findings, d->n_findings, sizeof *d->findings, compare_findings);
+    merge_duplicates(d);
     return MD_OK;
 }
-
 void md_diagnose_free(md_diagnosis *d)
 {
     if (d->machine) {

@@ -171,3 +171,49 @@ void md_symbol_list_free(md_symbol_list *list)
     free(list->names);
     *list = (md_symbol_list){ 0 };
 }
+
+int md_elf_defines_version(const char *path, const char *version, md_error *err)
+{
+    dynsym_view v;
+    if (view_open(path, &v, err) != MD_OK)
+        return -1;
+    int found = 0;
+    Elf_Scn *scn = NULL;
+    while (!found && (scn = elf_nextscn(v.elf, scn)) != NULL) {
+        GElf_Shdr shdr;
+        Elf_Data *data;
+        if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_GNU_verdef || !(data = elf_getdata(scn, NULL)))
+            continue;
+        size_t off = 0;
+        for (size_t i = 0; i < shdr.sh_info && !found; i++) {
+            GElf_Verdef def;
+            GElf_Verdaux aux;
+            if (!gelf_getverdef(data, (int)off, &def) || !gelf_getverdaux(data, (int)(off + def.vd_aux), &aux))
+                break;
+            const char *name = elf_strptr(v.elf, shdr.sh_link, aux.vda_name);
+            found = name && strcmp(name, version) == 0;
+            if (def.vd_next == 0)
+                break;
+            off += def.vd_next;
+        }
+    }
+    view_close(&v);
+    return found;
+}
+
+int md_elf_exports_containing(const char *path, const char *part, md_error *err)
+{
+    dynsym_view v;
+    if (view_open(path, &v, err) != MD_OK)
+        return -1;
+    int found = 0;
+    for (size_t i = 0; i < v.n_syms && !found; i++) {
+        GElf_Sym sym;
+        if (!gelf_getsym(v.syms, (int)i, &sym) || sym.st_shndx == SHN_UNDEF)
+            continue;
+        const char *name = elf_strptr(v.elf, v.strtab, sym.st_name);
+        found = name && strstr(name, part) != NULL;
+    }
+    view_close(&v);
+    return found;
+}

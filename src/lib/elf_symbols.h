@@ -27,4 +27,12 @@ md_status md_elf_mark_exports(const char *path, const md_symbol_list *wanted, bo
 
 void md_symbol_list_free(md_symbol_list *list);
 
+/* Whether the object at PATH defines the symbol version VERSION ("GLIBCXX_3.4.30") in its
+ * .gnu.version_d: 1 or 0; -1 with ERR set when it cannot be read (errors as md_elf_imports). */
+/* Whether the object at PATH defines (exports) a dynamic symbol whose name contains PART: 1 or
+ * 0; -1 with ERR set when it cannot be read. */
+int md_elf_exports_containing(const char *path, const char *part, md_error *err);
+
+int md_elf_defines_version(const char *path, const char *version, md_error *err);
+
 #endif

@@ -159,7 +159,16 @@ static CURLcode perform(CURL *h, const char *url, sink *s, char *errbuf, long *h
         curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
         curl_easy_setopt(h, CURLOPT_XFERINFODATA, s);
     }
+    struct curl_slist *headers = NULL;
+    if (o->accept && !s->file) {
+        char line[256];
+        snprintf(line, sizeof line, "Accept: %s", o->accept);
+        /* Without the header the index answers in HTML, which is read too. */
+        headers = curl_slist_append(NULL, line);
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+    }
     CURLcode cc = curl_easy_perform(h);
+    curl_slist_free_all(headers);
     *http = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, http);
     return cc;

@@ -17,6 +17,7 @@ typedef struct {
     unsigned retries;        /* more attempts after a transient failure (5xx, reset, timeout) */
     long backoff_ms;         /* the wait before the first retry, doubled for each next; 0: 1000 */
     bool allow_http;         /* plain http:// to hosts other than loopback */
+    const char *accept;      /* an Accept header for md_http_get (a package index's JSON); NULL: none */
     md_http_progress_fn progress; /* optional */
     void *progress_ctx;
 } md_http_options;

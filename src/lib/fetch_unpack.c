@@ -119,16 +119,20 @@ static md_status copy_data(struct archive *in, struct archive *out, const char *
 }
 
 static md_status unpack_entry(struct archive *in, struct archive *out, struct archive_entry *e, const char *path,
-                              const char *top, const char *root, md_error *err)
+                              md_unpack_kind kind, const char *top, const char *root, bool *taken, md_error *err)
 {
+    *taken = false;
     const char *name = archive_entry_pathname(e);
     if (!name)
         return md_fail(err, MD_ERR_FORMAT, "'%s': a member without a name", path);
     char target[PATH_MAX];
     const char *rest;
+    if (kind == MD_UNPACK_WHEEL && name[0] != '/' && !has_dotdot(name) && !under_top(name, top, &rest))
+        return MD_OK; /* the wheel's metadata and Python files: not part of the toolkit */
     md_status st = map_path(path, name, top, root, target, sizeof target, &rest, err);
     if (st != MD_OK)
         return st;
+    *taken = true;
     if (!*rest)
         return MD_OK; /* the top folder itself is ROOT */
 
@@ -151,6 +155,11 @@ static md_status unpack_entry(struct archive *in, struct archive *out, struct ar
     } else if (type != AE_IFREG && type != AE_IFDIR) {
         return md_fail(err, MD_ERR_FORMAT, "'%s': member '%s' is not a file, folder or link", path, name);
     }
+    if (kind == MD_UNPACK_WHEEL && type == AE_IFREG) {
+        /* Wheels keep their builder's modes (0744 for NVIDIA's tools): a toolkit is for every user. */
+        mode_t mode = archive_entry_perm(e);
+        archive_entry_set_perm(e, (mode & 0111) ? 0755 : 0644);
+    }
     archive_entry_set_pathname(e, target);
     if (archive_write_header(out, e) != ARCHIVE_OK)
         return md_fail(err, MD_ERR_IO, "cannot write '%s': %s", target, archive_error_string(out));
@@ -164,7 +173,8 @@ static md_status unpack_entry(struct archive *in, struct archive *out, struct ar
     return MD_OK;
 }
 
-md_status md_unpack_archive(const char *path, const char *top, const char *root, md_error *err)
+md_status md_unpack_archive(const char *path, md_unpack_kind kind, const char *top, const char *root,
+                            md_error *err)
 {
     struct archive *in = archive_read_new();
     struct archive *out = archive_write_disk_new();
@@ -173,8 +183,13 @@ md_status md_unpack_archive(const char *path, const char *top, const char *root,
         st = md_fail(err, MD_ERR_NOMEM, "out of memory");
         goto end;
     }
-    archive_read_support_filter_all(in);
-    archive_read_support_format_tar(in);
+    if (kind == MD_UNPACK_WHEEL) {
+        /* The central directory is the zip's truth; a streaming read would trust local headers. */
+        archive_read_support_format_zip_seekable(in);
+    } else {
+        archive_read_support_filter_all(in);
+        archive_read_support_format_tar(in);
+    }
     /* Our own checks come first; these make libarchive refuse the same things again, and
      * writing through a symlink that an earlier member made. No owners: a root user would
      * otherwise take the uid of NVIDIA's build machine. */
@@ -194,13 +209,15 @@ md_status md_unpack_archive(const char *path, const char *top, const char *root,
             st = md_fail(err, MD_ERR_FORMAT, "cannot read archive '%s': %s", path, archive_error_string(in));
             goto end;
         }
-        st = unpack_entry(in, out, e, path, top, root, err);
+        bool taken;
+        st = unpack_entry(in, out, e, path, kind, top, root, &taken, err);
         if (st != MD_OK)
             goto end;
-        members++;
+        members += taken;
     }
     if (members == 0)
-        st = md_fail(err, MD_ERR_FORMAT, "archive '%s' is empty", path);
+        st = kind == MD_UNPACK_WHEEL ? md_fail(err, MD_ERR_FORMAT, "wheel '%s' holds nothing under '%s/'", path, top)
+                                     : md_fail(err, MD_ERR_FORMAT, "archive '%s' is empty", path);
 end:
     if (in)
         archive_read_free(in);

@@ -71,6 +71,211 @@ size_t md_log_clean(char *line, size_t len)
 
 /* ---- the matcher -------------------------------------------------------------------------- */
 
+/* Skips a bracket expression starting at P ('['); returns the byte after its ']'. */
+static const char *skip_bracket(const char *p)
+{
+    p++;
+    if (*p == '^')
+        p++;
+    if (*p == ']')
+        p++;
+    while (*p && *p != ']') {
+        if (*p == '[' && (p[1] == ':' || p[1] == '=' || p[1] == '.')) {
+            char close = p[1];
+            p += 2;
+            while (*p && !(*p == close && p[1] == ']'))
+                p++;
+            if (*p)
+                p += 2;
+            continue;
+        }
+        p++;
+    }
+    return *p ? p + 1 : p;
+}
+
+/* Skips a group starting at P ('('); returns the byte after its ')'. */
+static const char *skip_group(const char *p)
+{
+    int depth = 0;
+    while (*p) {
+        if (*p == '\\' && p[1]) {
+            p += 2;
+            continue;
+        }
+        if (*p == '[') {
+            p = skip_bracket(p);
+            continue;
+        }
+        if (*p == '(')
+            depth++;
+        else if (*p == ')' && --depth == 0)
+            return p + 1;
+        p++;
+    }
+    return p;
+}
+
+static bool is_quantifier(const char *p)
+{
+    return *p == '*' || *p == '+' || *p == '?' || (*p == '{' && p[1] >= '0' && p[1] <= '9');
+}
+
+/* Whether the quantifier at P allows zero occurrences. */
+static bool optional_quantifier(const char *p)
+{
+    return *p == '*' || *p == '?' || (*p == '{' && p[1] == '0' && (p[2] == ',' || p[2] == '}'));
+}
+
+static const char *skip_quantifier(const char *p)
+{
+    if (*p == '{') {
+        while (*p && *p != '}')
+            p++;
+        return *p ? p + 1 : p;
+    }
+    return p + 1;
+}
+
+/* The longest run of plain characters every match of the branch [P, END) must hold. */
+static size_t branch_literal(const char *p, const char *end, char *best, size_t cap)
+{
+    char run[256];
+    size_t n = 0, best_n = 0;
+#define END_RUN() do { if (n > best_n && n < cap) { memcpy(best, run, n); best_n = n; } n = 0; } while (0)
+    while (p < end) {
+        char c;
+        const char *next;
+        if (*p == '\\' && p + 1 < end) {
+            c = p[1];
+            next = p + 2;
+            if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) {
+                END_RUN(); /* \d and friends are not literals (and not POSIX) */
+                p = next;
+                continue;
+            }
+        } else if (*p == '[' || *p == '(' || *p == '.' || *p == '^' || *p == '$') {
+            next = *p == '[' ? skip_bracket(p) : *p == '(' ? skip_group(p) : p + 1;
+            END_RUN();
+            p = next;
+            if (is_quantifier(p))
+                p = skip_quantifier(p);
+            continue;
+        } else {
+            c = *p;
+            next = p + 1;
+        }
+        if (next < end && is_quantifier(next)) {
+            if (!optional_quantifier(next) && n < sizeof run)
+                run[n++] = c;        /* required once, then repeated: the run ends after it */
+            END_RUN();
+            p = skip_quantifier(next);
+            continue;
+        }
+        if (n < sizeof run)
+            run[n++] = c;
+        p = next;
+    }
+    END_RUN();
+#undef END_RUN
+    return best_n;
+}
+
+size_t md_log_required_literals(const char *pattern, char *out, size_t cap)
+{
+    size_t count = 0, at = 0;
+    const char *start = pattern, *p = pattern;
+    for (;;) {
+        if (*p == '\\' && p[1]) {
+            p += 2;
+            continue;
+        }
+        if (*p == '[') {
+            p = skip_bracket(p);
+            continue;
+        }
+        if (*p == '(') {
+            p = skip_group(p);
+            continue;
+        }
+        if (*p == '|' || *p == '\0') {
+            char lit[256];
+            size_t n = branch_literal(start, p, lit, sizeof lit);
+            if (n < 2 || at + n + 1 > cap)
+                return 0;
+            memcpy(out + at, lit, n);
+            out[at + n] = '\0';
+            at += n + 1;
+            count++;
+            if (*p == '\0')
+                return count;
+            start = ++p;
+            continue;
+        }
+        p++;
+    }
+}
+
+static unsigned bigram(const char *s)
+{
+    return (unsigned)(unsigned char)s[0] << 8 | (unsigned char)s[1];
+}
+
+/* The literals of every pattern, by their first two bytes; the patterns without one in an
+ * alternation of their own. */
+static md_status build_literals(md_log_matcher *m, const char *const *patterns, size_t n, md_error *err)
+{
+    size_t text_cap = 64, text_len = 0, total = 1;
+    for (size_t i = 0; i < n; i++)
+        text_cap += strlen(patterns[i]) + 2;
+    m->literal_text = malloc(text_cap);
+    m->literals = calloc(n * 4 + 1, sizeof *m->literals);
+    m->by_bigram = malloc(65536 * sizeof *m->by_bigram);
+    m->residual = calloc(n ? n : 1, sizeof *m->residual);
+    if (!m->literal_text || !m->literals || !m->by_bigram || !m->residual)
+        return md_fail(err, MD_ERR_NOMEM, "out of memory");
+    for (size_t b = 0; b < 65536; b++)
+        m->by_bigram[b] = -1;
+    for (size_t i = 0; i < n; i++) {
+        char lits[512];
+        size_t count = md_log_required_literals(patterns[i], lits, sizeof lits);
+        if (count == 0 || count > 4 || text_len + strlen(patterns[i]) + 2 > text_cap) {
+            m->residual[i] = true;
+            m->n_residual++;
+            total += strlen(patterns[i]) + 3;
+            continue;
+        }
+        const char *l = lits;
+        for (size_t k = 0; k < count; k++, l += strlen(l) + 1) {
+            size_t len = strlen(l);
+            md_log_literal *lit = &m->literals[m->n_literals];
+            memcpy(m->literal_text + text_len, l, len + 1);
+            lit->text = m->literal_text + text_len;
+            lit->len = len;
+            lit->pattern = i;
+            text_len += len + 1;
+            unsigned b = bigram(lit->text);
+            lit->next = m->by_bigram[b];
+            m->by_bigram[b] = (int)m->n_literals++;
+            m->bigram_bits[b >> 6] |= (uint64_t)1 << (b & 63);
+        }
+    }
+    if (m->n_residual == 0)
+        return MD_OK;
+    char *all = malloc(total);
+    if (!all)
+        return md_fail(err, MD_ERR_NOMEM, "out of memory");
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++)
+        if (m->residual[i])
+            at += (size_t)snprintf(all + at, total - at, "%s(%s)", at ? "|" : "", patterns[i]);
+    all[at] = '\0';
+    /* if the alternation cannot be compiled, every residual pattern is tried on every line */
+    m->has_prefilter = regcomp(&m->prefilter, all, REG_EXTENDED | REG_NOSUB) == 0;
+    free(all);
+    return MD_OK;
+}
+
 md_status md_log_matcher_init(md_log_matcher *m, const char *const *patterns, const size_t *groups, size_t n,
                               size_t n_groups, md_error *err)
 {
@@ -81,7 +286,6 @@ md_status md_log_matcher_init(md_log_matcher *m, const char *const *patterns, co
         md_log_matcher_free(m);
         return md_fail(err, MD_ERR_NOMEM, "out of memory");
     }
-    size_t total = 1;
     for (size_t i = 0; i < n; i++) {
         int rc = regcomp(&m->patterns[i], patterns[i], REG_EXTENDED | REG_NOSUB);
         if (rc != 0) {
@@ -92,23 +296,12 @@ md_status md_log_matcher_init(md_log_matcher *m, const char *const *patterns, co
         }
         m->n_patterns++;
         m->group_of[i] = groups[i] < n_groups ? groups[i] : n_groups - 1;
-        total += strlen(patterns[i]) + 3;
     }
     m->n_groups = n_groups;
-    /* Almost every line of a long log matches nothing: one combined test saves a regexec per
-     * pattern on those lines. If the alternation cannot be compiled, every pattern is tried. */
-    char *all = malloc(total);
-    if (!all) {
+    md_status st = build_literals(m, patterns, n, err);
+    if (st != MD_OK)
         md_log_matcher_free(m);
-        return md_fail(err, MD_ERR_NOMEM, "out of memory");
-    }
-    size_t at = 0;
-    for (size_t i = 0; i < n; i++)
-        at += (size_t)snprintf(all + at, total - at, "%s(%s)", i ? "|" : "", patterns[i]);
-    all[at] = '\0';
-    m->has_prefilter = n > 0 && regcomp(&m->prefilter, all, REG_EXTENDED | REG_NOSUB) == 0;
-    free(all);
-    return MD_OK;
+    return st;
 }
 
 void md_log_matcher_free(md_log_matcher *m)
@@ -119,6 +312,10 @@ void md_log_matcher_free(md_log_matcher *m)
         regfree(&m->prefilter);
     free(m->patterns);
     free(m->group_of);
+    free(m->literals);
+    free(m->literal_text);
+    free(m->by_bigram);
+    free(m->residual);
     memset(m, 0, sizeof *m);
 }
 
@@ -128,6 +325,7 @@ typedef struct {
     const md_log_matcher *m;
     md_log_result *r;
     bool *seen;                                  /* per group, on the current line */
+    bool *cand;                                  /* per pattern, on the current line */
     md_log_line ring[MD_LOG_CONTEXT];            /* the last lines, for context */
     size_t ring_next, ring_count;
 } scan_state;
@@ -140,16 +338,39 @@ static void remember(md_log_line *dst, unsigned long long number, const char *te
     dst->text[keep] = '\0';
 }
 
+/* Marks in CAND the patterns that LINE may match: those one of whose literals it holds, and
+ * the residual ones (when their alternation matches). Returns whether any is marked. */
+static bool candidates(const md_log_matcher *m, const char *line, size_t len, bool *cand)
+{
+    bool any = false;
+    memset(cand, 0, m->n_patterns * sizeof *cand);
+    if (m->n_residual && (!m->has_prefilter || regexec(&m->prefilter, line, 0, NULL, 0) == 0))
+        for (size_t i = 0; i < m->n_patterns; i++)
+            if (m->residual[i])
+                any = cand[i] = true;
+    for (size_t i = 0; i + 1 < len; i++) {
+        unsigned b = bigram(line + i);
+        if (!(m->bigram_bits[b >> 6] >> (b & 63) & 1))
+            continue;
+        for (int k = m->by_bigram[b]; k >= 0; k = m->literals[k].next) {
+            const md_log_literal *l = &m->literals[k];
+            if (!cand[l->pattern] && l->len <= len - i && memcmp(line + i, l->text, l->len) == 0)
+                any = cand[l->pattern] = true;
+        }
+    }
+    return any;
+}
+
 static void match_line(scan_state *s, char *line, size_t len)
 {
     md_log_result *r = s->r;
     const md_log_matcher *m = s->m;
     line[len] = '\0';
-    if (!m->has_prefilter || regexec(&m->prefilter, line, 0, NULL, 0) == 0) {
+    if (candidates(m, line, len, s->cand)) {
         memset(s->seen, 0, m->n_groups * sizeof *s->seen);
         for (size_t i = 0; i < m->n_patterns; i++) {
             size_t g = m->group_of[i];
-            if (s->seen[g] || regexec(&m->patterns[i], line, 0, NULL, 0) != 0)
+            if (!s->cand[i] || s->seen[g] || regexec(&m->patterns[i], line, 0, NULL, 0) != 0)
                 continue;
             s->seen[g] = true;
             md_log_group_hits *h = &r->groups[g];
@@ -176,11 +397,12 @@ md_status md_log_scan(FILE *in, const char *name, const md_log_matcher *m, md_lo
     memset(out, 0, sizeof *out);
     out->groups = calloc(m->n_groups ? m->n_groups : 1, sizeof *out->groups);
     bool *seen = calloc(m->n_groups ? m->n_groups : 1, sizeof *seen);
+    bool *cand = calloc(m->n_patterns ? m->n_patterns : 1, sizeof *cand);
     char *buf = malloc(READ_CHUNK);
     char *line = malloc(MD_LOG_LINE_MAX + 1);
     scan_state *s = calloc(1, sizeof *s);
     md_status st = MD_OK;
-    if (!out->groups || !seen || !buf || !line || !s) {
+    if (!out->groups || !seen || !cand || !buf || !line || !s) {
         st = md_fail(err, MD_ERR_NOMEM, "out of memory");
         goto end;
     }
@@ -188,6 +410,7 @@ md_status md_log_scan(FILE *in, const char *name, const md_log_matcher *m, md_lo
     s->m = m;
     s->r = out;
     s->seen = seen;
+    s->cand = cand;
     clean_state cs = CL_TEXT;
     size_t len = 0;
     bool cut = false, pending = false;
@@ -209,6 +432,13 @@ md_status md_log_scan(FILE *in, const char *name, const md_log_matcher *m, md_lo
                 continue;
             }
             pending = true;
+            if (cs == CL_TEXT && c != 0x1b && c != '\r' && c != 0) { /* the common byte, without the state machine */
+                if (len < MD_LOG_LINE_MAX)
+                    line[len++] = (char)c;
+                else
+                    cut = true;
+                continue;
+            }
             int k = clean_byte(&cs, c);
             if (k < 0)
                 continue;
@@ -233,6 +463,7 @@ end:
     free(line);
     free(buf);
     free(seen);
+    free(cand);
     if (st != MD_OK)
         md_log_result_free(out);
     return st;

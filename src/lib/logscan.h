@@ -11,6 +11,7 @@
 #include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include "status.h"
 
@@ -33,14 +34,36 @@ typedef struct {
     size_t n_context;
 } md_log_group_hits;
 
+/* A literal that any match of a pattern must contain (its longest run of plain characters,
+ * one per top-level branch): a line holding none of a pattern's literals cannot match it, so
+ * most lines are rejected by one pass over their bytes, without a regexec. */
+typedef struct {
+    const char *text;      /* into md_log_matcher.literal_text */
+    size_t len;            /* at least 2 */
+    size_t pattern;
+    int next;              /* the next literal with the same first two bytes, or -1 */
+} md_log_literal;
+
 typedef struct {
     regex_t *patterns;     /* compiled with REG_EXTENDED | REG_NOSUB */
     size_t *group_of;      /* pattern i belongs to group group_of[i] */
     size_t n_patterns;
     size_t n_groups;
-    regex_t prefilter;     /* every pattern in one alternation: one regexec per ordinary line */
+    md_log_literal *literals;
+    size_t n_literals;
+    char *literal_text;
+    int *by_bigram;        /* 65536 heads of literal lists, by the literal's first two bytes */
+    uint64_t bigram_bits[1024]; /* which of those lists are not empty: 8 KB that stay in cache */
+    bool *residual;        /* per pattern: no literal found, tried on every line */
+    size_t n_residual;
+    regex_t prefilter;     /* the residual patterns in one alternation */
     bool has_prefilter;
 } md_log_matcher;
+
+/* The literals any match of PATTERN must contain, one per top-level branch, into OUT (CAP
+ * bytes, each NUL-terminated in turn); their count, or 0 when some branch has no run of at
+ * least 2 plain characters. Exposed for tests. */
+size_t md_log_required_literals(const char *pattern, char *out, size_t cap);
 
 /* Compiles PATTERNS[i] (POSIX ERE) for group GROUPS[i], i < N; N_GROUPS groups in all.
  * A pattern regcomp refuses is MD_ERR_INTERNAL (the patterns are embedded data) naming it. */

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <limits.h>
 #include "arch.h"
+#include "toolkit_table.h"
 
 #define MAX_TARGETS 64
 
@@ -77,6 +78,52 @@ static bool any_toolkit_targets(const md_toolkit *tks, size_t n_tks, unsigned sm
         if (md_toolkit_supports(&tks[t], sm))
             return true;
     return false;
+}
+
+/* Files SM under the release `fetch` would bring for it: the newest of the table that targets
+ * it, of a version none of TKS has (a toolkit here that lacks SM is not fetched again). */
+static void add_fetch(md_plan *plan, const md_toolkit *tks, size_t n_tks, unsigned sm)
+{
+    unsigned n;
+    const md_toolkit_row *rows = md_toolkit_rows(&n), *row = NULL;
+    for (unsigned i = 0; i < n; i++) {
+        bool here = false;
+        for (size_t t = 0; t < n_tks && !here; t++)
+            here = tks[t].major == rows[i].major && tks[t].minor == rows[i].minor;
+        if (rows[i].redist_release[0] && sm >= rows[i].sm_min && sm <= rows[i].sm_max && !here)
+            row = &rows[i];
+    }
+    if (!row)
+        return;
+    md_plan_fetch *f = NULL;
+    for (size_t i = 0; i < plan->n_fetch && !f; i++)
+        if (strcmp(plan->fetch[i].release, row->redist_release) == 0)
+            f = &plan->fetch[i];
+    if (!f && plan->n_fetch < MD_PLAN_MAX_FETCH) {
+        f = &plan->fetch[plan->n_fetch++];
+        snprintf(f->release, sizeof f->release, "%s", row->redist_release);
+    }
+    if (f && f->n_sms < MD_MAX_SMS)
+        f->sms[f->n_sms++] = sm;
+}
+
+/* For "all": the architectures of the table that no toolkit here targets, each with the fetch
+ * that adds it, as notes. */
+static void note_fetchable(md_plan *plan, const md_toolkit *tks, size_t n_tks)
+{
+    unsigned n;
+    const md_arch *all = md_arch_all(&n);
+    for (unsigned i = 0; i < n; i++)
+        if (!any_toolkit_targets(tks, n_tks, all[i].sm))
+            add_fetch(plan, tks, n_tks, all[i].sm);
+    for (size_t i = 0; i < plan->n_fetch; i++) {
+        const md_plan_fetch *f = &plan->fetch[i];
+        char list[256] = "";
+        for (size_t k = 0; k < f->n_sms; k++)
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%ssm_%u", k ? ", " : "", f->sms[k]);
+        add_note(plan, "%s: no toolkit here targets %s; add %s with: msda-doctor fetch --cuda %s (or build --fetch)",
+                 list, f->n_sms == 1 ? "it" : "them", f->n_sms == 1 ? "it" : "them", f->release);
+    }
 }
 
 static md_status wanted_list(const char *spec, const md_toolkit *tks, size_t n_tks, wanted *list, size_t *n,
@@ -290,6 +337,8 @@ md_status md_plan_make(const md_plan_request *req, md_plan *out, md_error *err)
             snprintf(unsupported + strlen(unsupported), sizeof unsupported - strlen(unsupported),
                      "%ssm_%u needs %s; found %s", unsupported[0] ? "; " : "", list[i].sm,
                      who[0] ? who : "a toolkit that targets it", found);
+            if (!list[i].ptx)
+                add_fetch(out, req->toolkits, req->n_toolkits, list[i].sm);
             continue;
         }
         md_plan_target *t = &out->targets[out->n_targets++];
@@ -305,10 +354,21 @@ md_status md_plan_make(const md_plan_request *req, md_plan *out, md_error *err)
         }
     }
     if (unsupported[0]) {
+        char fetch[160] = "";
+        for (size_t i = 0; i < out->n_fetch; i++)
+            snprintf(fetch + strlen(fetch), sizeof fetch - strlen(fetch), "%smsda-doctor fetch --cuda %s",
+                     i ? ", " : ", or: ", out->fetch[i].release);
+        md_plan_fetch kept[MD_PLAN_MAX_FETCH];
+        size_t n_kept = out->n_fetch;
+        memcpy(kept, out->fetch, sizeof kept);
         md_plan_free(out);
-        return md_fail(err, MD_ERR_UNSUPPORTED, "%s (add one with --toolkit DIR)", unsupported);
+        memcpy(out->fetch, kept, sizeof kept);
+        out->n_fetch = n_kept;
+        return md_fail(err, MD_ERR_UNSUPPORTED, "%s (add one with --toolkit DIR%s)", unsupported, fetch);
     }
     note_unknown(out);
+    if (strcmp(req->arch_spec, "all") == 0)
+        note_fetchable(out, out->toolkits, out->n_toolkits);
     return MD_OK;
 }
 

@@ -38,6 +38,15 @@ typedef struct {
     size_t n_defines;
 } md_plan_target;
 
+#define MD_PLAN_MAX_FETCH 4
+
+/* Architectures that no toolkit here targets and one `fetch --cuda RELEASE` would add. */
+typedef struct {
+    char release[16];           /* "12.9.1": the newest in recipes/toolkits.json that targets them */
+    unsigned sms[MD_MAX_SMS];
+    size_t n_sms;
+} md_plan_fetch;
+
 typedef struct {
     md_toolkit *toolkits;       /* owned copies, newest first */
     size_t n_toolkits;
@@ -45,6 +54,10 @@ typedef struct {
     size_t n_targets;
     char notes[8][320];         /* what was left out or defaulted and why */
     size_t n_notes;
+    md_plan_fetch fetch[MD_PLAN_MAX_FETCH]; /* for "all": the table's architectures left out; for
+                                   a list: those it names that no toolkit targets (also after
+                                   MD_ERR_UNSUPPORTED, so that the caller can fetch and plan again) */
+    size_t n_fetch;
 } md_plan;
 
 typedef struct {
@@ -67,7 +80,8 @@ typedef struct {
  * MD_ERR_ARGUMENT for a malformed spec, unknown name or malformed define; MD_ERR_UNSUPPORTED
  * when an architecture has no toolkit (the message names the toolkits that would), when a
  * toolkit has no usable host compiler (the message says what to install), or for "native"
- * without GPUs. */
+ * without GPUs. Either way OUT->fetch names the toolkit releases that would add what is missing;
+ * free OUT with md_plan_free in every case. */
 md_status md_plan_make(const md_plan_request *req, md_plan *out, md_error *err);
 
 /* The value of macro NAME for T, or FALLBACK when T does not define it. */

@@ -14,8 +14,8 @@ typedef struct {
     unsigned machine;         /* ELF e_machine: 62, 183 */
     char cross_compiler[64];  /* what builds for it on another CPU: "aarch64-linux-gnu-gcc" */
     char glibc_base[16];      /* "2.17": the oldest GLIBC_ symbol version there */
-    char qemu[32];            /* "qemu-aarch64"; "" when none is needed */
-    char sysroot[128];        /* "/usr/aarch64-linux-gnu"; "" when none is needed */
+    char qemu[32];            /* "qemu-aarch64": runs this CPU's binaries on the other one */
+    char sysroot[128];        /* "/usr/aarch64-linux-gnu": Debian's cross C library for it */
 } md_platform;
 
 /* Loads the embedded table once; later calls return at once. Not thread-safe on first call.

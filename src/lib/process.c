@@ -36,40 +36,47 @@ static int start(char *const argv[], char *const envp[], int out_fd, pid_t *pid)
     return rc;
 }
 
-md_status md_run_capture(char *const argv[], char *const envp[], unsigned timeout_s, size_t max_output,
-                         md_run_result *res, md_error *err)
+md_status md_run_start(char *const argv[], char *const envp[], unsigned timeout_s, md_child *child, md_error *err)
 {
-    memset(res, 0, sizeof *res);
-    res->exit_code = -1;
+    memset(child, 0, sizeof *child);
+    child->fd = -1;
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0)
         return md_fail(err, MD_ERR_IO, "pipe: %s", strerror(errno));
-    pid_t pid;
-    int rc = start(argv, envp, fds[1], &pid);
+    int rc = start(argv, envp, fds[1], &child->pid);
     close(fds[1]);
     if (rc != 0) {
         close(fds[0]);
         return md_fail(err, MD_ERR_IO, "cannot run '%s': %s", argv[0], strerror(rc));
     }
+    child->fd = fds[0];
+    child->deadline_ms = now_ms() + (long long)timeout_s * 1000;
+    snprintf(child->name, sizeof child->name, "%s", argv[0]);
+    return MD_OK;
+}
+
+md_status md_run_finish(md_child *child, size_t max_output, md_run_result *res, md_error *err)
+{
+    memset(res, 0, sizeof *res);
+    res->exit_code = -1;
     size_t cap = 4096;
     res->output = malloc(cap);
-    long long deadline = now_ms() + (long long)timeout_s * 1000;
     bool open = true;
     while (open && res->output) {
-        long long left = deadline - now_ms();
+        long long left = child->deadline_ms - now_ms();
         if (left <= 0) {
             res->timed_out = 1;
-            kill(pid, SIGKILL);
+            kill(child->pid, SIGKILL);
             break;
         }
-        struct pollfd p = { .fd = fds[0], .events = POLLIN };
+        struct pollfd p = { .fd = child->fd, .events = POLLIN };
         int r = poll(&p, 1, (int)(left > 1000 ? 1000 : left));
         if (r < 0 && errno != EINTR)
             break;
         if (r <= 0)
             continue;
         char chunk[4096];
-        ssize_t n = read(fds[0], chunk, sizeof chunk);
+        ssize_t n = read(child->fd, chunk, sizeof chunk);
         if (n <= 0) {
             open = n < 0 && errno == EINTR;
             continue;
@@ -89,17 +96,28 @@ md_status md_run_capture(char *const argv[], char *const envp[], unsigned timeou
         memcpy(res->output + res->length, chunk, keep);
         res->length += keep;
     }
-    close(fds[0]);
+    close(child->fd);
+    child->fd = -1;
     int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    while (waitpid(child->pid, &status, 0) < 0 && errno == EINTR) {
     }
     if (!res->output) {
         md_run_result_free(res);
-        return md_fail(err, MD_ERR_NOMEM, "out of memory reading the output of '%s'", argv[0]);
+        return md_fail(err, MD_ERR_NOMEM, "out of memory reading the output of '%s'", child->name);
     }
     res->output[res->length] = '\0';
     res->exit_code = WIFEXITED(status) && !res->timed_out ? WEXITSTATUS(status) : -1;
     return MD_OK;
+}
+
+md_status md_run_capture(char *const argv[], char *const envp[], unsigned timeout_s, size_t max_output,
+                         md_run_result *res, md_error *err)
+{
+    md_child child;
+    memset(res, 0, sizeof *res);
+    res->exit_code = -1;
+    md_status st = md_run_start(argv, envp, timeout_s, &child, err);
+    return st == MD_OK ? md_run_finish(&child, max_output, res, err) : st;
 }
 
 void md_run_result_free(md_run_result *res)

@@ -22,6 +22,20 @@ md_status md_run_capture(char *const argv[], char *const envp[], unsigned timeou
 
 void md_run_result_free(md_run_result *res);
 
+/* md_run_capture in two steps, so that other work can run while the program does: the child
+ * started with its output on a pipe (which it may fill and then wait on), and its end collected. */
+typedef struct {
+    pid_t pid;
+    int fd;
+    long long deadline_ms;       /* CLOCK_MONOTONIC */
+    char name[128];
+} md_child;
+
+md_status md_run_start(char *const argv[], char *const envp[], unsigned timeout_s, md_child *child, md_error *err);
+/* Reads CHILD's output to its end (killing it at its deadline) and waits for it; always closes
+ * and reaps it. Results and errors as md_run_capture. */
+md_status md_run_finish(md_child *child, size_t max_output, md_run_result *res, md_error *err);
+
 /* Starts ARGV with ENVP (NULL: ours), its stdout and stderr appended to LOG_PATH; *PID receives
  * the child. The caller waits for it (waitpid). */
 md_status md_spawn_logged(char *const argv[], char *const envp[], const char *log_path, pid_t *pid,

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "fetch_cache.h"
 #include "process.h"
 #include "strv.h"
 #include "toolkit_table.h"
@@ -134,6 +135,8 @@ static md_status probe_nvcc(const char *nvcc, md_toolkit *tk, md_error *err)
 typedef struct {
     md_toolkit *items;
     size_t count;
+    char seen[16][PATH_MAX];    /* every nvcc already run, resolved: wrappers and links lead to one */
+    size_t n_seen;
 } toolkit_list;
 
 static md_status consider(toolkit_list *list, const char *nvcc, bool required, md_error *err)
@@ -142,6 +145,15 @@ static md_status consider(toolkit_list *list, const char *nvcc, bool required, m
         if (required)
             return md_fail(err, MD_ERR_ARGUMENT, "no nvcc in '%s'", nvcc);
         return MD_OK;
+    }
+    /* /usr/local/cuda, /usr/local/cuda-13, /bin and /usr/bin often lead to one nvcc: run it once */
+    char real[PATH_MAX];
+    if (realpath(nvcc, real)) {
+        for (size_t i = 0; i < list->n_seen; i++)
+            if (strcmp(list->seen[i], real) == 0)
+                return MD_OK;
+        if (list->n_seen < sizeof list->seen / sizeof list->seen[0])
+            snprintf(list->seen[list->n_seen++], PATH_MAX, "%s", real);
     }
     md_toolkit tk;
     md_error probe_err;
@@ -187,6 +199,24 @@ static md_status consider_path_list(toolkit_list *list, const char *paths, md_er
     return MD_OK;
 }
 
+/* The toolkits `fetch` put in its cache for a platform that runs here, the preferred platform of
+ * a version first so that it wins; the others' nvcc would not run. An unreadable cache is no
+ * toolkit, as an unreadable /usr/local/cuda* is. */
+static md_status consider_cache(toolkit_list *list, md_error *err)
+{
+    char cache[PATH_MAX];
+    md_cached_toolkit *cached;
+    size_t n;
+    md_status st = MD_OK;
+    if (!md_fetch_cache_dir(cache, sizeof cache) || md_fetch_cache_list(cache, NULL, NULL, &cached, &n, NULL) != MD_OK)
+        return MD_OK;
+    for (size_t i = 0; i < n && st == MD_OK; i++)
+        if (cached[i].host_rank >= 0)
+            st = consider_dir(list, cached[i].path, false, err);
+    free(cached);
+    return st;
+}
+
 static int compare_toolkits(const void *a, const void *b)
 {
     const md_toolkit *x = a, *y = b;
@@ -219,6 +249,9 @@ md_status md_toolkits_find(const char *const *extra_dirs, size_t n_extra, md_too
         const char *path = getenv("PATH");
         if (st == MD_OK && path)
             st = consider_path_list(&list, path, err);
+        /* Last, so that an installed toolkit of the same version wins over a fetched one. */
+        if (st == MD_OK)
+            st = consider_cache(&list, err);
     }
     if (st != MD_OK) {
         free(list.items);

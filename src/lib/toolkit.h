@@ -28,8 +28,10 @@ typedef struct {
 } md_host_compiler;
 
 /* Finds nvcc in each of EXTRA_DIRS (DIR/bin/nvcc or DIR/nvcc), then in $CUDA_HOME, in
- * /usr/local/cuda*, in Debian's /usr/lib/nvidia-cuda-toolkit and on PATH (MSDA_TOOLKIT_PATHS, a
- * colon-separated list of folders, replaces that default search); asks each for its version and
+ * /usr/local/cuda*, in Debian's /usr/lib/nvidia-cuda-toolkit, on PATH and in the toolkits
+ * `fetch` put in its cache (fetch_cache.h) for a platform that runs on this machine, the
+ * preferred one of a version first (MSDA_TOOLKIT_PATHS, a colon-separated list of
+ * folders, replaces that default search); asks each for its version and
  * architectures. One toolkit per version, the first found winning, sorted newest first.
  * An EXTRA_DIRS entry without a working nvcc is an MD_ERR_ARGUMENT error. *OUT is malloc'd. */
 md_status md_toolkits_find(const char *const *extra_dirs, size_t n_extra, md_toolkit **out, size_t *count,

@@ -36,6 +36,14 @@ static md_status read_row(json_t *item, size_t i, md_toolkit_row *r, md_error *e
     if (!driver || !*driver || strlen(driver) >= sizeof r->min_driver)
         return md_fail(err, MD_ERR_INTERNAL, "toolkits.json: entry %zu (CUDA %s): bad min_driver", i, version);
     snprintf(r->min_driver, sizeof r->min_driver, "%s", driver);
+    json_t *release = json_object_get(item, "redist_release");
+    const char *rs = json_string_value(release);
+    unsigned rmaj, rmin, rpatch;
+    used = 0;
+    if (release && (!rs || sscanf(rs, "%3u.%3u.%3u%n", &rmaj, &rmin, &rpatch, &used) != 3 || rs[used] != '\0' ||
+                    rmaj != r->major || rmin != r->minor || (size_t)used >= sizeof r->redist_release))
+        return md_fail(err, MD_ERR_INTERNAL, "toolkits.json: entry %zu (CUDA %s): bad redist_release", i, version);
+    snprintf(r->redist_release, sizeof r->redist_release, "%s", rs ? rs : "");
     return MD_OK;
 }
 

@@ -13,6 +13,7 @@ typedef struct {
     unsigned sm_min, sm_max;  /* real architectures it targets, both ends included */
     unsigned max_gcc;         /* newest host gcc major */
     char min_driver[24];      /* oldest Linux driver: "520.61.05" */
+    char redist_release[16];  /* a release `fetch --cuda` takes: "11.8.0"; "" when NVIDIA has none */
 } md_toolkit_row;
 
 /* Loads the embedded table once; later calls return at once. Not thread-safe on first call.

@@ -3,7 +3,7 @@
 # JSON document named by FAKE_PYTHON_JSON, on one line after the marker the probe looks for
 # (src/lib/diag_probe_python.c), after a line of noise as torch's warnings would be.
 # Fields: executable, version, msda_importable, binaries (paths), torch (null, or version, cuda,
-# cxx11_abi, has_magma, arch_list, gpus [{name, cc}], lib). Needs bash and jq.
+# lib). Needs bash and jq.
 set -u
 echo "UserWarning: a warning printed before the answer"
 [ -r "${FAKE_PYTHON_JSON:-}" ] || { echo "python-fake: FAKE_PYTHON_JSON unset or unreadable" >&2; exit 1; }

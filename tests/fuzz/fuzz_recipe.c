@@ -89,7 +89,7 @@ static void signatures(json_t *doc)
 {
     md_error err;
     md_knowledge kb;
-    if (md_knowledge_load_json(&kb, doc, &err) != MD_OK)
+    if (md_knowledge_load_doc(&kb, json_incref(doc), &err) != MD_OK)
         return;
     md_knowledge_find(&kb, "no-kernel-image");
     static const char log[] = "RuntimeError: CUDA error: no kernel image is available for execution\n"

@@ -167,15 +167,17 @@ static int msda_ok(msda_status st, const msda_error *e, const char *what) {
 }
 
 /* One case in one dtype: CPU path, then the GPU; `offset` elements shift value and grad_value
- * off their 16-byte alignment, to run the one-element-per-access kernels. */
-static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream stream, int offset) {
+ * off their 16-byte alignment, to run the one-element-per-access kernels; `device_table`: the
+ * GPU calls take the level table from device memory (msda.h, MSDA_DEVICE). */
+static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream stream, int offset,
+                     int device_table) {
     int64_t starts[MSDA_MAX_LEVELS], S = 0;
     for (int64_t l = 0; l < g->L; l++) {
         starts[l] = S;
         S += g->shapes[2 * l] * g->shapes[2 * l + 1];
     }
-    msda_forward_args f = {t, {g->N, S, g->M, g->D, g->Lq ? g->Lq : S, g->L, g->P}, g->shapes,
-                           starts, NULL, NULL, NULL, NULL};
+    msda_forward_args f = {.dtype = t, .sizes = {g->N, S, g->M, g->D, g->Lq ? g->Lq : S, g->L, g->P},
+                           .spatial_shapes = g->shapes, .level_start = starts};
     tensors x;
     make_inputs(&f, t, &x);
     const size_t eb = x.eb;
@@ -206,7 +208,20 @@ static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream s
     msda_forward_args gf = f;
     gf.value = (void *)(uintptr_t)d_value, gf.sampling_locations = (void *)(uintptr_t)d_loc;
     gf.attention_weights = (void *)(uintptr_t)d_attn, gf.output = (void *)(uintptr_t)d_out;
+    CUdeviceptr d_shapes = 0, d_starts = 0, d_status = 0;
+    if (device_table) {
+        d_shapes = upload(g->shapes, (size_t)g->L * 2 * sizeof(int64_t));
+        d_starts = upload(starts, (size_t)g->L * sizeof(int64_t));
+        CHECK_CU(cuMemAlloc(&d_status, sizeof(int32_t)));
+        CHECK_CU(cuMemsetD32(d_status, 0, 1));
+        gf.level_table = MSDA_DEVICE;
+        gf.spatial_shapes = (const int64_t *)(uintptr_t)d_shapes;
+        gf.level_start = (const int64_t *)(uintptr_t)d_starts;
+        gf.device_status = (int32_t *)(uintptr_t)d_status;
+    }
     msda_backward_args gb = b;
+    gb.level_table = gf.level_table, gb.spatial_shapes = gf.spatial_shapes;
+    gb.level_start = gf.level_start, gb.device_status = gf.device_status;
     gb.value = gf.value, gb.sampling_locations = gf.sampling_locations;
     gb.attention_weights = gf.attention_weights, gb.grad_output = (void *)(uintptr_t)d_gout;
     gb.grad_value = (void *)(uintptr_t)d_gv, gb.grad_sampling_locations = (void *)(uintptr_t)d_gl;
@@ -223,6 +238,17 @@ static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream s
     ok = ok && msda_ok(msda_forward_cuda(&gf, stream, &e), &e, "cuda forward") &&
          msda_ok(msda_backward_cuda(&gb, stream, &e), &e, "cuda backward");
     CHECK_CU(cuStreamSynchronize(stream));
+    if (device_table) { /* a consistent table: nothing stored */
+        int32_t status = -1;
+        CHECK_CU(cuMemcpyDtoH(&status, d_status, sizeof status));
+        if (status != 0) {
+            printf("  device_status %d after a consistent table\n", (int)status);
+            ok = 0;
+        }
+        CHECK_CU(cuMemFree(d_shapes));
+        CHECK_CU(cuMemFree(d_starts));
+        CHECK_CU(cuMemFree(d_status));
+    }
     CHECK_CU(cuMemcpyDtoH(gpu_out, d_out, (size_t)x.n_out * eb));
     CHECK_CU(cuMemcpyDtoH(gpu_gv, d_gv, (size_t)x.n_value * eb));
     CHECK_CU(cuMemcpyDtoH(gpu_gl, d_gl, (size_t)x.n_attn * 2 * eb));
@@ -231,9 +257,10 @@ static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream s
         report(label, g->name, t, &f.sizes, rel_err(gpu_out, cpu_out, x.n_out, t),
                rel_err(gpu_gv, cpu_gv, x.n_value, t), rel_err(gpu_gl, cpu_gl, 2 * x.n_attn, t),
                rel_err(gpu_ga, cpu_ga, x.n_attn, t),
-               offset ? (ws_bytes ? "  (misaligned: 1-element kernels; library-allocated f32 buffer)"
-                                  : "  (misaligned: 1-element kernels)")
-                      : (ws_bytes ? "  (caller's f32 buffer workspace)" : ""));
+               device_table ? "  (level table in device memory)"
+               : offset     ? (ws_bytes ? "  (misaligned: 1-element kernels; library-allocated f32 buffer)"
+                                        : "  (misaligned: 1-element kernels)")
+                            : (ws_bytes ? "  (caller's f32 buffer workspace)" : ""));
     } else {
         report(label, g->name, t, &f.sizes, INFINITY, INFINITY, INFINITY, INFINITY, "  (call failed)");
     }
@@ -241,6 +268,71 @@ static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream s
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) CHECK_CU(cuMemFree(all[i]));
     if (d_ws) CHECK_CU(cuMemFree(d_ws));
     free(cpu_out), free(gpu_out), free(cpu_gv), free(gpu_gv), free(cpu_gl), free(gpu_gl), free(cpu_ga), free(gpu_ga);
+    free_inputs(&x);
+}
+
+/* An inconsistent level table in device memory (level_start[2] off by one): the kernels index
+ * nothing (compute-sanitizer's memcheck runs this too), write NaN to the output and to the
+ * location and weight gradients, and store MSDA_ERR_LEVEL_START in device_status. */
+static void check_bad_device_table(const char *label, CUstream stream) {
+    const gcase *g = &small_cases[0];
+    int64_t starts[4] = {0, 130, 165, 177}; /* right: 0, 130, 165, 177; made wrong below */
+    starts[2] += 1;
+    int64_t S = 0;
+    for (int64_t l = 0; l < g->L; l++) S += g->shapes[2 * l] * g->shapes[2 * l + 1];
+    msda_forward_args f = {.dtype = MSDA_F32, .sizes = {g->N, S, g->M, g->D, g->Lq, g->L, g->P},
+                           .spatial_shapes = g->shapes, .level_start = starts};
+    tensors x;
+    make_inputs(&f, MSDA_F32, &x);
+    const size_t eb = 4;
+    CUdeviceptr d_value = upload(x.value, (size_t)x.n_value * eb), d_loc = upload(x.loc, (size_t)x.n_attn * 2 * eb);
+    CUdeviceptr d_attn = upload(x.attn, (size_t)x.n_attn * eb), d_gout = upload(x.gout, (size_t)x.n_out * eb);
+    CUdeviceptr d_shapes = upload(g->shapes, (size_t)g->L * 2 * sizeof(int64_t));
+    CUdeviceptr d_starts = upload(starts, sizeof starts), d_status, d_out, d_gv, d_gl, d_ga;
+    CHECK_CU(cuMemAlloc(&d_status, sizeof(int32_t)));
+    CHECK_CU(cuMemsetD32(d_status, 0, 1));
+    CUdeviceptr *zeroed[] = {&d_out, &d_gv, &d_gl, &d_ga}; /* zeros, not the NaN poison */
+    const size_t sizes[] = {(size_t)x.n_out * eb, (size_t)x.n_value * eb, (size_t)x.n_attn * 2 * eb,
+                            (size_t)x.n_attn * eb};
+    for (int i = 0; i < 4; i++) {
+        CHECK_CU(cuMemAlloc(zeroed[i], sizes[i]));
+        CHECK_CU(cuMemsetD8(*zeroed[i], 0, sizes[i]));
+    }
+    f.level_table = MSDA_DEVICE;
+    f.spatial_shapes = (const int64_t *)(uintptr_t)d_shapes, f.level_start = (const int64_t *)(uintptr_t)d_starts;
+    f.device_status = (int32_t *)(uintptr_t)d_status;
+    f.value = (void *)(uintptr_t)d_value, f.sampling_locations = (void *)(uintptr_t)d_loc;
+    f.attention_weights = (void *)(uintptr_t)d_attn, f.output = (void *)(uintptr_t)d_out;
+    msda_backward_args b = {.dtype = MSDA_F32, .sizes = f.sizes, .spatial_shapes = f.spatial_shapes,
+                            .level_start = f.level_start, .level_table = MSDA_DEVICE,
+                            .device_status = f.device_status, .value = f.value,
+                            .sampling_locations = f.sampling_locations, .attention_weights = f.attention_weights,
+                            .grad_output = (void *)(uintptr_t)d_gout, .grad_value = (void *)(uintptr_t)d_gv,
+                            .grad_sampling_locations = (void *)(uintptr_t)d_gl,
+                            .grad_attention_weights = (void *)(uintptr_t)d_ga};
+    msda_error e;
+    int ok = msda_ok(msda_forward_cuda(&f, stream, &e), &e, "cuda forward") &&
+             msda_ok(msda_backward_cuda(&b, stream, &e), &e, "cuda backward");
+    CHECK_CU(cuStreamSynchronize(stream));
+    int32_t status = 0;
+    CHECK_CU(cuMemcpyDtoH(&status, d_status, sizeof status));
+    float *host = host_alloc(sizes[1]);
+    int all_nan[4] = {1, 1, 1, 1}, gv_zero = 1;
+    for (int i = 0; i < 4; i++) {
+        CHECK_CU(cuMemcpyDtoH(host, *zeroed[i], sizes[i]));
+        for (size_t k = 0; k < sizes[i] / eb; k++) {
+            all_nan[i] &= isnan(host[k]);
+            if (i == 1) gv_zero &= host[k] == 0.0f;
+        }
+    }
+    ok = ok && status == MSDA_ERR_LEVEL_START && all_nan[0] && gv_zero && all_nan[2] && all_nan[3];
+    printf("%-10s %-18s %-5s %3s %3s  device_status %d, output %s, grad_value %s, grad_loc/attn %s  %s\n", label,
+           "bad_device_table", "f32", "-", "-", (int)status, all_nan[0] ? "NaN" : "not NaN",
+           gv_zero ? "zero" : "not zero", all_nan[2] && all_nan[3] ? "NaN" : "not NaN", ok ? "PASS" : "FAIL");
+    ok ? passes++ : failures++;
+    CUdeviceptr all[] = {d_value, d_loc, d_attn, d_gout, d_shapes, d_starts, d_status, d_out, d_gv, d_gl, d_ga};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) CHECK_CU(cuMemFree(all[i]));
+    free(host);
     free_inputs(&x);
 }
 
@@ -302,9 +394,11 @@ int main(int argc, char **argv) {
                              : (int)(sizeof full_cases / sizeof full_cases[0]);
     for (int t = 0; t < 4; t++) {
         if (!want[t]) continue;
-        for (int c = 0; c < ncases; c++) run_case(label, &cases[c], (msda_dtype)t, stream, 0);
-        run_case(label, &cases[small ? 0 : 2], (msda_dtype)t, stream, 1);
+        for (int c = 0; c < ncases; c++) run_case(label, &cases[c], (msda_dtype)t, stream, 0, 0);
+        run_case(label, &cases[small ? 0 : 2], (msda_dtype)t, stream, 1, 0);
+        for (int c = 0; c < (small ? 1 : 3); c++) run_case(label, &cases[c], (msda_dtype)t, stream, 0, 1);
     }
+    if (want[MSDA_F32]) check_bad_device_table(label, stream);
     if (!small) {
         check_no_context(label);
         /* A second context on device 0, and every other device: the device code is loaded
@@ -320,7 +414,7 @@ int main(int argc, char **argv) {
             snprintf(name, sizeof name, "ctx2_dev%d", d);
             gcase g = small_cases[0];
             g.name = name;
-            run_case(label, &g, want[MSDA_F32] ? MSDA_F32 : MSDA_F16, os, 0);
+            run_case(label, &g, want[MSDA_F32] ? MSDA_F32 : MSDA_F16, os, 0, 0);
             CHECK_CU(cuStreamDestroy(os));
             CHECK_CU(cuCtxDestroy(other));
             CHECK_CU(cuCtxSetCurrent(ctx));

@@ -29,6 +29,9 @@ void kt_free(kt_case *c);
 /* Rounds every master input to dtype (so the reference sees what the library sees) and sets
  * f32_coords for the dtypes computed in f32. */
 void kt_round(kt_case *c, msda_dtype dtype);
+/* The same for mixed precision: value and grad_output rounded to dtype, the locations and
+ * weights to f32 (msda.h, MSDA_COORD_F32). */
+void kt_round_mixed(kt_case *c, msda_dtype dtype);
 
 /* The reference: forward and the three gradients, in f64, straight from the formula. */
 void kt_ref_forward(const kt_case *c, double *out);
@@ -38,6 +41,11 @@ void kt_ref_backward(const kt_case *c, double *gvalue, double *gloc, double *gat
 msda_status kt_lib_forward(const kt_case *c, msda_dtype dtype, int threads, double *out);
 msda_status kt_lib_backward(const kt_case *c, msda_dtype dtype, int threads, double *gvalue,
                             double *gloc, double *gattn);
+/* As those, with the locations and weights (and their gradients) in the type coord gives. */
+msda_status kt_lib_forward_c(const kt_case *c, msda_dtype dtype, msda_coord_type coord,
+                             int threads, double *out);
+msda_status kt_lib_backward_c(const kt_case *c, msda_dtype dtype, msda_coord_type coord,
+                              int threads, double *gvalue, double *gloc, double *gattn);
 
 /* Converted copies (malloc'ed) and back. */
 void *kt_to_dtype(const double *x, int64_t n, msda_dtype dtype);

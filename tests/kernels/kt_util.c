@@ -99,6 +99,14 @@ void kt_round(kt_case *c, msda_dtype dtype) {
     for (int64_t i = 0; i < 2 * c->n_attn; i++) c->loc[i] = round_to(c->loc[i], dtype);
 }
 
+void kt_round_mixed(kt_case *c, msda_dtype dtype) {
+    c->f32_coords = 1;
+    for (int64_t i = 0; i < c->n_value; i++) c->value[i] = round_to(c->value[i], dtype);
+    for (int64_t i = 0; i < c->n_out; i++) c->gout[i] = round_to(c->gout[i], dtype);
+    for (int64_t i = 0; i < c->n_attn; i++) c->attn[i] = round_to(c->attn[i], MSDA_F32);
+    for (int64_t i = 0; i < 2 * c->n_attn; i++) c->loc[i] = round_to(c->loc[i], MSDA_F32);
+}
+
 void *kt_to_dtype(const double *x, int64_t n, msda_dtype dtype) {
     const size_t elem = dtype == MSDA_F64 ? 8 : dtype == MSDA_F32 ? 4 : 2;
     unsigned char *p = malloc((size_t)(n > 0 ? n : 1) * elem);
@@ -135,14 +143,26 @@ static void *poisoned(int64_t n, msda_dtype dtype) {
 }
 
 msda_status kt_lib_forward(const kt_case *c, msda_dtype dtype, int threads, double *out) {
+    return kt_lib_forward_c(c, dtype, MSDA_COORD_SAME, threads, out);
+}
+
+msda_status kt_lib_backward(const kt_case *c, msda_dtype dtype, int threads, double *gvalue,
+                            double *gloc, double *gattn) {
+    return kt_lib_backward_c(c, dtype, MSDA_COORD_SAME, threads, gvalue, gloc, gattn);
+}
+
+msda_status kt_lib_forward_c(const kt_case *c, msda_dtype dtype, msda_coord_type coord,
+                             int threads, double *out) {
+    const msda_dtype ct = coord == MSDA_COORD_F32 ? MSDA_F32 : dtype;
     msda_forward_args a = {
         .dtype = dtype,
+        .coord_type = coord,
         .sizes = {c->N, c->S, c->M, c->D, c->Lq, c->L, c->P},
         .spatial_shapes = c->shapes,
         .level_start = c->starts,
         .value = kt_to_dtype(c->value, c->n_value, dtype),
-        .sampling_locations = kt_to_dtype(c->loc, 2 * c->n_attn, dtype),
-        .attention_weights = kt_to_dtype(c->attn, c->n_attn, dtype),
+        .sampling_locations = kt_to_dtype(c->loc, 2 * c->n_attn, ct),
+        .attention_weights = kt_to_dtype(c->attn, c->n_attn, ct),
         .output = poisoned(c->n_out, dtype),
     };
     msda_error err;
@@ -156,27 +176,29 @@ msda_status kt_lib_forward(const kt_case *c, msda_dtype dtype, int threads, doub
     return st;
 }
 
-msda_status kt_lib_backward(const kt_case *c, msda_dtype dtype, int threads, double *gvalue,
-                            double *gloc, double *gattn) {
+msda_status kt_lib_backward_c(const kt_case *c, msda_dtype dtype, msda_coord_type coord,
+                              int threads, double *gvalue, double *gloc, double *gattn) {
+    const msda_dtype ct = coord == MSDA_COORD_F32 ? MSDA_F32 : dtype;
     msda_backward_args a = {
         .dtype = dtype,
+        .coord_type = coord,
         .sizes = {c->N, c->S, c->M, c->D, c->Lq, c->L, c->P},
         .spatial_shapes = c->shapes,
         .level_start = c->starts,
         .value = kt_to_dtype(c->value, c->n_value, dtype),
-        .sampling_locations = kt_to_dtype(c->loc, 2 * c->n_attn, dtype),
-        .attention_weights = kt_to_dtype(c->attn, c->n_attn, dtype),
+        .sampling_locations = kt_to_dtype(c->loc, 2 * c->n_attn, ct),
+        .attention_weights = kt_to_dtype(c->attn, c->n_attn, ct),
         .grad_output = kt_to_dtype(c->gout, c->n_out, dtype),
         .grad_value = poisoned(c->n_value, dtype),
-        .grad_sampling_locations = poisoned(2 * c->n_attn, dtype),
-        .grad_attention_weights = poisoned(c->n_attn, dtype),
+        .grad_sampling_locations = poisoned(2 * c->n_attn, ct),
+        .grad_attention_weights = poisoned(c->n_attn, ct),
     };
     msda_error err;
     const msda_status st = msda_backward_cpu(&a, threads, &err);
     ck_assert_msg(st == MSDA_OK, "msda_backward_cpu: %s", err.message);
     kt_from_dtype(a.grad_value, c->n_value, dtype, gvalue);
-    kt_from_dtype(a.grad_sampling_locations, 2 * c->n_attn, dtype, gloc);
-    kt_from_dtype(a.grad_attention_weights, c->n_attn, dtype, gattn);
+    kt_from_dtype(a.grad_sampling_locations, 2 * c->n_attn, ct, gloc);
+    kt_from_dtype(a.grad_attention_weights, c->n_attn, ct, gattn);
     free((void *)a.value);
     free((void *)a.sampling_locations);
     free((void *)a.attention_weights);

@@ -18,8 +18,10 @@ START_TEST(every_status_has_its_own_message) {
     ck_assert_str_eq(msda_status_string((msda_status)MSDA_STATUS_COUNT), "unknown status");
     ck_assert_str_eq(msda_status_string((msda_status)-1), "unknown status");
     ck_assert_str_eq(msda_version(), MSDA_VERSION_STRING);
+    ck_assert_int_eq(msda_abi_version(), MSDA_ABI_VERSION);
 }
 END_TEST
+
 
 /* A valid forward problem (N=2, Lq=3, M=2, D=4, levels 3x4 and 2x2, P=2) on host buffers. */
 typedef struct {
@@ -36,8 +38,10 @@ static void fixture_init(fixture *f) {
     memcpy(f->shapes, shapes, sizeof shapes);
     memcpy(f->starts, starts, sizeof starts);
     for (size_t i = 0; i < sizeof f->loc / sizeof f->loc[0]; i++) f->loc[i] = 0.3f;
-    f->fwd = (msda_forward_args){MSDA_F32, {2, 16, 2, 4, 3, 2, 2}, f->shapes, f->starts,
-                                 f->value, f->loc, f->attn, f->out};
+    f->fwd = (msda_forward_args){.dtype = MSDA_F32, .sizes = {2, 16, 2, 4, 3, 2, 2},
+                                 .spatial_shapes = f->shapes, .level_start = f->starts,
+                                 .value = f->value, .sampling_locations = f->loc,
+                                 .attention_weights = f->attn, .output = f->out};
     f->bwd = (msda_backward_args){.dtype = MSDA_F32, .sizes = {2, 16, 2, 4, 3, 2, 2},
                                   .spatial_shapes = f->shapes, .level_start = f->starts,
                                   .value = f->value, .sampling_locations = f->loc,
@@ -47,7 +51,8 @@ static void fixture_init(fixture *f) {
 }
 
 enum { MUT_N0, MUT_DNEG, MUT_P0, MUT_LEVELS, MUT_H0, MUT_SUM, MUT_START, MUT_START0, MUT_VALUE_NULL,
-       MUT_SHAPES_NULL, MUT_OUT_NULL, MUT_DTYPE, MUT_OVERFLOW, MUT_COUNT };
+       MUT_SHAPES_NULL, MUT_OUT_NULL, MUT_DTYPE, MUT_COORD, MUT_COORD_F64, MUT_TABLE_WHERE,
+       MUT_DEVICE_TABLE_NULL, MUT_DEVICE_TABLE_N0, MUT_OVERFLOW, MUT_COUNT };
 
 static msda_status mutate(fixture *f, int which) {
     msda_forward_args *a = &f->fwd;
@@ -64,6 +69,12 @@ static msda_status mutate(fixture *f, int which) {
     case MUT_SHAPES_NULL: a->spatial_shapes = NULL; return MSDA_ERR_NULL_ARGUMENT;
     case MUT_OUT_NULL: a->output = NULL; return MSDA_ERR_NULL_ARGUMENT;
     case MUT_DTYPE: a->dtype = (msda_dtype)9; return MSDA_ERR_BAD_DTYPE;
+    case MUT_COORD: a->coord_type = (msda_coord_type)2; return MSDA_ERR_BAD_DTYPE;
+    case MUT_COORD_F64: a->dtype = MSDA_F64, a->coord_type = MSDA_COORD_F32; return MSDA_ERR_BAD_DTYPE;
+    case MUT_TABLE_WHERE: a->level_table = (msda_memory)2; return MSDA_ERR_BAD_ARGUMENT;
+    /* A device table is not read on the host, but the checks that need no table still run. */
+    case MUT_DEVICE_TABLE_NULL: a->level_table = MSDA_DEVICE, a->level_start = NULL; return MSDA_ERR_NULL_ARGUMENT;
+    case MUT_DEVICE_TABLE_N0: a->level_table = MSDA_DEVICE, a->sizes.batch = 0; return MSDA_ERR_BAD_SIZE;
     default: /* N*S*M*D far past 2^63 */
         a->sizes.batch = (int64_t)1 << 40;
         a->sizes.heads = (int64_t)1 << 30;
@@ -265,16 +276,57 @@ START_TEST(the_maximum_number_of_levels_is_accepted) {
         loc[2 * l] = loc[2 * l + 1] = 0.5f; /* the centre of a 1x1 map: its one value, whole */
         attn[l] = 1.0f;
     }
-    const msda_forward_args a = {MSDA_F32, {1, L, 1, 1, 1, L, 1}, shapes, starts, value, loc, attn, out};
+    const msda_forward_args a = {.dtype = MSDA_F32, .sizes = {1, L, 1, 1, 1, L, 1}, .spatial_shapes = shapes,
+                                 .level_start = starts, .value = value, .sampling_locations = loc,
+                                 .attention_weights = attn, .output = out};
     msda_error err;
     ck_assert_int_eq(msda_forward_cpu(&a, 1, &err), MSDA_OK);
     ck_assert_float_eq_tol(out[0], (float)(L * (L + 1) / 2), 1e-4f);
 }
 END_TEST
 
+/* The level table in device memory: validation on the host never reads it (here it points at
+ * numbers that are no table at all, so reading them would fail the check), the CPU path refuses
+ * it, and the CUDA path gets past validation to the driver (absent or without a context here). */
+START_TEST(a_device_table_is_not_read_on_the_host) {
+    fixture f;
+    fixture_init(&f);
+    f.shapes[0] = -7, f.shapes[3] = 0, f.starts[1] = 99; /* inconsistent in every way */
+    f.fwd.level_table = f.bwd.level_table = MSDA_DEVICE;
+    msda_error err;
+    ck_assert_int_eq(msda_validate_forward(&f.fwd, &err), MSDA_OK);
+    ck_assert_int_eq(msda_validate_backward(&f.bwd, &err), MSDA_OK);
+    ck_assert_int_eq(msda_forward_cpu(&f.fwd, 1, &err), MSDA_ERR_BAD_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(err.message, "host memory"));
+    ck_assert_int_eq(msda_backward_cpu(&f.bwd, 1, &err), MSDA_ERR_BAD_ARGUMENT);
+    const msda_status st = msda_forward_cuda(&f.fwd, NULL, &err);
+    ck_assert_msg(st == MSDA_ERR_NO_DRIVER || st == MSDA_ERR_NO_CONTEXT || st == MSDA_ERR_CUDA ||
+                      st == MSDA_ERR_DRIVER_TOO_OLD,
+                  "status %d: %s", (int)st, err.message);
+    /* On the host the same numbers are refused, with the status the kernels would store. */
+    f.fwd.level_table = MSDA_HOST;
+    ck_assert_int_eq(msda_validate_forward(&f.fwd, &err), MSDA_ERR_BAD_SHAPE);
+}
+END_TEST
+
+/* f32 coordinates go with every 16-bit dtype and with f32 (the same as MSDA_COORD_SAME). */
+START_TEST(f32_coordinates_are_accepted_beside_16_bit_values) {
+    fixture f;
+    fixture_init(&f);
+    msda_error err;
+    const msda_dtype ok[] = {MSDA_F32, MSDA_F16, MSDA_BF16};
+    for (size_t i = 0; i < 3; i++) {
+        f.fwd.dtype = ok[i], f.fwd.coord_type = MSDA_COORD_F32;
+        ck_assert_int_eq(msda_validate_forward(&f.fwd, &err), MSDA_OK);
+    }
+}
+END_TEST
+
 TCase *kt_tcase_api(void) {
     TCase *tc = tcase_create("api");
     tcase_add_test(tc, every_status_has_its_own_message);
+    tcase_add_test(tc, a_device_table_is_not_read_on_the_host);
+    tcase_add_test(tc, f32_coordinates_are_accepted_beside_16_bit_values);
     tcase_add_loop_test(tc, each_violation_has_its_status, 0, MUT_COUNT);
     tcase_add_test(tc, backward_checks_its_pointers);
     tcase_add_loop_test(tc, backward_refuses_each_violation_of_the_problem, 0, MUT_COUNT);

@@ -135,6 +135,54 @@ START_TEST(threads_do_not_change_results) {
 }
 END_TEST
 
+/* Mixed precision (f16/bf16 value, f32 locations and weights), _i the config: against the f64
+ * reference on the same inputs. The output and grad_value carry the 16-bit rounding of their
+ * results; the location and weight gradients are f32 and far closer than 16-bit ones could
+ * be (their inputs are not rounded to 16 bits, nor are they). */
+START_TEST(mixed_precision_matches_reference) {
+    const msda_dtype halves[] = {MSDA_F16, MSDA_BF16};
+    for (size_t t = 0; t < 2; t++) {
+        kt_case *c = kt_make(configs[_i].N, configs[_i].Lq, configs[_i].M, configs[_i].D, configs[_i].L,
+                             configs[_i].P, configs[_i].hw, 0.25, (uint64_t)(300 + _i));
+        kt_round_mixed(c, halves[t]);
+        double *ref = kt_alloc(c->n_out), *out = kt_alloc(c->n_out);
+        double *rv = kt_alloc(c->n_value), *rl = kt_alloc(2 * c->n_attn), *ra = kt_alloc(c->n_attn);
+        double *gv = kt_alloc(c->n_value), *gl = kt_alloc(2 * c->n_attn), *ga = kt_alloc(c->n_attn);
+        kt_ref_forward(c, ref);
+        kt_ref_backward(c, rv, rl, ra);
+        kt_lib_forward_c(c, halves[t], MSDA_COORD_F32, 0, out);
+        kt_lib_backward_c(c, halves[t], MSDA_COORD_F32, 0, gv, gl, ga);
+        const double eo = kt_rel_err(out, ref, c->n_out), ev = kt_rel_err(gv, rv, c->n_value);
+        const double el = kt_rel_err(gl, rl, 2 * c->n_attn), ea = kt_rel_err(ga, ra, c->n_attn);
+        ck_assert_msg(eo < 1e-2 && ev < 1e-2 && el < 1e-4 && ea < 1e-4,
+                      "%s dtype %d, f32 coordinates: relative errors output %g, value %g, locations %g, "
+                      "weights %g",
+                      configs[_i].name, (int)halves[t], eo, ev, el, ea);
+        free(ref), free(out), free(rv), free(rl), free(ra), free(gv), free(gl), free(ga);
+        kt_free(c);
+    }
+}
+END_TEST
+
+/* f32 locations are used as they are: a location between two f16 values samples elsewhere than
+ * its f16 rounding does. */
+START_TEST(mixed_precision_keeps_f32_locations) {
+    const int64_t hw[] = {1, 2048};
+    kt_case *c = kt_make(1, 1, 1, 1, 1, 1, hw, 0.0, 11);
+    for (int64_t i = 0; i < c->n_value; i++) c->value[i] = (double)(i - 100); /* sample: w - 100 */
+    c->attn[0] = 1.0;
+    c->loc[0] = 0.050012; /* f16 rounds it to 0.0500183 (spacing 2^-15): 0.013 pixels further */
+    c->loc[1] = 0.5;
+    double mixed, same;
+    kt_lib_forward_c(c, MSDA_F16, MSDA_COORD_F32, 1, &mixed);
+    kt_lib_forward_c(c, MSDA_F16, MSDA_COORD_SAME, 1, &same);
+    const double want = (double)((float)c->loc[0] * 2048.0f - 0.5f) - 100.0; /* 1.9246 */
+    ck_assert_msg(fabs(mixed - want) < 2e-3, "f32 coordinates: %.5f, expected %.5f", mixed, want);
+    ck_assert_msg(fabs(same - want) > 1e-2, "f16 coordinates: %.5f, expected their rounding", same);
+    kt_free(c);
+}
+END_TEST
+
 TCase *kt_tcase_cpu(void) {
     TCase *tc = tcase_create("cpu path");
     tcase_set_timeout(tc, 300);
@@ -143,5 +191,7 @@ TCase *kt_tcase_cpu(void) {
     tcase_add_test(tc, outside_and_nonfinite_contribute_zero);
     tcase_add_test(tc, pixel_centre_samples_the_pixel);
     tcase_add_test(tc, threads_do_not_change_results);
+    tcase_add_loop_test(tc, mixed_precision_matches_reference, 0, N_CONFIGS);
+    tcase_add_test(tc, mixed_precision_keeps_f32_locations);
     return tc;
 }

@@ -16,6 +16,9 @@ int main(void)
     srunner_add_suite(sr, suite_cuda_driver());
     srunner_add_suite(sr, suite_zip_members());
     srunner_add_suite(sr, suite_redist_table());
+    srunner_add_suite(sr, suite_fetch_index());
+    srunner_add_suite(sr, suite_fetch_cache());
+    srunner_add_suite(sr, suite_knowledge());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

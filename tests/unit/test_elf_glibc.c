@@ -1,5 +1,6 @@
-/* The glibc floor reader on shared objects built at test time by the host gcc (an x86_64 host
- * is assumed) and by aarch64-linux-gnu-gcc. On Debian 12 (glibc 2.36) a plain dlopen call binds
+/* The glibc floor reader on shared objects built at test time for both CPUs: by the host gcc
+ * for the host's CPU and by Debian's cross gcc for the other one, so that the suite is the same
+ * on x86_64 and aarch64 hosts. On Debian 12 (glibc 2.36) a plain dlopen call binds
  * to dlopen@GLIBC_2.34 and raises the floor; ".symver" pins the base version (GLIBC_2.2.5 on
  * x86_64, GLIBC_2.17 on aarch64). Damaged copies fail with MD_ERR_FORMAT and never crash. */
 #include <errno.h>
@@ -16,7 +17,17 @@
 
 extern char **environ;
 
-#define CROSS_CC "aarch64-linux-gnu-gcc"
+#if defined(__aarch64__)
+#define X86_CC "x86_64-linux-gnu-gcc"
+#define ARM_CC "gcc"
+#define CROSS_CC X86_CC
+#define X86_IS_CROSS true
+#else
+#define X86_CC "gcc"
+#define ARM_CC "aarch64-linux-gnu-gcc"
+#define CROSS_CC ARM_CC
+#define X86_IS_CROSS false
+#endif
 
 /* Built once, before the tests fork (an unchecked fixture); a failure is kept for the tests. */
 static char work_dir[512];
@@ -123,17 +134,19 @@ static void build_objects(void)
         return;
     }
     /* -ldl keeps libdl.so.2 in DT_NEEDED on glibcs that still have a separate libdl. */
-    if (!compile_so("gcc", "x86_new.so", "new.c", NULL, NULL) ||
-        !compile_so("gcc", "x86_old.so", "old_x86.c", "-ldl", NULL) ||
-        !compile_so("gcc", "libdep.so", "dep.c", "-Wl,-soname,libmsdatestdep.so.1", NULL) ||
-        !compile_so("gcc", "uses_dep.so", "uses_dep.c", "-Wl,--no-as-needed", "libdep.so"))
+    if (!compile_so("gcc", "libdep.so", "dep.c", "-Wl,-soname,libmsdatestdep.so.1", NULL) ||
+        !compile_so("gcc", "uses_dep.so", "uses_dep.c", "-Wl,--no-as-needed", "libdep.so") ||
+        !compile_so("gcc", "host_new.so", "new.c", NULL, NULL))
         return;
     have_cross = tool_exists(CROSS_CC);
-    if (!have_cross)
-        return;
-    if (!compile_so(CROSS_CC, "arm_new.so", "new.c", NULL, NULL) ||
-        !compile_so(CROSS_CC, "arm_old.so", "old_arm.c", "-ldl", NULL))
-        return;
+    if (have_cross || !X86_IS_CROSS)
+        if (!compile_so(X86_CC, "x86_new.so", "new.c", NULL, NULL) ||
+            !compile_so(X86_CC, "x86_old.so", "old_x86.c", "-ldl", NULL))
+            return;
+    if (have_cross || X86_IS_CROSS)
+        if (!compile_so(ARM_CC, "arm_new.so", "new.c", NULL, NULL) ||
+            !compile_so(ARM_CC, "arm_old.so", "old_arm.c", "-ldl", NULL))
+            return;
 }
 
 static void remove_objects(void)
@@ -196,9 +209,22 @@ START_TEST(version_names_parse)
 }
 END_TEST
 
+/* True when the objects of one CPU are there to test: always for the host's CPU; for the other one
+ * only with its cross compiler, which install-deps --test installs. */
+static bool need_platform(bool is_cross)
+{
+    if (!is_cross) {
+        need_objects();
+        return true;
+    }
+    need_cross();
+    return have_cross;
+}
+
 START_TEST(x86_64_dlopen_raises_floor)
 {
-    need_objects();
+    if (!need_platform(X86_IS_CROSS))
+        return;
     md_elf_glibc info = read_ok("x86_new.so", 2, 17);
     ck_assert_uint_eq(info.machine, 62);
     ck_assert_str_eq(info.machine_name, "x86_64");
@@ -225,7 +251,8 @@ END_TEST
 
 START_TEST(x86_64_symver_keeps_base)
 {
-    need_objects();
+    if (!need_platform(X86_IS_CROSS))
+        return;
     md_elf_glibc info = read_ok("x86_old.so", 2, 17);
     ck_assert_uint_eq(info.machine, 62);
     ck_assert_uint_eq(info.glibc.major, 2);
@@ -246,8 +273,7 @@ END_TEST
 
 START_TEST(aarch64_dlopen_raises_floor)
 {
-    need_cross();
-    if (!have_cross)
+    if (!need_platform(!X86_IS_CROSS))
         return;
     md_elf_glibc info = read_ok("arm_new.so", 2, 17);
     ck_assert_uint_eq(info.machine, 183);
@@ -263,8 +289,7 @@ END_TEST
 
 START_TEST(aarch64_symver_keeps_base)
 {
-    need_cross();
-    if (!have_cross)
+    if (!need_platform(!X86_IS_CROSS))
         return;
     md_elf_glibc info = read_ok("arm_old.so", 2, 17);
     ck_assert_uint_eq(info.machine, 183);
@@ -334,7 +359,7 @@ START_TEST(damaged_objects_fail_cleanly)
 {
     need_objects();
     size_t size;
-    uint8_t *good = load("x86_new.so", &size);
+    uint8_t *good = load("host_new.so", &size);
     uint8_t *scratch = malloc(size);
     ck_assert_ptr_nonnull(scratch);
     for (size_t keep = 0; keep < size; keep += keep < 256 ? 1 : 61)

@@ -1,4 +1,5 @@
 /* The streaming log matcher: cleaning, line cutting, hits kept per group, context. */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,7 @@ static md_log_result scan(const char *text, size_t len)
     md_log_matcher m;
     md_error err;
     ck_assert_int_eq(md_log_matcher_init(&m, pats, groups, 2, 2, &err), MD_OK);
-    ck_assert(m.has_prefilter);
+    ck_assert_uint_eq(m.n_residual, 0);
     FILE *f = fmemopen((void *)text, len, "rb");
     ck_assert_ptr_nonnull(f);
     md_log_result r;
@@ -105,6 +106,54 @@ START_TEST(scan_cuts_long_lines_without_splitting_them)
 }
 END_TEST
 
+static const char *literals_of(const char *pattern, char *out, size_t cap)
+{
+    char buf[512];
+    size_t n = md_log_required_literals(pattern, buf, sizeof buf);
+    size_t at = 0;
+    out[0] = '\0';
+    const char *l = buf;
+    for (size_t i = 0; i < n; i++, l += strlen(l) + 1)
+        at += (size_t)snprintf(out + at, cap - at, "%s[%s]", i ? "," : "", l);
+    return out;
+}
+
+START_TEST(required_literals)
+{
+    char out[256];
+    ck_assert_str_eq(literals_of("no kernel image is available", out, sizeof out), "[no kernel image is available]");
+    ck_assert_str_eq(literals_of("nvcc fatal +: Unsupported gpu architecture '(compute|sm)_[0-9]+'", out, sizeof out),
+                     "[: Unsupported gpu architecture ']");
+    ck_assert_str_eq(literals_of("(MD5|md5) (checksum |hash )?mismatch", out, sizeof out), "[mismatch]");
+    ck_assert_str_eq(literals_of("THC/THC\\.h: No such", out, sizeof out), "[THC/THC.h: No such]");
+    ck_assert_str_eq(literals_of("abcd*e|xy[0-9]zz", out, sizeof out), "[abc],[xy]");
+    ck_assert_str_eq(literals_of("ab+c", out, sizeof out), "[ab]");
+    ck_assert_str_eq(literals_of("x.{0,12}y", out, sizeof out), "");      /* no run of two */
+    ck_assert_str_eq(literals_of("a|bcd", out, sizeof out), "");           /* one branch has none */
+    ck_assert_str_eq(literals_of("^#[0-9]+ \\[[^]]*\\] RUN ", out, sizeof out), "[] RUN ]");
+}
+END_TEST
+
+START_TEST(a_pattern_without_literals_still_matches)
+{
+    static const char *const pats[] = { "x.{0,3}y", "needle" };
+    static const size_t groups[] = { 0, 1 };
+    md_log_matcher m;
+    md_error err;
+    ck_assert_int_eq(md_log_matcher_init(&m, pats, groups, 2, 2, &err), MD_OK);
+    ck_assert_uint_eq(m.n_residual, 1);
+    const char text[] = "a x--y b\nneedle\nnothing\n";
+    FILE *in = fmemopen((void *)text, sizeof text - 1, "r");
+    md_log_result r;
+    ck_assert_int_eq(md_log_scan(in, "t", &m, &r, &err), MD_OK);
+    fclose(in);
+    ck_assert_uint_eq(r.groups[0].count, 1);
+    ck_assert_uint_eq(r.groups[1].count, 1);
+    md_log_result_free(&r);
+    md_log_matcher_free(&m);
+}
+END_TEST
+
 START_TEST(knowledge_has_26_ids_with_compiled_patterns)
 {
     md_knowledge kb;
@@ -114,23 +163,32 @@ START_TEST(knowledge_has_26_ids_with_compiled_patterns)
     ck_assert_ptr_nonnull(md_knowledge_find(&kb, "no-kernel-image"));
     ck_assert_ptr_nonnull(md_knowledge_find(&kb, "ptx-jit-failure"));
     ck_assert_ptr_null(md_knowledge_find(&kb, "no-such-id"));
-    ck_assert_uint_eq(kb.matcher.n_groups, 26);
+    /* one group per signature, then one per reading with its own patterns, log fact and hint */
+    size_t readings = 0;
+    for (size_t i = 0; i < kb.count; i++)
+        for (size_t r = 0; r < kb.sigs[i].n_readings; r++)
+            readings += kb.sigs[i].readings[r].n_patterns > 0;
+    ck_assert_uint_eq(kb.matcher.n_groups, 26 + readings + kb.n_log_facts + kb.n_hints);
+    ck_assert_uint_eq(kb.n_groups, kb.matcher.n_groups);
+    /* every pattern of the data has a literal, so that ordinary lines cost no regexec */
+    for (size_t i = 0; i < kb.matcher.n_patterns; i++)
+        ck_assert_msg(!kb.matcher.residual[i], "pattern %zu has no literal of two bytes", i);
     md_knowledge_free(&kb);
 }
 END_TEST
 
 /* A malformed entry is refused with its id in the message, the entry's strings still readable
- * when the message is made (they live in the document the failure frees). */
+ * when the message is made (they live in the document the failure frees; fuzz_recipe found
+ * them read after the free once). */
 START_TEST(knowledge_refuses_a_malformed_entry_by_name)
 {
     json_t *doc = json_loads("{\"signatures\": [{\"id\": \"no-kernel-image\", \"severity\": \"error\"}]}", 0, NULL);
     ck_assert_ptr_nonnull(doc);
     md_knowledge kb;
     md_error err;
-    ck_assert_int_eq(md_knowledge_load_json(&kb, doc, &err), MD_ERR_INTERNAL);
+    ck_assert_int_eq(md_knowledge_load_doc(&kb, doc, &err), MD_ERR_INTERNAL); /* takes DOC over */
     ck_assert_str_eq(err.message, "signatures.json: entry 0 (no-kernel-image) is malformed");
     ck_assert_ptr_null(kb.sigs);
-    json_decref(doc);
 }
 END_TEST
 
@@ -144,6 +202,8 @@ Suite *suite_logscan(void)
     tcase_add_test(tc, scan_cuts_long_lines_without_splitting_them);
     tcase_add_test(tc, knowledge_has_26_ids_with_compiled_patterns);
     tcase_add_test(tc, knowledge_refuses_a_malformed_entry_by_name);
+    tcase_add_test(tc, required_literals);
+    tcase_add_test(tc, a_pattern_without_literals_still_matches);
     suite_add_tcase(s, tc);
     return s;
 }

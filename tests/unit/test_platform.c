@@ -16,8 +16,8 @@ START_TEST(platforms_from_recipe)
     ck_assert_uint_eq(x86->machine, 62);
     ck_assert_str_eq(x86->glibc_base, "2.2.5");
     ck_assert_str_eq(x86->cross_compiler, "x86_64-linux-gnu-gcc");
-    ck_assert_str_eq(x86->qemu, "");
-    ck_assert_str_eq(x86->sysroot, "");
+    ck_assert_str_eq(x86->qemu, "qemu-x86_64");
+    ck_assert_str_eq(x86->sysroot, "/usr/x86_64-linux-gnu");
 
     const md_platform *arm = md_platform_find("aarch64");
     ck_assert_ptr_nonnull(arm);

@@ -20,6 +20,8 @@ START_TEST(rows_from_recipe)
     ck_assert_uint_eq(r->sm_max, 90);
     ck_assert_uint_eq(r->max_gcc, 11);
     ck_assert_str_eq(r->min_driver, "520.61.05");
+    ck_assert_str_eq(r->redist_release, "11.8.0");
+    ck_assert_str_eq(md_toolkit_row_find("10.2")->redist_release, "");
     ck_assert_ptr_null(md_toolkit_row_find("11.9"));
     ck_assert_ptr_null(md_toolkit_row_find(""));
     md_toolkit_table_free();
@@ -90,6 +92,8 @@ START_TEST(malformed_rows_are_named)
           " \"min_driver\": \"525\"}]}", "CUDA 12.0): bad sm_min" },
         { "{\"toolkits\": [{\"version\": \"12.0\", \"sm_min\": 50, \"sm_max\": 90, \"max_gcc\": 12}]}",
           "CUDA 12.0): bad min_driver" },
+        { "{\"toolkits\": [{\"version\": \"12.0\", \"sm_min\": 50, \"sm_max\": 90, \"max_gcc\": 12, \"min_driver\": \"525\","
+          " \"redist_release\": \"12.1.0\"}]}", "CUDA 12.0): bad redist_release" },
         { "{\"toolkits\": [{\"version\": \"12.0\", \"sm_min\": 50, \"sm_max\": 90, \"max_gcc\": 12, \"min_driver\": \"525\"},"
           " {\"version\": \"11.8\", \"sm_min\": 35, \"sm_max\": 90, \"max_gcc\": 11, \"min_driver\": \"520\"}]}",
           "entry 1 (CUDA 11.8): not after CUDA 12.0" },

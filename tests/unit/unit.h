@@ -16,5 +16,8 @@ Suite *suite_jetson_table(void);
 Suite *suite_cuda_driver(void);
 Suite *suite_zip_members(void);
 Suite *suite_redist_table(void);
+Suite *suite_fetch_index(void);
+Suite *suite_fetch_cache(void);
+Suite *suite_knowledge(void);
 
 #endif

@@ -1,7 +1,8 @@
 """msda: Multi-Scale Deformable Attention (Deformable-DETR's MSDeformAttn op) on libmsda, a C
 library with device code for many GPU architectures and a multithreaded CPU path.
 
-With torch:    msda.ms_deform_attn(...), msda.MSDeformAttn(...)  (CPU and CUDA tensors)
+With torch:    msda.ms_deform_attn(...), msda.MSDeformAttn(...)  (CPU and CUDA tensors),
+               msda.check_level_tables() (after CUDA-graph replays)
 Without torch: msda.cpu_forward(...), msda.cpu_backward(...)     (numpy arrays)
 Always:        msda.library_info(), msda.MSDAError
 
@@ -26,9 +27,10 @@ except ImportError:  # the sources themselves, not a built wheel
 _TORCH_EXPORTS = {
     "ms_deform_attn": ("._torch_ops", "ms_deform_attn"),
     "MSDeformAttn": (".modules", "MSDeformAttn"),
+    "check_level_tables": ("._torch_kernels", "check_level_tables"),
 }
 
-__all__ = ["ms_deform_attn", "MSDeformAttn", "cpu_forward", "cpu_backward", "library_info",
+__all__ = ["ms_deform_attn", "MSDeformAttn", "check_level_tables", "cpu_forward", "cpu_backward", "library_info",
            "library_path", "LibraryInfo", "Arch", "MSDAError", "MSDAInputError", "Status",
            "GPU", "ENV_LIBRARY", "__version__"]
 

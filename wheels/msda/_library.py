@@ -7,16 +7,17 @@ from __future__ import annotations
 
 import ctypes
 import enum
-import functools
 import os
 import threading
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 from ._errors import GPU, MSDAError, error_from_status
 
 ENV_LIBRARY = "MSDA_LIBRARY"
 MAX_LEVELS = 16  # MSDA_MAX_LEVELS
+# MSDA_ABI_VERSION of the msda.h these structs copy: a library of another one is refused.
+ABI_VERSION = 2
 
 
 class DType(enum.IntEnum):
@@ -28,6 +29,20 @@ class DType(enum.IntEnum):
     BF16 = 3
 
 
+class CoordType(enum.IntEnum):
+    """msda_coord_type: the type of sampling_locations, attention_weights and their gradients."""
+
+    SAME = 0  # value's
+    F32 = 1   # f32 beside an f16/bf16 (or f32) value
+
+
+class Memory(enum.IntEnum):
+    """msda_memory: where the level table is."""
+
+    HOST = 0
+    DEVICE = 1
+
+
 class _Sizes(ctypes.Structure):
     _fields_ = [(name, ctypes.c_int64) for name in
                 ("batch", "spatial", "heads", "channels", "queries", "levels", "points")]
@@ -37,7 +52,9 @@ class _ForwardArgs(ctypes.Structure):
     _fields_ = [("dtype", ctypes.c_int), ("sizes", _Sizes),
                 ("spatial_shapes", ctypes.c_void_p), ("level_start", ctypes.c_void_p),
                 ("value", ctypes.c_void_p), ("sampling_locations", ctypes.c_void_p),
-                ("attention_weights", ctypes.c_void_p), ("output", ctypes.c_void_p)]
+                ("attention_weights", ctypes.c_void_p), ("output", ctypes.c_void_p),
+                ("coord_type", ctypes.c_int), ("level_table", ctypes.c_int),
+                ("device_status", ctypes.c_void_p)]
 
 
 class _BackwardArgs(ctypes.Structure):
@@ -48,7 +65,9 @@ class _BackwardArgs(ctypes.Structure):
                 ("grad_value", ctypes.c_void_p), ("grad_sampling_locations", ctypes.c_void_p),
                 ("grad_attention_weights", ctypes.c_void_p),
                 # msda.h's optional device workspace: the struct must match the C one exactly
-                ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t)]
+                ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
+                ("coord_type", ctypes.c_int), ("level_table", ctypes.c_int),
+                ("device_status", ctypes.c_void_p)]
 
 
 class _Error(ctypes.Structure):
@@ -60,9 +79,8 @@ class _Arch(ctypes.Structure):
     _fields_ = [("arch", ctypes.c_int), ("is_ptx", ctypes.c_int), ("fatbin", ctypes.c_int)]
 
 
-@dataclass(frozen=True)
-class Sizes:
-    """The problem's sizes (DESIGN.md, "The MSDA op")."""
+class Sizes(NamedTuple):
+    """The problem's sizes (DESIGN.md, "The MSDA op"). A tuple: made on every call, cheaply."""
 
     batch: int     # N
     spatial: int   # S
@@ -76,8 +94,7 @@ class Sizes:
     def empty(self) -> bool:
         """True where some size is 0: the output is all zeros and libmsda is not called
         (it rejects sizes that are not positive)."""
-        return min(self.batch, self.spatial, self.heads, self.channels, self.queries,
-                   self.levels, self.points) == 0
+        return min(self) == 0
 
 
 @dataclass(frozen=True)
@@ -111,15 +128,20 @@ class LibraryInfo:
         return f"libmsda {self.version} ({self.path}); device code: {archs}"
 
 
+_SHIPPED = os.path.join(os.path.dirname(__file__), "libmsda.so")
+
+
 def library_path() -> str:
     """$MSDA_LIBRARY if set, else the libmsda.so shipped inside this package."""
-    return os.environ.get(ENV_LIBRARY) or os.path.join(os.path.dirname(__file__), "libmsda.so")
+    return os.environ.get(ENV_LIBRARY) or _SHIPPED
 
 
 def _declare(lib: ctypes.CDLL) -> None:
     err = ctypes.POINTER(_Error)
     signatures = {
         "msda_version": ([], ctypes.c_char_p),
+        "msda_abi_version": ([], ctypes.c_int),
+        "msda_validate_forward": ([ctypes.POINTER(_ForwardArgs), err], ctypes.c_int),
         "msda_status_string": ([ctypes.c_int], ctypes.c_char_p),
         "msda_forward_cpu": ([ctypes.POINTER(_ForwardArgs), ctypes.c_int, err], ctypes.c_int),
         "msda_backward_cpu": ([ctypes.POINTER(_BackwardArgs), ctypes.c_int, err], ctypes.c_int),
@@ -152,7 +174,19 @@ class Library:
                 f"{source}): {exc}. Reinstall the msda wheel, or point {ENV_LIBRARY} at a "
                 f"libmsda.so built by `msda-doctor build`",
                 finding_id="shared-lib-not-found") from exc
+        abi = self._lib.msda_abi_version()
+        if abi != ABI_VERSION:
+            raise MSDAError(
+                f"msda: libmsda at {path} has ABI {abi}, this msda package is written for ABI "
+                f"{ABI_VERSION}: install the library and the package from one wheel")
         self.path = path
+        # The entry points the op calls on every call, looked up once.
+        self.forward_cpu = self._lib.msda_forward_cpu
+        self.backward_cpu = self._lib.msda_backward_cpu
+        self.forward_cuda = self._lib.msda_forward_cuda
+        self.backward_cuda = self._lib.msda_backward_cuda
+        self.backward_cuda_workspace = self._lib.msda_backward_cuda_workspace
+        self.validate_forward = self._lib.msda_validate_forward
 
     # ---- what the library carries --------------------------------------------------------
     def version(self) -> str:
@@ -198,7 +232,7 @@ class Library:
         else:
             status = self._lib.msda_forward_cuda(ctypes.byref(args), cuda_stream,
                                                  ctypes.byref(err))
-        self._check(status, err, gpu)
+        self.check(status, err, gpu)
 
     def backward(self, dtype: DType, sizes: Sizes, shapes: Sequence[int], starts: Sequence[int],
                  value: int, locations: int, weights: int, grad_output: int, grad_value: int,
@@ -218,7 +252,7 @@ class Library:
             nbytes = ctypes.c_size_t(0)
             status = self._lib.msda_backward_cuda_workspace(ctypes.byref(args), ctypes.byref(nbytes),
                                                             ctypes.byref(err))
-            self._check(status, err, gpu)
+            self.check(status, err, gpu)
             if nbytes.value:
                 args.workspace = workspace(nbytes.value)
                 args.workspace_bytes = nbytes.value
@@ -227,10 +261,11 @@ class Library:
         else:
             status = self._lib.msda_backward_cuda(ctypes.byref(args), cuda_stream,
                                                   ctypes.byref(err))
-        self._check(status, err, gpu)
+        self.check(status, err, gpu)
 
-    def _check(self, status: int, err: _Error,
-               gpu: Optional[Callable[[], Optional[GPU]]]) -> None:
+    def check(self, status: int, err: _Error,
+              gpu: Optional[Callable[[], Optional[GPU]]] = None) -> None:
+        """Raises the exception for a failed call's status and msda_error."""
         if status == 0:
             return
         detail = err.message.decode(errors="replace") or self.status_string(status)
@@ -240,7 +275,7 @@ class Library:
 
 
 def _c_sizes(s: Sizes) -> _Sizes:
-    return _Sizes(s.batch, s.spatial, s.heads, s.channels, s.queries, s.levels, s.points)
+    return _Sizes(*s)
 
 
 def _level_table(shapes: Sequence[int], starts: Sequence[int]):
@@ -249,14 +284,17 @@ def _level_table(shapes: Sequence[int], starts: Sequence[int]):
 
 
 _lock = threading.Lock()
-
-
-@functools.lru_cache(maxsize=None)
-def _load(path: str) -> Library:
-    return Library(path)
+_loaded: dict = {}  # path -> Library
 
 
 def library() -> Library:
-    """The process's libmsda, loaded on first use from library_path()."""
-    with _lock:  # one load even where threads race for the first call
-        return _load(library_path())
+    """The process's libmsda, loaded on first use from library_path() (asked on every call:
+    the op's calls take the library $MSDA_LIBRARY names at the time)."""
+    path = library_path()
+    lib = _loaded.get(path)
+    if lib is None:
+        with _lock:  # one load even where threads race for the first call
+            lib = _loaded.get(path)
+            if lib is None:
+                lib = _loaded[path] = Library(path)
+    return lib

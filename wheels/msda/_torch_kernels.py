@@ -4,16 +4,25 @@ Both the autograd paths (`_torch_ops`) and the drop-in `MultiScaleDeformableAtte
 call these. CPU tensors run libmsda's CPU path with torch's thread count; CUDA tensors are
 enqueued on torch's current stream of their device, with that device made current, because
 libmsda launches in the calling thread's current CUDA context.
+
+Made for small calls (a decoder layer's op runs in tens of microseconds on a GPU): the shape
+checks are cached per combination of shapes, the level table per tensor, the ctypes argument
+structs are reused per thread, and a level table on the GPU is handed to libmsda where it is,
+so that no call copies it to the host or synchronises (models keep it on the GPU; a copy per
+call would also forbid CUDA-graph capture).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, List, Optional
+import ctypes
+import threading
+import weakref
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from ._errors import GPU, MSDAError, MSDAInputError, Status
-from ._library import DType, Sizes, library
+from ._errors import GPU, MSDAError, MSDAInputError, Status, error_from_status
+from ._library import (CoordType, DType, Memory, Sizes, _BackwardArgs, _Error, _ForwardArgs,
+                       _Sizes, library)
 from ._shapes import check_forward, check_grad_output, output_shape
 
 _DTYPES = {
@@ -22,19 +31,17 @@ _DTYPES = {
     torch.float16: DType.F16,
     torch.bfloat16: DType.BF16,
 }
+_HALF = (torch.float16, torch.bfloat16)
+
+# torch's current stream of a device as an integer, without building a Stream object.
+_raw_stream: Optional[Callable[[int], int]] = getattr(torch._C, "_cuda_getCurrentRawStream",
+                                                       None)
 
 
-@dataclass
-class _Inputs:
-    """The arguments made ready for libmsda: contiguous, in value's dtype, levels on the host."""
-
-    sizes: Sizes
-    dtype: DType
-    shapes: List[int]
-    starts: List[int]
-    value: torch.Tensor
-    locations: torch.Tensor
-    weights: torch.Tensor
+_INTEGER = frozenset(getattr(torch, name) for name in
+                     ("int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64")
+                     if hasattr(torch, name))
+_CPU = torch.device("cpu")
 
 
 def check_dtypes(value: torch.Tensor, spatial_shapes: torch.Tensor,
@@ -44,36 +51,196 @@ def check_dtypes(value: torch.Tensor, spatial_shapes: torch.Tensor,
     if value.dtype not in _DTYPES:
         raise MSDAInputError(f"msda: value has dtype {value.dtype}; the op computes in "
                              f"float32, float64, float16 or bfloat16")
+    device = value.device
     for name, t in (("sampling_locations", sampling_locations),
                     ("attention_weights", attention_weights)):
         if not t.is_floating_point():
-            raise MSDAInputError(f"msda: {name} has dtype {t.dtype}; it must be floating point "
-                                 f"(it is cast to value's {value.dtype})")
-        if t.device != value.device:
-            raise MSDAInputError(f"msda: {name} is on {t.device} and value on {value.device}; "
+            raise MSDAInputError(f"msda: {name} has dtype {t.dtype}; it must be floating point")
+        if t.device != device:
+            raise MSDAInputError(f"msda: {name} is on {t.device} and value on {device}; "
                                  f"the op needs them on one device")
     for name, t in (("spatial_shapes", spatial_shapes), ("level_start_index", level_start_index)):
-        if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        if t.dtype not in _INTEGER:
             raise MSDAInputError(f"msda: {name} has dtype {t.dtype}; it must be an integer "
                                  f"tensor (int64, as in Deformable-DETR)")
+        where = t.device
+        if where != device and where != _CPU:
+            raise MSDAInputError(f"msda: {name} is on {where} and value on {device}; "
+                                 f"the level table must be on the CPU or on value's device")
 
 
-def _host_ints(t: torch.Tensor) -> List[int]:
-    # At most 2 * MSDA_MAX_LEVELS numbers: copying them to the host is cheap, and libmsda wants
-    # them there so that it validates the level table before any launch.
-    return t.detach().to("cpu", torch.int64).reshape(-1).tolist()
+def coord_dtype(value: torch.dtype, locations: torch.dtype, weights: torch.dtype) -> torch.dtype:
+    """The type the op computes sampling_locations and attention_weights (and returns their
+    gradients) in: value's, except beside an f16/bf16 value where either is in another type
+    (as autocast gives): then f32, so that locations are never rounded to 16 bits."""
+    if value in _HALF and (locations != value or weights != value):
+        return torch.float32
+    return value
 
 
-def _prepare(value: torch.Tensor, spatial_shapes: torch.Tensor,
-             level_start_index: torch.Tensor, sampling_locations: torch.Tensor,
-             attention_weights: torch.Tensor) -> _Inputs:
-    check_dtypes(value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
-    sizes = check_forward(value.shape, spatial_shapes.shape, level_start_index.shape,
-                          sampling_locations.shape, attention_weights.shape)
-    return _Inputs(sizes, _DTYPES[value.dtype], _host_ints(spatial_shapes),
-                   _host_ints(level_start_index), value.contiguous(),
-                   sampling_locations.to(value.dtype).contiguous(),
-                   attention_weights.to(value.dtype).contiguous())
+# ---- shapes ------------------------------------------------------------------------------------
+_sizes_cache: Dict[tuple, Tuple[Sizes, _Sizes]] = {}
+
+
+def sizes_of(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
+             sampling_locations: torch.Tensor, attention_weights: torch.Tensor
+             ) -> Tuple[Sizes, _Sizes]:
+    """check_forward's sizes and their ctypes struct, cached per combination of shapes."""
+    key = (value.shape, spatial_shapes.shape, level_start_index.shape, sampling_locations.shape,
+           attention_weights.shape)
+    hit = _sizes_cache.get(key)
+    if hit is None:
+        sizes = check_forward(*key)
+        if len(_sizes_cache) > 512:  # a model has a handful; a sweep must not grow it forever
+            _sizes_cache.clear()
+        hit = _sizes_cache[key] = (sizes, _Sizes(*sizes))
+    return hit
+
+
+# ---- the level table ---------------------------------------------------------------------------
+class _Table:
+    """A level table as libmsda takes it: addresses of int64 data on the host or the device,
+    and what keeps that memory alive."""
+
+    __slots__ = ("memory", "shapes", "starts", "keep", "host", "refs", "versions", "checked",
+                 "__weakref__")
+
+    def __init__(self, memory: Memory, shapes: int, starts: int, keep: tuple,
+                 host: Optional[tuple], refs: tuple, versions: tuple) -> None:
+        self.memory = memory
+        self.shapes = shapes
+        self.starts = starts
+        self.keep = keep
+        self.host = host          # the table's numbers where they are known on the host
+        self.refs = refs          # weak references to the caller's two tensors
+        self.versions = versions  # their _version when this was made
+        self.checked: set = set()  # the S values a device table was found consistent with
+
+
+# (id(spatial_shapes), id(level_start_index)) -> _Table; an entry goes when either tensor does.
+_tables: Dict[Tuple[int, int], _Table] = {}
+_tables_lock = threading.Lock()
+
+
+def _drop(key: Tuple[int, int]) -> Callable[[object], None]:
+    def drop(_ref: object) -> None:
+        with _tables_lock:
+            _tables.pop(key, None)
+    return drop
+
+
+def _make_table(shapes: torch.Tensor, starts: torch.Tensor, key: Tuple[int, int]) -> _Table:
+    refs = (weakref.ref(shapes, _drop(key)), weakref.ref(starts, _drop(key)))
+    versions = (shapes._version, starts._version)
+    if shapes.device.type == "cuda":
+        # int64 and dense, where it is: no copy to the host. (Another integer type is converted
+        # on the device, once per tensor version.)
+        d_shapes = shapes.detach().to(torch.int64).contiguous()
+        d_starts = starts.detach().to(torch.int64).contiguous()
+        # Only converted copies are held: a strong reference to the caller's own tensors would
+        # keep them, and this entry, alive for ever.
+        keep = (None if d_shapes is shapes else d_shapes, None if d_starts is starts else d_starts)
+        return _Table(Memory.DEVICE, d_shapes.data_ptr(), d_starts.data_ptr(), keep, None, refs,
+                      versions)
+    host_shapes = shapes.detach().to(torch.int64).reshape(-1).tolist()
+    host_starts = starts.detach().to(torch.int64).reshape(-1).tolist()
+    a_shapes = (ctypes.c_int64 * max(len(host_shapes), 1))(*host_shapes)
+    a_starts = (ctypes.c_int64 * max(len(host_starts), 1))(*host_starts)
+    return _Table(Memory.HOST, ctypes.addressof(a_shapes), ctypes.addressof(a_starts),
+                  (a_shapes, a_starts), (tuple(host_shapes), tuple(host_starts)), refs, versions)
+
+
+def level_table(shapes: torch.Tensor, starts: torch.Tensor) -> _Table:
+    """The _Table of these two tensors: made once per pair and per version of their contents
+    (an in-place change bumps a tensor's _version, so it is seen)."""
+    key = (id(shapes), id(starts))
+    t = _tables.get(key)
+    if (t is None or t.refs[0]() is not shapes or t.refs[1]() is not starts
+            or t.versions != (shapes._version, starts._version)):
+        t = _make_table(shapes, starts, key)
+        with _tables_lock:
+            _tables[key] = t
+    return t
+
+
+# One int32 per device where the kernels store the status of an inconsistent device table.
+_device_status: Dict[int, torch.Tensor] = {}
+
+
+def _status_tensor(index: int) -> torch.Tensor:
+    st = _device_status.get(index)
+    if st is None:
+        st = _device_status.setdefault(
+            index, torch.zeros(1, dtype=torch.int32, device=torch.device("cuda", index)))
+    return st
+
+
+def _table_error(status: int, where: str) -> MSDAInputError:
+    return error_from_status(status, f"{where}: {library().status_string(status)}")
+
+
+def check_level_tables(device: Optional[torch.device] = None) -> None:
+    """Raises MSDAInputError if a call on this GPU (torch's current one by default) since the
+    last check was given an inconsistent level table in GPU memory; such calls index nothing and
+    return NaN. Synchronises with the device: for use after CUDA-graph replays, say, whose calls
+    no Python code sees. Eager calls check each new table themselves."""
+    index = torch.device(device).index if device is not None else None
+    if index is None:
+        index = torch.cuda.current_device()
+    st = _device_status.get(index)
+    if st is None:
+        return
+    status = int(st.item())
+    if status:
+        st.zero_()
+        raise _table_error(status, f"a level table on cuda:{index} was inconsistent in a call "
+                                   f"since the last check")
+
+
+def _check_device_table(t: _Table, shapes: torch.Tensor, starts: torch.Tensor, sizes: Sizes,
+                        index: int) -> None:
+    """The one host check of a device table (per tensor version and S): one copy, one sync.
+    Skipped while a CUDA graph is being captured (no sync may happen then): the kernels check
+    the table themselves and record a bad one for check_level_tables."""
+    if sizes.spatial in t.checked or torch.cuda.is_current_stream_capturing():
+        return
+    shapes = t.keep[0] if t.keep[0] is not None else shapes
+    starts = t.keep[1] if t.keep[1] is not None else starts
+    status = _status_tensor(index)
+    numbers = torch.cat([shapes.reshape(-1), starts.reshape(-1), status.to(torch.int64)]).tolist()
+    n = 2 * sizes.levels
+    if numbers[-1]:
+        status.zero_()
+        raise _table_error(int(numbers[-1]), f"a level table on cuda:{index} was inconsistent in "
+                                             f"an earlier call (e.g. a CUDA graph replay)")
+    lib = library()
+    host_shapes = (ctypes.c_int64 * n)(*numbers[:n])
+    host_starts = (ctypes.c_int64 * sizes.levels)(*numbers[n:n + sizes.levels])
+    # Every pointer but the table's is a placeholder: validation reads only the table.
+    args = _ForwardArgs(int(DType.F32), _Sizes(*sizes), ctypes.addressof(host_shapes),
+                        ctypes.addressof(host_starts), 1, 1, 1, 1)
+    err = _Error()
+    lib.check(lib.validate_forward(ctypes.byref(args), ctypes.byref(err)), err)
+    t.checked.add(sizes.spatial)
+
+
+# ---- the calls ---------------------------------------------------------------------------------
+class _PerThread(threading.local):
+    """Argument structs reused by every call of a thread (libmsda reads them only during the
+    call)."""
+
+    def __init__(self) -> None:
+        self.fwd = _ForwardArgs()
+        self.bwd = _BackwardArgs()
+        self.err = _Error()
+        self.fwd_ref = ctypes.byref(self.fwd)
+        self.bwd_ref = ctypes.byref(self.bwd)
+        self.err_ref = ctypes.byref(self.err)
+        self.nbytes = ctypes.c_size_t(0)
+        self.nbytes_ref = ctypes.byref(self.nbytes)
+
+
+_per_thread = _PerThread()
 
 
 def _gpu(device: torch.device) -> Callable[[], Optional[GPU]]:
@@ -87,74 +254,160 @@ def _gpu(device: torch.device) -> Callable[[], Optional[GPU]]:
     return describe
 
 
-def _launch(device: torch.device, call: Callable[..., None]) -> None:
-    """Runs call(cuda_stream=..., gpu=...) for CUDA devices, call(threads=...) for the CPU."""
-    if device.type == "cpu":
-        call(threads=torch.get_num_threads())
-        return
+def _cuda_index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def _run_cuda(index: int, call: Callable[[int], int], err: _Error, device: torch.device) -> None:
+    """call(stream) on torch's current stream of the device, with the device current."""
+    stream = _raw_stream(index) if _raw_stream else torch.cuda.current_stream(index).cuda_stream
+    if torch.cuda.current_device() != index:
+        with torch.cuda.device(index):
+            return _run_cuda(index, call, err, device)
+    status = call(stream)
+    if status == Status.NO_CONTEXT:
+        # A thread that has not yet made a CUDA runtime call (an autograd worker, a new
+        # thread) may have no current context even though torch's current device is
+        # right: a runtime call that needs one binds the device's primary context.
+        torch.cuda.synchronize(index)
+        status = call(stream)
+    library().check(status, err, _gpu(device))
+
+
+def _prepare(value: torch.Tensor, spatial_shapes: torch.Tensor,
+             level_start_index: torch.Tensor, sampling_locations: torch.Tensor,
+             attention_weights: torch.Tensor, check: bool):
+    if check:
+        check_dtypes(value, spatial_shapes, level_start_index, sampling_locations,
+                     attention_weights)
+    sizes, c_sizes = sizes_of(value, spatial_shapes, level_start_index, sampling_locations,
+                              attention_weights)
+    cdt = coord_dtype(value.dtype, sampling_locations.dtype, attention_weights.dtype)
+    if sampling_locations.dtype != cdt:
+        sampling_locations = sampling_locations.to(cdt)
+    if attention_weights.dtype != cdt:
+        attention_weights = attention_weights.to(cdt)
+    return (sizes, c_sizes, cdt, value.contiguous(), sampling_locations.contiguous(),
+            attention_weights.contiguous())
+
+
+def _fill(a, dtype: torch.dtype, cdt: torch.dtype, c_sizes: _Sizes, table: _Table,
+          status: int, value: torch.Tensor, loc: torch.Tensor, w: torch.Tensor) -> None:
+    a.dtype = _DTYPES[dtype]
+    a.sizes = c_sizes
+    a.spatial_shapes = table.shapes
+    a.level_start = table.starts
+    a.level_table = table.memory
+    a.device_status = status
+    a.coord_type = CoordType.F32 if cdt != dtype else CoordType.SAME
+    a.value = value.data_ptr()
+    a.sampling_locations = loc.data_ptr()
+    a.attention_weights = w.data_ptr()
+
+
+def _table_for(spatial_shapes: torch.Tensor, level_start_index: torch.Tensor, sizes: Sizes,
+               device: torch.device) -> Tuple[_Table, int, int]:
+    """The table, the CUDA device index (-1 for the CPU), the device status address (or 0)."""
+    if device.type == "cpu":  # check_dtypes saw to it that the table is on the CPU too
+        return level_table(spatial_shapes, level_start_index), -1, 0
     if device.type != "cuda":
         raise MSDAInputError(f"msda: tensors on {device} are not supported (CPU and CUDA are)")
-    with torch.cuda.device(device):
-        stream = torch.cuda.current_stream(device).cuda_stream
-        try:
-            call(cuda_stream=stream, gpu=_gpu(device))
-        except MSDAError as exc:
-            if exc.status != Status.NO_CONTEXT:
-                raise
-            # A thread that has not yet made a CUDA runtime call (an autograd worker, a new
-            # thread) may have no current context even though torch's current device is
-            # right: a runtime call that needs one binds the device's primary context.
-            torch.cuda.synchronize(device)
-            call(cuda_stream=stream, gpu=_gpu(device))
+    if spatial_shapes.device.type != level_start_index.device.type:
+        raise MSDAInputError(f"msda: spatial_shapes is on {spatial_shapes.device} and "
+                             f"level_start_index on {level_start_index.device}; the level table "
+                             f"must be in one place")
+    index = _cuda_index(device)
+    table = level_table(spatial_shapes, level_start_index)
+    if table.memory == Memory.DEVICE:
+        _check_device_table(table, spatial_shapes, level_start_index, sizes, index)
+        return table, index, _status_tensor(index).data_ptr()
+    return table, index, 0
 
 
-@torch.no_grad()
 def forward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
-            sampling_locations: torch.Tensor, attention_weights: torch.Tensor) -> torch.Tensor:
-    """The op's output (N, Lq, M * D) in value's dtype, on value's device."""
-    p = _prepare(value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
-    shape = output_shape(p.sizes)
-    if p.sizes.empty:
-        return p.value.new_zeros(shape)
-    output = p.value.new_empty(shape)
-
-    def call(**where) -> None:
-        library().forward(p.dtype, p.sizes, p.shapes, p.starts, p.value.data_ptr(),
-                          p.locations.data_ptr(), p.weights.data_ptr(), output.data_ptr(),
-                          **where)
-    _launch(p.value.device, call)
+            sampling_locations: torch.Tensor, attention_weights: torch.Tensor, *,
+            check: bool = True) -> torch.Tensor:
+    """The op's output (N, Lq, M * D) in value's dtype, on value's device. Records no autograd
+    graph (its result never requires grad). check=False: check_dtypes has passed already."""
+    sizes, c_sizes, cdt, value, loc, w = _prepare(value, spatial_shapes, level_start_index,
+                                                  sampling_locations, attention_weights, check)
+    shape = output_shape(sizes)
+    if sizes.empty:
+        return value.new_zeros(shape)
+    device = value.device
+    table, index, status = _table_for(spatial_shapes, level_start_index, sizes, device)
+    output = torch.empty(shape, dtype=value.dtype, device=device)
+    pt = _per_thread
+    a = pt.fwd
+    _fill(a, value.dtype, cdt, c_sizes, table, status, value, loc, w)
+    a.output = output.data_ptr()
+    lib = library()
+    if index < 0:
+        lib.check(lib.forward_cpu(pt.fwd_ref, torch.get_num_threads(), pt.err_ref), pt.err)
+    else:
+        _run_cuda(index, lambda stream: lib.forward_cuda(pt.fwd_ref, stream, pt.err_ref),
+                  pt.err, device)
     return output
 
 
-@torch.no_grad()
+# (sizes, dtype, coordinate type, device, where the table is and its numbers) -> workspace bytes
+_workspace_cache: Dict[tuple, int] = {}
+
+
 def backward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
              sampling_locations: torch.Tensor, attention_weights: torch.Tensor,
-             grad_output: torch.Tensor) -> List[torch.Tensor]:
-    """[grad_value, grad_sampling_locations, grad_attention_weights], each in value's dtype."""
-    p = _prepare(value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
-    check_grad_output(p.sizes, grad_output.shape)
-    if grad_output.device != p.value.device:
+             grad_output: torch.Tensor, *, check: bool = True) -> List[torch.Tensor]:
+    """[grad_value, grad_sampling_locations, grad_attention_weights]: the first in value's
+    dtype, the others in coord_dtype's. check: as forward's."""
+    sizes, c_sizes, cdt, value, loc, w = _prepare(value, spatial_shapes, level_start_index,
+                                                  sampling_locations, attention_weights, check)
+    check_grad_output(sizes, grad_output.shape)
+    device = value.device
+    if grad_output.device != device:
         raise MSDAInputError(f"msda: grad_output is on {grad_output.device} and value on "
-                             f"{p.value.device}")
-    grad_output = grad_output.to(p.value.dtype).contiguous()
-    if p.sizes.empty:
-        return [torch.zeros_like(p.value), torch.zeros_like(p.locations),
-                torch.zeros_like(p.weights)]
-    grads = [torch.empty_like(p.value), torch.empty_like(p.locations), torch.empty_like(p.weights)]
+                             f"{device}")
+    if grad_output.dtype != value.dtype:
+        grad_output = grad_output.to(value.dtype)
+    grad_output = grad_output.contiguous()
+    if sizes.empty:
+        return [torch.zeros_like(value), torch.zeros_like(loc), torch.zeros_like(w)]
+    table, index, status = _table_for(spatial_shapes, level_start_index, sizes, device)
+    # Each is written entirely by the call (grad_value zeroed by it first).
+    grads = [torch.empty_like(value), torch.empty_like(loc), torch.empty_like(w)]
+    pt = _per_thread
+    a = pt.bwd
+    _fill(a, value.dtype, cdt, c_sizes, table, status, value, loc, w)
+    a.grad_output = grad_output.data_ptr()
+    a.grad_value = grads[0].data_ptr()
+    a.grad_sampling_locations = grads[1].data_ptr()
+    a.grad_attention_weights = grads[2].data_ptr()
+    a.workspace = None
+    a.workspace_bytes = 0
+    lib = library()
+    if index < 0:
+        lib.check(lib.backward_cpu(pt.bwd_ref, torch.get_num_threads(), pt.err_ref), pt.err)
+        return grads
 
     held: List[torch.Tensor] = []
 
-    def workspace(nbytes: int) -> int:
-        # From torch's caching allocator, on the call's stream: freed after the call, the
-        # memory is reused only by work ordered after it on that stream.
-        held.append(torch.empty(nbytes, dtype=torch.uint8, device=p.value.device))
-        return held[-1].data_ptr()
-
-    def call(**where) -> None:
-        if "cuda_stream" in where:
-            where["workspace"] = workspace
-        library().backward(p.dtype, p.sizes, p.shapes, p.starts, p.value.data_ptr(),
-                           p.locations.data_ptr(), p.weights.data_ptr(), grad_output.data_ptr(),
-                           *(g.data_ptr() for g in grads), **where)
-    _launch(p.value.device, call)
+    def call(stream: int) -> int:
+        key = (sizes, value.dtype, cdt, index, table.memory, table.host)
+        nbytes = _workspace_cache.get(key)
+        if nbytes is None:
+            st = lib.backward_cuda_workspace(pt.bwd_ref, pt.nbytes_ref, pt.err_ref)
+            if st:
+                return st
+            nbytes = pt.nbytes.value
+            if len(_workspace_cache) > 512:
+                _workspace_cache.clear()
+            _workspace_cache[key] = nbytes
+        if nbytes and not held:
+            # From torch's caching allocator, on the call's stream: freed after the call, the
+            # memory is reused only by work ordered after it on that stream. Left as it comes:
+            # the call zeroes what it uses.
+            held.append(torch.empty(nbytes, dtype=torch.uint8, device=device))
+            a.workspace = held[0].data_ptr()
+            a.workspace_bytes = nbytes
+        return lib.backward_cuda(pt.bwd_ref, stream, pt.err_ref)
+    _run_cuda(index, call, pt.err, device)
     return grads

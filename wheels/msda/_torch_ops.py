@@ -1,5 +1,7 @@
 """The op with autograd: a torch custom op where torch has torch.library.custom_op (2.4 and
-later), so that torch.compile traces it as one node; a plain autograd.Function otherwise.
+later), so that torch.compile traces it as one node, and a plain autograd.Function, which eager
+calls take (a custom op's Python dispatch costs several times a Function's per call, and the
+op's small calls are dominated by such costs), as does torch without custom_op.
 
 No `from __future__ import annotations` here: custom_op reads the type hints of the functions
 it wraps to build the op's schema.
@@ -17,23 +19,26 @@ OpFn = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
 
 class MSDAFunction(torch.autograd.Function):
-    """The op as an autograd.Function: what torch without custom_op uses, and what `apply`
-    falls back to. Its backward is not itself differentiable (as the original op's)."""
+    """The op as an autograd.Function: what eager calls and torch without custom_op use. Its
+    backward is not itself differentiable (as the original op's)."""
 
     @staticmethod
     def forward(ctx, value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
-                sampling_locations: Tensor, attention_weights: Tensor) -> Tensor:
+                sampling_locations: Tensor, attention_weights: Tensor,
+                check: bool = True) -> Tensor:
+        # check=False: ms_deform_attn has checked the dtypes and devices already.
         ctx.save_for_backward(value, spatial_shapes, level_start_index, sampling_locations,
                               attention_weights)
         return kernels.forward(value, spatial_shapes, level_start_index, sampling_locations,
-                               attention_weights)
+                               attention_weights, check=check)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_output: Tensor):
+        # The forward checked these very tensors.
         grad_value, grad_locations, grad_weights = kernels.backward(*ctx.saved_tensors,
-                                                                    grad_output)
-        return grad_value, None, None, grad_locations, grad_weights
+                                                                    grad_output, check=False)
+        return grad_value, None, None, grad_locations, grad_weights, None
 
 
 def _register_custom_op() -> OpFn:
@@ -67,9 +72,11 @@ def _register_custom_op() -> OpFn:
         sizes = check_forward(value.shape, spatial_shapes.shape, level_start_index.shape,
                               sampling_locations.shape, attention_weights.shape)
         check_grad_output(sizes, grad_output.shape)
-        # The real kernel returns contiguous tensors in value's dtype.
-        return (value.new_empty(value.shape), value.new_empty(sampling_locations.shape),
-                value.new_empty(attention_weights.shape))
+        # The real kernel returns contiguous tensors: grad_value in value's dtype, the others
+        # in the coordinates' (kernels.coord_dtype).
+        cdt = kernels.coord_dtype(value.dtype, sampling_locations.dtype, attention_weights.dtype)
+        return (value.new_empty(value.shape), value.new_empty(sampling_locations.shape, dtype=cdt),
+                value.new_empty(attention_weights.shape, dtype=cdt))
 
     def setup_context(ctx, inputs, output) -> None:
         ctx.save_for_backward(*inputs)
@@ -89,14 +96,19 @@ HAS_CUSTOM_OP: bool = hasattr(torch.library, "custom_op")
 _custom_op: Optional[OpFn] = _register_custom_op() if HAS_CUSTOM_OP else None
 
 
+_is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling",
+                                           lambda: False)
+
+
 def apply(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
           sampling_locations: Tensor, attention_weights: Tensor) -> Tensor:
-    """The differentiable op on inputs already checked and cast (see ms_deform_attn)."""
-    if _custom_op is not None:
+    """The differentiable op on inputs already checked and cast (see ms_deform_attn): the custom
+    op while torch.compile traces, the autograd.Function otherwise (the same kernels)."""
+    if _custom_op is not None and _is_compiling():
         return _custom_op(value, spatial_shapes, level_start_index, sampling_locations,
                           attention_weights)
     return MSDAFunction.apply(value, spatial_shapes, level_start_index, sampling_locations,
-                              attention_weights)
+                              attention_weights, False)
 
 
 def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
@@ -109,16 +121,27 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
     sampling_locations (N, Lq, M, L, P, 2) normalised (x, y); attention_weights
     (N, Lq, M, L, P). Returns (N, Lq, M * D) in value's dtype.
 
-    sampling_locations and attention_weights are cast to value's dtype (under autocast they
-    often come out in float32 while value is float16). im2col_step is accepted for the
-    original signature and ignored: libmsda takes any batch size in one call.
+    With a float16 or bfloat16 value, sampling_locations and attention_weights in float32
+    (as autocast gives them) are taken as they are, never rounded to 16 bits, and their
+    gradients come back in float32; otherwise they are cast to value's dtype. The level table
+    may be on the CPU or on value's GPU; on the GPU no call copies it to the host (a table is
+    checked once, when first seen, and by the kernels on every call). im2col_step is accepted
+    for the original signature and ignored: libmsda takes any batch size in one call.
     """
     del im2col_step
     kernels.check_dtypes(value, spatial_shapes, level_start_index, sampling_locations,
                          attention_weights)
-    check_forward(value.shape, spatial_shapes.shape, level_start_index.shape,
-                  sampling_locations.shape, attention_weights.shape)
+    if _is_compiling():  # symbolic sizes: nothing to cache them by
+        check_forward(value.shape, spatial_shapes.shape, level_start_index.shape,
+                      sampling_locations.shape, attention_weights.shape)
+    else:
+        kernels.sizes_of(value, spatial_shapes, level_start_index, sampling_locations,
+                         attention_weights)
     # Cast here rather than inside the op, so that autograd casts the gradients back.
+    cdt = kernels.coord_dtype(value.dtype, sampling_locations.dtype, attention_weights.dtype)
+    if sampling_locations.dtype != cdt:
+        sampling_locations = sampling_locations.to(cdt)
+    if attention_weights.dtype != cdt:
+        attention_weights = attention_weights.to(cdt)
     return apply(value.contiguous(), spatial_shapes, level_start_index,
-                 sampling_locations.to(value.dtype).contiguous(),
-                 attention_weights.to(value.dtype).contiguous())
+                 sampling_locations.contiguous(), attention_weights.contiguous())

@@ -70,3 +70,14 @@ def test_ctypes_structs_match_msda_h(tmp_path):
         assert ctypes.sizeof(cls) == size, f"{cls.__name__}: {ctypes.sizeof(cls)} bytes, {struct}: {size}"
         for name, _ in cls._fields_:
             assert getattr(cls, name).offset == offsets[name], f"{struct}.{name}"
+
+
+def test_abi_version_matches_msda_h_and_the_library():
+    # The structs above are written for one ABI: msda.h's, which the loaded library must have.
+    import re
+    from msda import library
+    header = find_header()
+    if header is not None:
+        defined = re.search(r"#define MSDA_ABI_VERSION (\d+)", header.read_text())
+        assert defined and int(defined.group(1)) == lib.ABI_VERSION
+    assert library()._lib.msda_abi_version() == lib.ABI_VERSION

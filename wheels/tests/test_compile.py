@@ -60,3 +60,48 @@ def test_bad_shapes_fail_while_tracing():
     compiled = torch.compile(_layer, backend="aot_eager", fullgraph=True)
     with pytest.raises(Exception, match="attention_weights has shape"):
         compiled(value, shapes, starts, loc, w[..., :1])
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_compile_cuda_with_the_table_on_the_gpu(mode):
+    # reduce-overhead records CUDA graphs of forward and backward: possible only because no
+    # call copies the level table to the host. Several steps: warm-up, recording, replays.
+    torch._dynamo.reset()
+    shapes = torch.tensor(SHAPES, device="cuda")
+    starts = torch.tensor([0, 20], device="cuda")
+    compiled = torch.compile(_layer, mode=mode, fullgraph=True)
+    for step in range(4):
+        torch.compiler.cudagraph_mark_step_begin()
+        value, _, _, loc, w = make_inputs(SHAPES, device="cuda", seed=80 + step)
+        got = [t.clone().requires_grad_(True) for t in (value, loc, w)]
+        out = compiled(got[0], shapes, starts, got[1], got[2])
+        out.sum().backward()
+        out = out.detach().clone()
+        ref = [t.clone().requires_grad_(True) for t in (value, loc, w)]
+        ref_out = _layer(ref[0], shapes, starts, ref[1], ref[2])
+        ref_out.sum().backward()
+        assert rel_err(out, ref_out) < 1e-5, step
+        for g, r in zip(got, ref):
+            assert rel_err(g.grad, r.grad) < 1e-5, step
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_compile_cuda_mixed_precision_fullgraph():
+    # autocast-style inputs: f16 value, f32 locations and weights, through the compiled graph.
+    torch._dynamo.reset()
+    value, shapes, starts, loc, w = make_inputs(SHAPES, device="cuda", seed=90)
+    value = value.half()
+    compiled = torch.compile(_layer, fullgraph=True)
+    got = [t.clone().requires_grad_(True) for t in (value, loc, w)]
+    out = compiled(got[0], shapes, starts, got[1], got[2])
+    out.float().sum().backward()
+    ref = [t.clone().requires_grad_(True) for t in (value, loc, w)]
+    ref_out = _layer(ref[0], shapes, starts, ref[1], ref[2])
+    ref_out.float().sum().backward()
+    assert out.dtype == torch.float16 and got[1].grad.dtype == torch.float32
+    assert rel_err(out, ref_out) < 1e-3
+    for g, r in zip(got, ref):
+        assert g.grad.dtype == r.grad.dtype and rel_err(g.grad, r.grad) < 1e-3

@@ -95,21 +95,51 @@ def test_half_types_against_f32(dtype, tol):
         assert rel_err(g, r) < 2 * tol, name
 
 
-def test_mixed_dtypes_cast_to_value_dtype():
-    # As under autocast: value float16, locations and weights float32. Gradients come back in
-    # each input's own dtype.
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_mixed_precision_keeps_f32_coordinates(dtype):
+    # As under autocast: value 16-bit, locations and weights float32. They are used as they are
+    # (not rounded to 16 bits), and each gradient comes back in its input's dtype.
     value, shapes, starts, loc, w = make_inputs(SHAPES, dtype=torch.float32, seed=10)
-    value16 = value.half().requires_grad_(True)
+    value16 = value.to(dtype).requires_grad_(True)
     loc.requires_grad_(True)
     w.requires_grad_(True)
     out = msda.ms_deform_attn(value16, shapes, starts, loc, w)
-    assert out.dtype == torch.float16
-    expected = msda.ms_deform_attn(value16.detach(), shapes, starts, loc.detach().half(),
-                                   w.detach().half())
-    assert torch.equal(out, expected)
+    assert out.dtype == dtype
+    rounded = msda.ms_deform_attn(value16.detach(), shapes, starts, loc.detach().to(dtype),
+                                  w.detach().to(dtype))
+    assert not torch.equal(out, rounded), "the f32 locations were rounded to 16 bits"
     out.float().sum().backward()
-    assert value16.grad.dtype == torch.float16
+    assert value16.grad.dtype == dtype
     assert loc.grad.dtype == torch.float32 and w.grad.dtype == torch.float32
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float16, 2e-3), (torch.bfloat16, 1e-2)])
+def test_mixed_precision_against_f64(dtype, tol):
+    # The f64 reference on the same inputs (value and grad_output rounded to dtype, locations and
+    # weights f32): the output and grad_value carry the rounding of their results, the f32
+    # location and weight gradients are far closer than 16-bit ones could be.
+    value, shapes, starts, loc, w = make_inputs(SHAPES, dtype=torch.float32, seed=16)
+    value = value.to(dtype)
+    grad_out = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(17)).to(dtype)
+    out, grads = _grads(msda.ms_deform_attn, value, shapes, starts, loc, w, grad_out)
+    up = [t.double() for t in (value, loc, w)]
+    ref_out, ref_grads = _grads(_reference, up[0], shapes, starts, up[1], up[2],
+                                grad_out.double())
+    assert rel_err(out, ref_out) < tol
+    assert rel_err(grads[0], ref_grads[0]) < 2 * tol
+    for name, g, r in zip(("locations", "weights"), grads[1:], ref_grads[1:]):
+        assert g.dtype == torch.float32
+        assert rel_err(g, r) < 1e-4, name
+
+
+def test_coordinates_in_another_type_are_cast():
+    # f32 value, f16 locations: computed in f32, gradients back in f16.
+    value, shapes, starts, loc, w = make_inputs(SHAPES, dtype=torch.float32, seed=18)
+    loc16 = loc.half().requires_grad_(True)
+    out = msda.ms_deform_attn(value, shapes, starts, loc16, w)
+    assert torch.equal(out, msda.ms_deform_attn(value, shapes, starts, loc16.detach().float(), w))
+    out.sum().backward()
+    assert loc16.grad.dtype == torch.float16
 
 
 def test_non_contiguous_inputs_and_int32_levels():

@@ -90,8 +90,16 @@ load diag_helpers
 }
 
 @test "a value neither the log nor the machine gives stays a visible <placeholder>" {
-  run --separate-stderr diagnose --no-probe --json "$LOGS/p40-no-kernel-image.log"
+  printf 'RuntimeError: CUDA error: no kernel image is available for execution on the device\n' > "$BATS_TEST_TMPDIR/bare.log"
+  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/bare.log"
   [ "$(finding no-kernel-image | jq -r '.fix[0]')" = "msda-doctor build --arch <gpu_arch>" ]
+}
+
+@test "the GPU a log names fills the placeholders when nothing is probed" {
+  run --separate-stderr diagnose --no-probe --json "$LOGS/p40-no-kernel-image.log"
+  [ "$(finding no-kernel-image | jq -r '.fix[0]')" = "msda-doctor build --arch sm_61" ]
+  [ "$(jq -r '.logs[0].facts | "\(.gpu_name) \(.compute_capability) \(.host)"' <<<"$output")" = "Tesla P40 6.1 p40-node" ]
+  jq -e '.findings[0].evidence | any(. == "the log says: GPU Tesla P40, sm_61")' <<<"$output"
 }
 
 @test "an unreadable log is exit 3 with one error line; the other logs are still read" {

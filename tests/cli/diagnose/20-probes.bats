@@ -114,15 +114,14 @@ load diag_helpers
 @test "torch built with CUDA 12.1, nvcc 13.0: cuda-version-mismatch, pointing at a 12.x toolkit" {
   gpus h100; toolkit 13.0; toolkit 12.4; gxx 13
   python_json '{"executable": "/opt/venv/bin/python", "version": "3.12.3", "msda_importable": false, "binaries": [],
-                "torch": {"version": "2.5.1+cu121", "cuda": "12.1", "cxx11_abi": false, "has_magma": true,
-                          "arch_list": ["sm_80", "sm_90"], "gpus": [{"name": "NVIDIA H100 80GB HBM3", "cc": "9.0"}],
+                "torch": {"version": "2.5.1+cu121", "cuda": "12.1",
                           "lib": "/opt/venv/lib/torch/lib"}}'
   run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
   [ "$(ids)" = cuda-version-mismatch ]
   f=$(finding cuda-version-mismatch)
   [ "$(jq -r '.fix[0]' <<<"$f")" = "export CUDA_HOME=$BATS_TEST_TMPDIR/cuda-12.4 PATH=$BATS_TEST_TMPDIR/cuda-12.4/bin:\$PATH" ]
-  [ "$(jq -r '.machine.python | "\(.torch) \(.torch_cuda) \(.arch_list | join(",")) \(.cxx11_abi)"' <<<"$output")" = \
-    "2.5.1+cu121 12.1 sm_80,sm_90 false" ]
+  [ "$(jq -r '.machine.python | "\(.torch) \(.torch_cuda) \(.torch_lib) \(.cxx11_abi)"' <<<"$output")" = \
+    "2.5.1+cu121 12.1 /opt/venv/lib/torch/lib null" ]
   [ "$(check_status python)" = fail ]
 }
 
@@ -174,11 +173,16 @@ load diag_helpers
   [ "$(jq -r '[.checks[].id] | join(",")' <<<"$output")" = "gpu,nvidia-smi,jetson,toolkits,python,binaries,cudnn" ]
   jq -e '[.checks[].status] | all(IN("ok", "warning", "fail", "error", "skipped"))' <<<"$output"
   [ "$(jq -r '.findings[0] | keys_unsorted | join(",")' <<<"$output")" = \
-    "id,severity,title,cause,evidence,fix,notes,source,log,gpu,confirmed_by,ruled_out_by" ]
+    "id,severity,title,cause,evidence,fix,notes,source,judged_on,matched,causes,log,gpu,confirmed_by,ruled_out_by" ]
   [ "$(jq -r '.findings[0].log | keys_unsorted | join(",")' <<<"$output")" = "file,line,count" ]
   [ "$(jq -r '.machine | keys_unsorted | join(",")' <<<"$output")" = \
     "probed,gpus,driver,nvidia_smi,jetson,toolkits,host_compiler,python,binaries,cudnn,nccl" ]
-  [ "$(jq -r '.logs[0] | keys_unsorted | join(",")' <<<"$output")" = "file,lines,bytes,long_lines" ]
+  [ "$(jq -r '.logs[0] | keys_unsorted | join(",")' <<<"$output")" = \
+    "file,lines,bytes,long_lines,findings,origin,foreign,facts,compared" ]
+  [ "$(jq -r '.logs[0].facts | keys_unsorted | join(",")' <<<"$output")" = \
+    "host,gpu_name,compute_capability,torch_version,torch_cuda,nvcc_version,gcc_version,driver_version,build_archs,torch_cuda_arch_list" ]
+  [ "$(jq -r '.machine.python | keys_unsorted | join(",")' <<<"$output")" = \
+    "python,executable,version,torch,torch_cuda,torch_lib,cxx11_abi,has_magma,msda_importable" ]
 }
 
 @test "--list: every check and all 26 finding IDs of the knowledge base" {

@@ -102,12 +102,13 @@ load diag_helpers
   jq -e '.evidence | any(startswith("Jetson: Jetson AGX Orin, L4T 36.4.3, JetPack 6.2"))' <<<"$f"
 }
 
-@test "MAGMA missing: torch without MAGMA confirms it" {
+@test "MAGMA missing: torch without MAGMA (its ATen/cuda/CUDAConfig.h) confirms it" {
   gpus orin
+  torch="$BATS_TEST_TMPDIR/torch"
+  mkdir -p "$torch/lib" "$torch/include/ATen/cuda"
+  printf '#pragma once\n#define AT_CUDNN_ENABLED() 1\n#define AT_MAGMA_ENABLED() 0\n' > "$torch/include/ATen/cuda/CUDAConfig.h"
   python_json '{"executable": "/usr/bin/python3", "version": "3.10.12", "msda_importable": true, "binaries": [],
-                "torch": {"version": "2.5.0a0+872d972e41.nv24.08", "cuda": "12.6", "cxx11_abi": true,
-                          "has_magma": false, "arch_list": ["sm_87"], "gpus": [{"name": "Orin", "cc": "8.7"}],
-                          "lib": "/nonexistent/torch/lib"}}'
+                "torch": {"version": "2.5.0a0+872d972e41.nv24.08", "cuda": "12.6", "lib": "'"$torch"'/lib"}}'
   run --separate-stderr diagnose "${PY[@]}" --root "$ROOT/tests/fixtures/jetson/orin" --json "$LOGS/magma-missing.log"
   [ "$(jq -r '.findings[0].id' <<<"$output")" = magma-missing ]
   jq -e '.confirmed_by | index("torch_without_magma") and index("is_jetson")' <<<"$(finding magma-missing)"
@@ -123,8 +124,8 @@ load diag_helpers
 
 @test "libc10.so not found because the extension was imported before torch" {
   python_json '{"executable": "/home/kim/venv/bin/python", "version": "3.11.9", "msda_importable": true, "binaries": [],
-                "torch": {"version": "2.4.1", "cuda": "12.1", "cxx11_abi": false, "has_magma": true, "arch_list": [],
-                          "gpus": [], "lib": "'"$BATS_TEST_TMPDIR"'/torch/lib"}}'
+                "torch": {"version": "2.4.1", "cuda": "12.1",
+                          "lib": "'"$BATS_TEST_TMPDIR"'/torch/lib"}}'
   mkdir -p "$BATS_TEST_TMPDIR/torch/lib"; : > "$BATS_TEST_TMPDIR/torch/lib/libc10.so"
   run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$LOGS/libc10-import-order.log"
   [ "$(ids)" = shared-lib-not-found ]

@@ -41,8 +41,8 @@ make_torch_and_op() {
   cc -shared -fPIC -o "$OP" "$src/op.c" $use
   python_json '{"executable": "/opt/venv/bin/python", "version": "3.10.12", "msda_importable": true,
                 "binaries": ["'"$OP"'"],
-                "torch": {"version": "2.1.2+cu121", "cuda": "12.1", "cxx11_abi": false, "has_magma": true,
-                          "arch_list": ["sm_80", "sm_90"], "gpus": [], "lib": "'"$TORCH_LIB"'"}}'
+                "torch": {"version": "2.1.2+cu121", "cuda": "12.1",
+                          "lib": "'"$TORCH_LIB"'"}}'
 }
 
 symbols() { jq -c '.machine.binaries[0].host_symbols' <<<"$output"; }

@@ -3,13 +3,17 @@
 
   redist.py make ROOT VERSION [--evil dotdot|absolute|symlink|hardlink]
       writes ROOT/redistrib_VERSION.json and the tar.xz archives it names, as NVIDIA lays them
-      out; --evil puts an unsafe member into the cuda_cudart archive.
+      out, for each platform that some host fetches by default (recipes/redist.json's
+      host_platforms: linux-x86_64 and linux-sbsa, never linux-aarch64), so that the fetch's
+      default works on any host and the other host's platform can be asked for by name; --evil
+      puts an unsafe member into the cuda_cudart archives.
   redist.py serve ROOT PORTFILE
       serves ROOT on 127.0.0.1 at a free port (written to PORTFILE), with Range requests. Faults
       come from ROOT/faults.json, read at each request: {"PATH": "404" | "500:N" | "cut:N" |
       "stall" | "norange"}: N requests answered 500, or cut after half the body, before the
       file is served whole; "stall" sends a few bytes and then nothing. Each request is logged
-      to ROOT/requests.log as "PATH RANGE".
+      to ROOT/requests.log as "PATH RANGE". A folder is answered with its index.json when the
+      request accepts PEP 691 JSON and there is one, else with its index.html (index.py).
 """
 import hashlib
 import http.server
@@ -21,7 +25,13 @@ import tarfile
 import threading
 import time
 
-PLATFORM = "linux-x86_64"
+RECIPE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "recipes", "redist.json")
+
+
+def default_platforms():
+    with open(RECIPE) as f:
+        return sorted({platforms[0] for platforms in json.load(f)["host_platforms"].values()})
+
 
 NVCC = """#!/bin/sh
 case "$1" in
@@ -64,20 +74,21 @@ def make(root, version, evil=None):
         members["cuda_cudart"].append(("lib/passwd", b"", 0o644, tarfile.LNKTYPE, "/etc/passwd"))
     manifest = {"release_date": "2022-10-03", "release_label": version, "release_product": "cuda"}
     for name, files in members.items():
-        top = f"{name}-{PLATFORM}-{full}-archive"
-        rel = f"{name}/{PLATFORM}/{top}.tar.xz"
-        path = os.path.join(root, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with tarfile.open(path, "w:xz") as tar:
-            add(tar, top, kind=tarfile.DIRTYPE, mode=0o755)
-            for member, data, mode, kind, link in files:
-                # Evil absolute members are written as they are; the others under the top folder.
-                add(tar, member if member.startswith("/") else f"{top}/{member}", data, mode, kind, link)
-        with open(path, "rb") as f:
-            blob = f.read()
-        manifest[name] = {"name": name, "license": "CUDA Toolkit", "version": full,
-                          PLATFORM: {"relative_path": rel, "sha256": hashlib.sha256(blob).hexdigest(),
-                                     "md5": hashlib.md5(blob).hexdigest(), "size": str(len(blob))}}
+        manifest[name] = {"name": name, "license": "CUDA Toolkit", "version": full}
+        for platform in default_platforms():
+            top = f"{name}-{platform}-{full}-archive"
+            rel = f"{name}/{platform}/{top}.tar.xz"
+            path = os.path.join(root, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with tarfile.open(path, "w:xz") as tar:
+                add(tar, top, kind=tarfile.DIRTYPE, mode=0o755)
+                for member, data, mode, kind, link in files:
+                    # Evil absolute members are written as they are; the others under the top folder.
+                    add(tar, member if member.startswith("/") else f"{top}/{member}", data, mode, kind, link)
+            with open(path, "rb") as f:
+                blob = f.read()
+            manifest[name][platform] = {"relative_path": rel, "sha256": hashlib.sha256(blob).hexdigest(),
+                                        "md5": hashlib.md5(blob).hexdigest(), "size": str(len(blob))}
     with open(os.path.join(root, f"redistrib_{version}.json"), "w") as f:
         json.dump(manifest, f, indent=1)
 
@@ -109,6 +120,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if kind == "500" and n <= times:
             return self.fail(500)
         file = os.path.realpath(os.path.join(root, path))
+        if os.path.isdir(file):
+            json_page = os.path.join(file, "index.json")
+            wants_json = "application/vnd.pypi.simple.v1+json" in self.headers.get("Accept", "")
+            file = json_page if wants_json and os.path.isfile(json_page) else os.path.join(file, "index.html")
         if not file.startswith(os.path.realpath(root) + os.sep) or not os.path.isfile(file):
             return self.fail(404)
         with open(file, "rb") as f:

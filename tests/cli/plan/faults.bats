@@ -7,6 +7,7 @@
 bats_require_minimum_version 1.5.0
 
 ROOT="$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)"
+load ../host-cpu
 
 setup() {
   FAKE="$BATS_TEST_TMPDIR/cuda-13.0"
@@ -35,7 +36,7 @@ NVCC
 }
 
 build() {
-  env MSDA_TOOLKIT_PATHS="$FAKE" "$@" "$MSDA_DOCTOR" build --arch sm_90 --platform x86_64 \
+  env MSDA_TOOLKIT_PATHS="$FAKE" "$@" "$MSDA_DOCTOR" build --arch sm_90 --platform "$HOST_CPU" \
       --source "$SRC" --cache "$CACHE" --out "$OUT"
 }
 
@@ -67,7 +68,7 @@ cache_has_no_fatbin() {
 @test "a hanging nvcc is stopped after MSDA_BUILD_STEP_TIMEOUT: exit 4, in about that time" {
   start=$SECONDS
   run --separate-stderr timeout 60 env FAKE_NVCC_MODE=hang MSDA_BUILD_STEP_TIMEOUT=2 MSDA_TOOLKIT_PATHS="$FAKE" \
-      "$MSDA_DOCTOR" build --arch sm_90 --platform x86_64 --source "$SRC" --cache "$CACHE" --out "$OUT"
+      "$MSDA_DOCTOR" build --arch sm_90 --platform "$HOST_CPU" --source "$SRC" --cache "$CACHE" --out "$OUT"
   [ "$status" -eq 4 ]
   [ $((SECONDS - start)) -lt 30 ]
   [[ "$stderr" == *"did not finish in 2 s (MSDA_BUILD_STEP_TIMEOUT)"* ]]

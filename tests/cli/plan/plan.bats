@@ -4,6 +4,7 @@
 bats_require_minimum_version 1.5.0
 
 ROOT="$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)"
+load ../host-cpu
 CASES="$ROOT/tests/fixtures/plans"
 
 # The real --list-gpu-code of each toolkit version (10.2 has no such option).
@@ -59,7 +60,7 @@ run_case() {
   local env=(PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS")
   [ -n "$gpus" ] && env+=(MSDA_LIBCUDA="$MSDA_FAKE_LIBCUDA" MSDA_FAKE_GPUS="$ROOT/tests/fixtures/gpus/$gpus.json")
   # shellcheck disable=SC2086
-  run --separate-stderr env "${env[@]}" "$MSDA_DOCTOR" build --dry-run --json --platform x86_64 \
+  run --separate-stderr env "${env[@]}" "$MSDA_DOCTOR" build --dry-run --json --platform "$HOST_CPU" \
       --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" $args
   [ "$status" -eq "$want_exit" ] || { echo "exit $status, want $want_exit; stderr: $stderr" >&2; return 1; }
   if grep -qE 'AddressSanitizer|runtime error:' <<<"$stderr"; then echo "$stderr" >&2; return 1; fi
@@ -101,7 +102,7 @@ run_case() {
 @test "dry-run text shows the plan and the exact nvcc commands" {
   make_fakes "13.0 11.8" "12 11"
   run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
-      --platform x86_64 --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch tx2
+      --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch tx2
   [ "$status" -eq 0 ]
   [[ "$output" == *"sm_62        CUDA 11.8  threads 128"*"-ccbin $FAKE/bin/g++-11"* ]]
   [[ "$output" == *"$FAKE/cuda-11.8/bin/nvcc -fatbin -gencode arch=compute_62,code=sm_62 "*"-DMSDA_MAX_THREADS=128"*"msda_kernels.cu"* ]]
@@ -110,7 +111,7 @@ run_case() {
 @test "an architecture the table lacks, named alone, is built with the safe defaults and a note" {
   make_fakes "13.0" "12"
   run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run --json \
-      --platform x86_64 --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_88
+      --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_88
   [ "$status" -eq 0 ]
   [ "$(jq -r '.plan.targets[] | "\(.arch) \(.known) \(.max_threads) \(.f16_atomic)"' <<<"$output")" = "sm_88 false 128 f32-buffer" ]
   jq -e '.plan.notes[] | select(contains("sm_88: not in recipes/architectures.json"))' <<<"$output" >/dev/null
@@ -119,7 +120,7 @@ run_case() {
 @test "--define replaces a knob of the recipe for every target and adds other macros" {
   make_fakes "13.0" "12"
   run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run --json \
-      --platform x86_64 --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_80,sm_90 \
+      --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_80,sm_90 \
       --define MSDA_F16_ATOMIC=2 --define MSDA_VECTOR_ATOMICS=0
   [ "$status" -eq 0 ]
   [ "$(jq -r '[.plan.targets[] | .f16_atomic] | unique | join(",")' <<<"$output")" = "cas" ]
@@ -131,11 +132,11 @@ run_case() {
 @test "a malformed --define is a usage error" {
   make_fakes "13.0" "12"
   run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
-      --platform x86_64 --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90 --define '1X=2'
+      --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90 --define '1X=2'
   [ "$status" -eq 2 ]
   [[ "$stderr" == *"--define '1X=2': the name must be a C identifier"* ]]
   run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
-      --platform x86_64 --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90 --define 'X=two'
+      --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90 --define 'X=two'
   [ "$status" -eq 2 ]
   [[ "$stderr" == *"the value must be an integer"* ]]
 }
@@ -152,7 +153,7 @@ recipe_source() {
   recipe_source '.device.nvcc_flags += ["-lineinfo"] | .host.cflags += ["-DMSDA_EDITED"] | .host.libs += ["-lrt"]
                  | .per_arch.MSDA_MAX_THREADS.otherwise = 512 | .ptx = ["newest"]'
   run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run --json \
-      --platform x86_64 --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch all
+      --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch all
   [ "$status" -eq 0 ]
   jq -e '[.steps[] | select(.what | test("^(sm|compute)_")) | .command | index("-lineinfo")] | all' <<<"$output" >/dev/null
   jq -e '[.steps[] | select(.what | endswith(".c")) | .command | index("-DMSDA_EDITED")] | all' <<<"$output" >/dev/null
@@ -174,7 +175,7 @@ recipe_source() {
   make_fakes "13.0" "12"
   recipe_source '.per_arch.MSDA_MAX_THREADS.fact = "colour"'
   run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
-      --platform x86_64 --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90
+      --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90
   [ "$status" -eq 3 ]
   [[ "$stderr" == *"kernels/libmsda.json: per_arch 'MSDA_MAX_THREADS' follows an unknown fact 'colour'"* ]]
   [ "$(printf '%s\n' "$stderr" | grep -c .)" -eq 1 ]
@@ -182,7 +183,7 @@ recipe_source() {
 
 @test "a missing cross compiler names Debian's package for it" {
   make_fakes "13.0" "12"
-  other=aarch64; [ "$(uname -m)" = aarch64 ] && other=x86_64
+  other=$FOREIGN_CPU
   run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
       --platform "$other" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90
   [ "$status" -eq 4 ]

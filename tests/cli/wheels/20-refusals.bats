@@ -5,18 +5,19 @@
 bats_require_minimum_version 1.5.0
 
 ROOT="$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)"
+load ../host-cpu
 
 setup_file() {
   export SRC="$BATS_FILE_TMPDIR/src" CACHE="$BATS_FILE_TMPDIR/cache"
   mkdir -p "$SRC/kernels" && cp -r "$ROOT"/kernels/. "$SRC/kernels/" && ln -sfn "$ROOT/wheels" "$SRC/wheels"
 }
 
-# Builds sm_90 for x86_64 from $SRC with kernels/zz_extra.c holding $1; jq program $2 edits the recipe.
+# Builds sm_90 for this CPU from $SRC with kernels/zz_extra.c holding $1; jq program $2 edits the recipe.
 build_with() {
   printf '%s\n' "$1" > "$SRC/kernels/zz_extra.c"
   jq "${2:-.}" "$ROOT/kernels/libmsda.json" > "$SRC/kernels/libmsda.json"
   OUT="$BATS_TEST_TMPDIR/out"
-  run --separate-stderr "$MSDA_DOCTOR" build --arch sm_90 --platform x86_64 --source "$SRC" --out "$OUT" \
+  run --separate-stderr "$MSDA_DOCTOR" build --arch sm_90 --platform "$HOST_CPU" --source "$SRC" --out "$OUT" \
       --cache "$CACHE"
 }
 
@@ -45,5 +46,5 @@ unsigned long msda_zz_version(void) { return OpenSSL_version_num(); }' '.host.li
   build_with 'int msda_zz_nothing(void);
 int msda_zz_nothing(void) { return 0; }'
   [ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
-  ls "$OUT"/msda-*-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
+  ls "$(wheel_for "$OUT" "$HOST_CPU")"
 }

@@ -1,9 +1,11 @@
 #!/usr/bin/env bats
 # `msda-doctor build --arch all` end to end: two wheels, byte-identical on rebuild, RECORD
-# right, glibc floor 2.17, pip-installable, the aarch64 library run under qemu, verify.
+# right, glibc floor 2.17, pip-installable, the other CPU's library run under qemu, verify. The
+# host's wheel is the native one, the other CPU's the foreign one, on x86_64 and aarch64 alike.
 bats_require_minimum_version 1.5.0
 
 ROOT="$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)"
+load ../host-cpu
 
 setup_file() {
   export OUT1="$BATS_FILE_TMPDIR/dist1" OUT2="$BATS_FILE_TMPDIR/dist2"
@@ -13,13 +15,12 @@ setup_file() {
   ( cd "$ROOT" && "$MSDA_DOCTOR" build --arch all --platform x86_64,aarch64 --out "$OUT2" --cache "$CACHE" \
       > "$BATS_FILE_TMPDIR/build2.log" 2>&1 ) || { cat "$BATS_FILE_TMPDIR/build2.log" >&2; return 1; }
   export VERSION=$(cat "$ROOT/VERSION")
-  export X86="$OUT1/msda-$VERSION-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
-  export ARM="$OUT1/msda-$VERSION-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl"
+  export NATIVE=$(wheel_for "$OUT1" "$HOST_CPU") FOREIGN=$(wheel_for "$OUT1" "$FOREIGN_CPU")
 }
 
 # Every real architecture that the toolkits build finds can target, from their own nvcc.
 toolkit_archs() {
-  ( cd "$ROOT" && "$MSDA_DOCTOR" build --dry-run --json --arch all --platform x86_64 --cache "$CACHE" ) |
+  ( cd "$ROOT" && "$MSDA_DOCTOR" build --dry-run --json --arch all --platform "$HOST_CPU" --cache "$CACHE" ) |
     jq -r '.plan.toolkits[].nvcc' | while read -r nvcc; do "$nvcc" --list-gpu-code; done | grep -E '^sm_[0-9]+$' | sort -u
 }
 
@@ -27,7 +28,7 @@ toolkit_archs() {
   want=$(toolkit_archs)
   [ -n "$want" ]
   if nvcc --list-gpu-code 2>/dev/null | grep -qx sm_88; then grep -qx sm_88 <<<"$want"; fi
-  for w in "$X86" "$ARM"; do
+  for w in "$NATIVE" "$FOREIGN"; do
     got=$("$MSDA_DOCTOR" inspect --json "$w" | jq -r '.files[].sass[]' | sort -u)
     if [ "$got" != "$want" ]; then
       echo "$(basename "$w"):" >&2; diff <(echo "$want") <(echo "$got") >&2; return 1
@@ -36,11 +37,11 @@ toolkit_archs() {
 }
 
 @test "the wheels carry PTX of the newest architecture and of the newest toolkit's oldest" {
-  newest_toolkit=$( ( cd "$ROOT" && "$MSDA_DOCTOR" build --dry-run --json --arch all --platform x86_64 --cache "$CACHE" ) |
+  newest_toolkit=$( ( cd "$ROOT" && "$MSDA_DOCTOR" build --dry-run --json --arch all --platform "$HOST_CPU" --cache "$CACHE" ) |
                     jq -r '.plan.toolkits[0].nvcc')
   oldest=$("$newest_toolkit" --list-gpu-code | grep -E '^sm_[0-9]+$' | sed 's/sm_//' | sort -n | head -n 1)
   newest=$(toolkit_archs | sed 's/sm_//' | sort -n | tail -n 1)
-  for w in "$X86" "$ARM"; do
+  for w in "$NATIVE" "$FOREIGN"; do
     got=$("$MSDA_DOCTOR" inspect --json "$w" | jq -r '.files[].ptx[]' | sort -u | tr '\n' ' ')
     [ "$got" = "$(printf 'compute_%s\n' "$oldest" "$newest" | sort -u | tr '\n' ' ')" ] ||
       { echo "$(basename "$w"): PTX $got" >&2; return 1; }
@@ -52,14 +53,14 @@ toolkit_archs() {
 }
 
 @test "the wheel's Python package carries the VERSION file's version" {
-  for w in "$X86" "$ARM"; do
+  for w in "$NATIVE" "$FOREIGN"; do
     v=$(python3 -c "import sys, zipfile; print(zipfile.ZipFile(sys.argv[1]).read('msda/_version.py').decode())" "$w")
     [[ "$v" == *"__version__ = \"$VERSION\""* ]] || { echo "$v" >&2; return 1; }
   done
 }
 
 @test "both wheels are written, with the manylinux_2_17 tags" {
-  [ -f "$X86" ] && [ -f "$ARM" ]
+  [ -f "$NATIVE" ] && [ -f "$FOREIGN" ]
   [ "$(ls "$OUT1" | wc -l)" -eq 2 ]
 }
 
@@ -69,7 +70,7 @@ toolkit_archs() {
 }
 
 @test "RECORD lists every file with its sha256 and size (checked with Python's zipfile)" {
-  for w in "$X86" "$ARM"; do
+  for w in "$NATIVE" "$FOREIGN"; do
     python3 - "$w" <<'PY'
 import base64, csv, hashlib, io, sys, zipfile
 z = zipfile.ZipFile(sys.argv[1])
@@ -92,7 +93,7 @@ PY
 }
 
 @test "no GLIBC symbol version above 2.17 in either library (objdump)" {
-  for pair in "$X86:objdump" "$ARM:aarch64-linux-gnu-objdump"; do
+  for pair in "$NATIVE:objdump" "$FOREIGN:$FOREIGN_OBJDUMP"; do
     w=${pair%%:*} tool=${pair##*:}
     d="$BATS_TEST_TMPDIR/$(basename "$w")"
     mkdir -p "$d" && (cd "$d" && python3 -c "import zipfile,sys; zipfile.ZipFile(sys.argv[1]).extract('msda/libmsda.so')" "$w")
@@ -104,7 +105,7 @@ PY
 }
 
 @test "inspect reads the wheels: the same code in both, and the GPUs it runs on" {
-  run --separate-stderr "$MSDA_DOCTOR" inspect --json --gpu p40 --gpu tx2 --gpu h100 --gpu rtx5090 "$X86" "$ARM"
+  run --separate-stderr "$MSDA_DOCTOR" inspect --json --gpu p40 --gpu tx2 --gpu h100 --gpu rtx5090 "$NATIVE" "$FOREIGN"
   [ "$status" -eq 0 ]
   [ "$(jq -r '.files | length' <<<"$output")" -eq 2 ]
   [ "$(jq -c '.files[0].sass' <<<"$output")" = "$(jq -c '.files[1].sass' <<<"$output")" ]
@@ -112,22 +113,22 @@ PY
   [ "$(jq -r '[.files[].gpus[].runs] | unique | join(",")' <<<"$output")" = "sass" ]
 }
 
-@test "verify passes on the x86_64 wheel here (CPU; GPUs where present)" {
-  run --separate-stderr "$MSDA_DOCTOR" verify --json "$X86"
+@test "verify passes on this CPU's wheel here (CPU; GPUs where present)" {
+  run --separate-stderr "$MSDA_DOCTOR" verify --json "$NATIVE"
   [ "$status" -eq 0 ] || { echo "$output $stderr" >&2; return 1; }
   [ "$(jq -r '.passed' <<<"$output")" = true ]
   [ "$(jq -r '.devices[0].dtypes | map(.dtype + ":" + (.passed|tostring)) | join(",")' <<<"$output")" = "f32:true,f64:true,f16:true,bf16:true" ]
 }
 
-@test "verify refuses the aarch64 wheel on x86_64, saying where to run it" {
-  run --separate-stderr "$MSDA_DOCTOR" verify "$ARM"
+@test "verify refuses the other CPU's wheel, saying where to run it" {
+  run --separate-stderr "$MSDA_DOCTOR" verify "$FOREIGN"
   [ "$status" -eq 1 ]
-  [[ "$stderr" == *"is for aarch64, this machine is x86_64"* ]]
+  [[ "$stderr" == *"is for $FOREIGN_CPU, this machine is $HOST_CPU"* ]]
 }
 
 @test "verify catches a damaged wheel" {
-  bad="$BATS_TEST_TMPDIR/msda-$VERSION-py3-none-manylinux_2_17_x86_64.whl"
-  python3 - "$X86" "$bad" <<'PY'
+  bad="$BATS_TEST_TMPDIR/msda-$VERSION-py3-none-manylinux_2_17_$HOST_CPU.whl"
+  python3 - "$NATIVE" "$bad" <<'PY'
 import sys, zipfile
 src, dst = zipfile.ZipFile(sys.argv[1]), zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_DEFLATED)
 for info in src.infolist():
@@ -142,21 +143,21 @@ PY
   [[ "$output" == *"[FAIL] RECORD"*"msda/__init__.py"* ]]
 }
 
-@test "the aarch64 library runs its CPU path under qemu-aarch64" {
-  d="$BATS_TEST_TMPDIR/arm"
-  mkdir -p "$d" && (cd "$d" && python3 -c "import zipfile,sys; zipfile.ZipFile(sys.argv[1]).extract('msda/libmsda.so')" "$ARM")
-  aarch64-linux-gnu-gcc -std=c11 -Wall -Wextra -Werror -O1 -I"$ROOT/kernels" -o "$d/smoke" \
-    "$ROOT/tests/aarch64/cpu_smoke.c" -L"$d/msda" -lmsda -lm
-  run env QEMU_LD_PREFIX=/usr/aarch64-linux-gnu LD_LIBRARY_PATH="$d/msda" qemu-aarch64 "$d/smoke"
+@test "the other CPU's library runs its CPU path under qemu" {
+  d="$BATS_TEST_TMPDIR/foreign"
+  mkdir -p "$d" && (cd "$d" && python3 -c "import zipfile,sys; zipfile.ZipFile(sys.argv[1]).extract('msda/libmsda.so')" "$FOREIGN")
+  "$FOREIGN_CC" -std=c11 -Wall -Wextra -Werror -O1 -I"$ROOT/kernels" -o "$d/smoke" \
+    "$ROOT/tests/cross/cpu_smoke.c" -L"$d/msda" -lmsda -lm
+  run env QEMU_LD_PREFIX="$FOREIGN_SYSROOT" LD_LIBRARY_PATH="$d/msda" "$FOREIGN_QEMU" "$d/smoke"
   echo "$output"
   [ "$status" -eq 0 ]
   [[ "$output" == *"3 passed, 0 failed"* ]]
 }
 
-@test "pip installs the x86_64 wheel into a fresh virtual environment; it works without torch" {
+@test "pip installs this CPU's wheel into a fresh virtual environment; it works without torch" {
   venv="$BATS_TEST_TMPDIR/venv"
   python3 -m venv "$venv"
-  "$venv/bin/python" -m pip install -q --no-index --no-deps "$X86"
+  "$venv/bin/python" -m pip install -q --no-index --no-deps "$NATIVE"
   run "$venv/bin/python" -c '
 import importlib.util, msda
 assert importlib.util.find_spec("torch") is None

@@ -1,6 +1,6 @@
-/* Runs the CPU path of an aarch64 libmsda.so (under qemu-aarch64 on an x86_64 machine): one
- * forward and backward in f32 and f64 on a small problem, checked against a direct evaluation of
- * the formula for the output and against each other. Prints "N passed, M failed". */
+/* Runs the CPU path of the other CPU's libmsda.so under qemu (aarch64 on x86_64 hosts, x86_64 on
+ * aarch64 hosts): one forward and backward in f32 and f64 on a small problem, checked against a
+ * direct evaluation of the formula for the output and against each other. Prints "N passed, M failed". */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>

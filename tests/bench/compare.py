@@ -1,0 +1,297 @@
+"""bench.py --peers: msda against its peers on the same inputs, one table per shape.
+
+Implementations, each called the way its users call it, through autograd:
+  msda   msda.ms_deform_attn (the wheel's Python op over the library under test; level table on
+         the host, as the op keeps it)
+  msda32 the same with f32 locations and weights beside an f16/bf16 value (mixed precision, as a
+         model under autocast calls it; f16/bf16 only), against a reference with f32 locations
+  orig   Deformable-DETR's MSDeformAttnFunction over its CUDA extension (f32 and f64 only)
+  dcnv4  DCNv4's FlashDeformAttnFunction: locations and attention logits packed into one tensor
+         (N, Lq, M, L*P*2 + L*P) in value's dtype, the softmax fused into the kernel
+  gs     the op in plain PyTorch (grid_sample per level), as Deformable-DETR's
+         ms_deform_attn_core_pytorch computes it
+All get the same value, locations and attention: the logits are drawn once, msda/orig/gs get
+their softmax, dcnv4 the logits themselves.
+
+Per implementation: eager times (CUDA events around the Python call; forward under no_grad, and
+forward + backward with torch.autograd.grad) and CUDA-graph times (a graph of several calls,
+replayed; GPU time per call). Locations "random" (uniform, 10% past each edge) or "realistic"
+(Deformable-DETR's reference points: each encoder query at the centre of its own pixel, decoder
+queries anywhere; offsets as its initialisation lays them out, k+1 pixels along each head's
+direction, plus noise of one pixel). Agreement: each output and gradient against grid_sample in
+f32 (f64 for f64) on the same inputs."""
+import math
+import statistics
+
+import torch
+import torch.nn.functional as F
+
+from bench import CASES, LEVELS, D, L, M, P, S, median_ms, msda_grid_sample, rel
+
+TOLS = {torch.float64: 1e-10, torch.float32: 2e-3, torch.float16: 3e-2, torch.bfloat16: 3e-2}
+IMPLS = ("msda", "msda32", "orig", "dcnv4", "gs")
+DTYPE_OF = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def realistic_locations(N, Lq, g):
+    """(N, Lq, M, L, P, 2) locations as a Deformable-DETR layer at initialisation makes them."""
+    dev = "cuda"
+    if Lq == S:  # encoder: queries are the pixels of every level, in order
+        refs = []
+        for h, w in LEVELS:
+            ys, xs = torch.meshgrid((torch.arange(h, device=dev) + 0.5) / h,
+                                    (torch.arange(w, device=dev) + 0.5) / w, indexing="ij")
+            refs.append(torch.stack([xs.reshape(-1), ys.reshape(-1)], -1))
+        ref = torch.cat(refs).expand(N, Lq, 2)
+    else:
+        ref = torch.rand(N, Lq, 2, device=dev, generator=g) * 0.9 + 0.05
+    thetas = torch.arange(M, device=dev) * (2 * math.pi / M)
+    direction = torch.stack([thetas.cos(), thetas.sin()], -1)
+    direction = direction / direction.abs().max(-1, keepdim=True)[0]
+    steps = torch.arange(1, P + 1, device=dev, dtype=torch.float32)
+    pixels = direction[:, None, None, :] * steps[None, None, :, None]  # (M, 1, P, 2)
+    pixels = pixels + torch.randn(N, Lq, M, L, P, 2, device=dev, generator=g)
+    size = torch.tensor([[w, h] for h, w in LEVELS], device=dev, dtype=torch.float32)  # (L, 2)
+    return ref[:, :, None, None, None, :] + pixels / size[None, None, None, :, None, :]
+
+
+def make_inputs(N, Lq, kind, seed=1234):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    value = torch.randn(N, S, M, D, device="cuda", generator=g)
+    if kind == "random":
+        loc = torch.rand(N, Lq, M, L, P, 2, device="cuda", generator=g) * 1.2 - 0.1
+    else:
+        loc = realistic_locations(N, Lq, g)
+    logits = torch.randn(N, Lq, M, L * P, device="cuda", generator=g)
+    gout = torch.randn(N, Lq, M * D, device="cuda", generator=g)
+    return value, loc, logits, gout
+
+
+class Impl:
+    """One implementation on one set of inputs: its leaves and how to call it."""
+
+    def __init__(self, name, fn, leaves):
+        self.name, self.fn, self.leaves = name, fn, leaves
+
+    def __call__(self):
+        return self.fn(*self.leaves)
+
+
+def implementations(peers, value, loc, logits, dtype):
+    """{name: Impl or reason}: each one's leaves, in dtype, requiring grad."""
+    shapes = torch.tensor(LEVELS, device="cuda")
+    starts = torch.cat([shapes.new_zeros(1), shapes.prod(1).cumsum(0)[:-1]])
+    shapes_host, starts_host = shapes.cpu(), starts.cpu()
+    # The softmax of the logits as dcnv4 gets them (rounded to dtype), as the reference takes it.
+    up = torch.float64 if dtype == torch.float64 else torch.float32
+    attn = logits.to(dtype).to(up).softmax(-1).view(*logits.shape[:3], L, P)
+    leaf = lambda t: t.to(dtype).detach().requires_grad_(True)
+    out = {}
+    import msda
+    op = lambda v, l, a: msda.ms_deform_attn(v, shapes_host, starts_host, l, a)
+    out["msda"] = Impl("msda", op, [leaf(value), leaf(loc), leaf(attn)])
+    if dtype in (torch.float16, torch.bfloat16):
+        f32 = lambda t: t.float().detach().requires_grad_(True)
+        out["msda32"] = Impl("msda32", op, [leaf(value), f32(loc),
+                                            f32(logits.softmax(-1).view(*logits.shape[:3], L, P))])
+    if "orig" in peers:
+        fn = peers["orig"]
+        out["orig"] = Impl("orig", lambda v, l, a: fn.apply(v, shapes, starts, l, a, 64),
+                           [leaf(value), leaf(loc), leaf(attn)])
+    if "dcnv4" in peers:
+        fn = peers["dcnv4"]
+        packed = torch.cat([loc.flatten(-3), logits], -1)  # (N, Lq, M, L*P*2 + L*P)
+        out["dcnv4"] = Impl("dcnv4", lambda v, sla: fn.apply(v, shapes, starts, sla, 64, P),
+                            [leaf(value), leaf(packed)])
+    out["gs"] = Impl("gs", msda_grid_sample, [leaf(value), leaf(loc), leaf(attn)])
+    return out
+
+
+def reference(value, loc, logits, gout, dtype, mixed=False):
+    """grid_sample in f32 (f64 for f64) on the dtype-rounded inputs (mixed: only value rounded,
+    locations and logits in f32): output and the gradients with respect to value, locations,
+    attention weights and logits."""
+    up = torch.float64 if dtype == torch.float64 else torch.float32
+    v = value.to(dtype).to(up).detach().requires_grad_(True)
+    l, z = ((t if mixed else t.to(dtype)).to(up).detach().requires_grad_(True) for t in (loc, logits))
+    a = z.softmax(-1).view(*z.shape[:3], L, P)
+    a.retain_grad()
+    out = msda_grid_sample(v, l, a)
+    out.backward(gout.to(dtype).to(up))
+    return out.detach(), v.grad, l.grad, a.grad, z.grad
+
+
+def agreement(impl, ref, gout):
+    """Relative differences to the reference: output, then the gradients; only the output's
+    (and the backward's error text) where the backward fails."""
+    out = impl()
+    r_out, r_v, r_l, r_a, r_z = ref
+    errs = [rel(out, r_out)]
+    try:
+        grads = torch.autograd.grad(out, impl.leaves, gout.to(out.dtype))
+    except Exception as exc:
+        torch.cuda.synchronize()
+        return errs, f"backward: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+    errs.append(rel(grads[0], r_v))
+    if impl.name == "dcnv4":
+        g = grads[1]
+        split = L * P * 2
+        errs += [rel(g[..., :split], r_l.flatten(-3)), rel(g[..., split:], r_z)]
+    else:
+        errs += [rel(grads[1], r_l), rel(grads[2], r_a)]
+    return errs, ""
+
+
+def fwd_bwd(impl, gout):
+    def run():
+        out = impl()
+        torch.autograd.grad(out, impl.leaves, gout)
+    return run
+
+
+def forward_only(impl):
+    def run():
+        with torch.no_grad():
+            impl()
+    return run
+
+
+def graph_ms(fn, reps, warmup, calls):
+    """GPU time of one call: a CUDA graph of `calls` calls, replayed, divided."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    t = median_ms(graph.replay, reps, warmup) / calls
+    del graph
+    return t
+
+
+def timings(impl, gout, reps, warmup):
+    """eager fwd, eager fwd+bwd, graph fwd, graph fwd+bwd in ms (None where one failed), and
+    the first failure's text."""
+    got, note = [], ""
+    for make in (forward_only, lambda i: fwd_bwd(i, gout)):
+        fn = make(impl)
+        try:
+            got.append(median_ms(fn, reps, warmup))
+        except Exception as exc:
+            got.append(None)
+            note = note or f"eager: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+    for k, make in enumerate((forward_only, lambda i: fwd_bwd(i, gout))):
+        eager = got[k]
+        if eager is None:
+            got.append(None)
+            continue
+        calls = max(1, min(20, int(2.0 / max(eager, 1e-3))))  # about 2 ms of work per replay
+        try:
+            got.append(graph_ms(make(impl), reps, warmup, calls))
+        except Exception as exc:
+            got.append(None)
+            note = note or f"graph: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+            torch.cuda.synchronize()
+    return got, note
+
+
+def run(peers, missing, dtypes, reps, warmup, kinds=("random", "realistic")):
+    """Prints the tables; returns (failures, speed verdicts) where failures are msda's
+    disagreements or failed calls (peers' are reported, not counted)."""
+    for name, why in missing.items():
+        print(f"peer {name} not loaded: {why}")
+    failures, verdicts = [], []
+    for case, N, Lq in CASES:
+        rows = []
+        for kind in kinds:
+            value, loc, logits, gout = make_inputs(N, Lq, kind)
+            for dt_name, dtype in dtypes:
+                ref = reference(value, loc, logits, gout, dtype)
+                ref_mixed = reference(value, loc, logits, gout, dtype, mixed=True)
+                impls = implementations(peers, value, loc, logits, dtype)
+                g = gout.to(dtype)
+                # What rounding the locations to dtype costs (every implementation here takes
+                # them in value's dtype): the reference's output with f32 locations against it.
+                with torch.no_grad():
+                    up = torch.float64 if dtype == torch.float64 else torch.float32
+                    unrounded = msda_grid_sample(value.to(dtype).to(up), loc.to(up),
+                                                 logits.to(dtype).to(up).softmax(-1).view(*loc.shape[:5]))
+                loc_cost = rel(ref[0], unrounded)
+                for name in IMPLS:
+                    if name not in impls:
+                        continue
+                    impl = impls[name]
+                    try:
+                        errs, note = agreement(impl, ref_mixed if name == "msda32" else ref, g)
+                        agree = len(errs) == 4 and all(e < TOLS[dtype] for e in errs)
+                    except Exception as exc:  # the forward failed
+                        errs, agree = None, False
+                        note = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+                        torch.cuda.synchronize()
+                    if errs is None:
+                        times = [None] * 4
+                    else:
+                        times, timing_note = timings(impl, g, reps, warmup)
+                        note = note or timing_note
+                    if name.startswith("msda") and (not agree or None in times):
+                        failures.append(f"{case} {kind} {dt_name} {name}: differences {errs} {note}")
+                    if name == "msda" and dtype != up:
+                        note = (note + "; " if note else "") + f"locations in {dt_name} move the output by {loc_cost:.1e}"
+                    rows.append(dict(kind=kind, dtype=dt_name, impl=name, t=times, errs=errs,
+                                     agree=agree, note=note))
+                    print(f"  {case} {kind} {dt_name} {name}: {fmt_times(times)} "
+                          f"{'agrees' if agree else 'DIFFERS'} {fmt_errs(errs)}", flush=True)
+                del impls
+            torch.cuda.empty_cache()
+        verdicts += print_table(case, N, Lq, rows)
+    return failures, verdicts
+
+
+def fmt_times(t):
+    return " ".join("-" if x is None else f"{x:.4f}" for x in t)
+
+
+def fmt_errs(errs):
+    return "[" + ", ".join(f"{e:.1e}" for e in errs) + "]" if errs else "(call failed)"
+
+
+def print_table(case, N, Lq, rows):
+    print()
+    print(f"{case}: N={N}, Lq={Lq}, S={S}, M={M}, D={D}, L={L}, P={P}; ms, medians")
+    hdr = (f"{'locations':<10} {'dtype':<5} {'impl':<6} {'fwd eager':>9} {'f+b eager':>9} {'fwd graph':>9} "
+           f"{'f+b graph':>9} {'x msda f+b eager':>16} {'x msda f+b graph':>16} {'agree':>6}  max rel. diff")
+    print(hdr)
+    print("-" * len(hdr))
+    verdicts = []
+    for r in rows:
+        base = next((x for x in rows if x["kind"] == r["kind"] and x["dtype"] == r["dtype"]
+                     and x["impl"] == "msda"), None)
+        ratio = []
+        for k in (1, 3):
+            a, b = r["t"][k], base["t"][k] if base else None
+            ratio.append(f"{a / b:.2f}" if a and b else "-")
+        errs = max(r["errs"]) if r["errs"] else float("nan")
+        if r["agree"]:
+            verdict = "ok"
+        elif not r["errs"]:
+            verdict = "failed"
+        elif len(r["errs"]) < 4:  # the forward alone ran
+            verdict = "fwd ok" if r["errs"][0] < TOLS[DTYPE_OF[r["dtype"]]] else "DIFF"
+        else:
+            verdict = "DIFF"
+        print(f"{r['kind']:<10} {r['dtype']:<5} {r['impl']:<6} " +
+              " ".join(f"{x:>9.4f}" if x is not None else f"{'-':>9}" for x in r["t"]) +
+              f" {ratio[0]:>16} {ratio[1]:>16} {verdict:>6}  {errs:.1e}"
+              + (f"  {r['note']}" if r["note"] else ""))
+        # The target: msda f32 at least as fast as the original op, eager and graph, fwd+bwd.
+        if r["impl"] == "orig" and r["dtype"] == "f32" and base and None not in base["t"] and None not in r["t"]:
+            ok = base["t"][1] <= r["t"][1] and base["t"][3] <= r["t"][3]
+            verdicts.append((f"{case} {r['kind']} f32 msda vs orig (f+b eager {base['t'][1]:.4f} vs "
+                             f"{r['t'][1]:.4f}, graph {base['t'][3]:.4f} vs {r['t'][3]:.4f})", ok))
+    print("x msda: this row's time over msda's (same locations and dtype); f+b: forward + backward "
+          "through autograd; graph: GPU time per call in a replayed CUDA graph")
+    return verdicts

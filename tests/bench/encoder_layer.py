@@ -1,0 +1,126 @@
+"""bench.py --peers: one Deformable-DETR encoder layer's attention block, forward and forward +
+backward, batch 2 on the enc shapes (d_model 256, 8 heads, 4 levels, 4 points): value
+projection, offset and weight projections, softmax, the MSDA core, output projection, the
+parameters of msda.MSDeformAttn (Deformable-DETR's initialisation, then perturbed so that the
+offsets and weights depend on the query). The core is swapped: msda, the original op, DCNv4 (its
+fused softmax takes the logits, packed with the locations in value's dtype, as its own module
+does), grid_sample. In f32, and under bf16 autocast, where the original op, which has no 16-bit
+kernels, gets its inputs cast to f32 (the usual workaround) and DCNv4 its packed input in the
+projection's bf16. Agreement: output and input gradients against the grid_sample core in f32."""
+import torch
+import torch.nn.functional as F
+
+from bench import LEVELS, S, median_ms, msda_grid_sample, rel
+
+D_MODEL, HEADS, POINTS, BATCH = 256, 8, 4, 2
+NL = len(LEVELS)
+
+
+def core_fn(name, peers, shapes, starts):
+    """(value, locations, logits) -> output (N, Lq, C) for one core."""
+    import msda
+    shapes_host, starts_host = shapes.cpu(), starts.cpu()
+
+    def weights(z):
+        return F.softmax(z, -1).view(*z.shape[:3], NL, POINTS)
+    if name == "msda":
+        return lambda v, l, z: msda.ms_deform_attn(v, shapes_host, starts_host, l, weights(z))
+    if name == "orig":
+        fn = peers["orig"]
+
+        def orig(v, l, z):
+            out = fn.apply(v.float(), shapes, starts, l.float(), weights(z).float(), 64)
+            return out.to(v.dtype)
+        return orig
+    if name == "dcnv4":
+        fn = peers["dcnv4"]
+        return lambda v, l, z: fn.apply(v, shapes, starts,
+                                        torch.cat([l.flatten(-3), z], -1).to(v.dtype), 64, POINTS)
+    return lambda v, l, z: msda_grid_sample(v, l.to(v.dtype), weights(z).to(v.dtype))
+
+
+def attention_block(layer, core, query, ref, src, shapes):
+    """The body of MSDeformAttn.forward with the core swapped."""
+    n, lq, _ = query.shape
+    value = layer.value_proj(src).view(n, S, HEADS, D_MODEL // HEADS)
+    offsets = layer.sampling_offsets(query).view(n, lq, HEADS, NL, POINTS, 2)
+    logits = layer.attention_weights(query).view(n, lq, HEADS, NL * POINTS)
+    normalizer = torch.stack([shapes[..., 1], shapes[..., 0]], -1)
+    loc = ref[:, :, None, :, None, :] + offsets / normalizer[None, None, None, :, None, :]
+    return layer.output_proj(core(value, loc, logits))
+
+
+def run(peers, reps, warmup):
+    """Prints the figure; returns msda's failures (disagreement or a failed call)."""
+    import msda
+    torch.manual_seed(7)
+    layer = msda.MSDeformAttn(d_model=D_MODEL, n_levels=NL, n_heads=HEADS, n_points=POINTS).cuda()
+    with torch.no_grad():
+        layer.sampling_offsets.weight.normal_(0, 0.01)
+        layer.attention_weights.weight.normal_(0, 0.05)
+    shapes = torch.tensor(LEVELS, device="cuda")
+    starts = torch.cat([shapes.new_zeros(1), shapes.prod(1).cumsum(0)[:-1]])
+    refs = []
+    for h, w in LEVELS:
+        ys, xs = torch.meshgrid((torch.arange(h, device="cuda") + 0.5) / h,
+                                (torch.arange(w, device="cuda") + 0.5) / w, indexing="ij")
+        refs.append(torch.stack([xs.reshape(-1), ys.reshape(-1)], -1))
+    ref = torch.cat(refs)[None, :, None, :].expand(BATCH, S, NL, 2)
+    src = torch.randn(BATCH, S, D_MODEL, device="cuda")
+    query = src + torch.randn(BATCH, S, D_MODEL, device="cuda") * 0.1  # src + position embedding
+    gout = torch.randn(BATCH, S, D_MODEL, device="cuda")
+
+    def run_core(core, autocast, q, s):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            return attention_block(layer, core, q, ref, s, shapes)
+
+    names = ["msda"] + [p for p in ("orig", "dcnv4") if p in peers] + ["gs"]
+    print()
+    print(f"encoder layer attention block: batch {BATCH}, Lq = S = {S}, d_model {D_MODEL}, "
+          f"{HEADS} heads, {NL} levels, {POINTS} points; eager (CUDA events), ms, medians of {reps}")
+    hdr = f"{'mode':<14} {'core':<6} {'fwd':>9} {'fwd+bwd':>9} {'x msda f+b':>10} {'out diff':>9} {'grad diff':>9}"
+    print(hdr)
+    print("-" * len(hdr))
+    failures = []
+    for mode, autocast in (("f32", False), ("bf16 autocast", True)):
+        # The grid_sample core in f32 is the reference for both modes.
+        q, s = (t.clone().requires_grad_(True) for t in (query, src))
+        out_ref = run_core(core_fn("gs", peers, shapes, starts), False, q, s).float()
+        grads_ref = torch.autograd.grad(out_ref, [q, s], gout)
+        base = None
+        for name in names:
+            core = core_fn(name, peers, shapes, starts)
+            q, s = (t.clone().requires_grad_(True) for t in (query, src))
+            try:
+                out = run_core(core, autocast, q, s)
+                grads = torch.autograd.grad(out, [q, s], gout.to(out.dtype))
+                e_out = rel(out.float(), out_ref)
+                e_grad = max(rel(g, r) for g, r in zip(grads, grads_ref))
+
+                def fwd():
+                    with torch.no_grad():
+                        run_core(core, autocast, q, s)
+
+                def fb():
+                    o = run_core(core, autocast, q, s)
+                    torch.autograd.grad(o, [q, s], gout.to(o.dtype))
+                t_fwd = median_ms(fwd, reps, warmup)
+                t_fb = median_ms(fb, reps, warmup)
+            except Exception as exc:
+                print(f"{mode:<14} {name:<6} failed: {type(exc).__name__}: {str(exc).splitlines()[0][:150]}")
+                torch.cuda.synchronize()
+                if name == "msda":
+                    failures.append(f"encoder layer {mode}: msda failed: {exc}")
+                continue
+            tol = 1e-3 if not autocast else 5e-2
+            if name == "msda":
+                base = t_fb
+                if not (e_out < tol and e_grad < tol):
+                    failures.append(f"encoder layer {mode}: msda differs from grid_sample "
+                                    f"({e_out:.1e}, {e_grad:.1e})")
+            ratio = f"{t_fb / base:.2f}" if base else "-"
+            print(f"{mode:<14} {name:<6} {t_fwd:>9.3f} {t_fb:>9.3f} {ratio:>10} {e_out:>9.1e} {e_grad:>9.1e}",
+                  flush=True)
+    print("diff: relative to the grid_sample core in f32 (output; largest of the query and input gradients);"
+          " orig under autocast runs its f32 kernels on inputs cast to f32")
+    return failures

@@ -1,0 +1,226 @@
+#!/usr/bin/env bats
+# Issue 12: the log's own facts, logs from another machine, ambiguous messages read two ways and
+# ranked, the per-log "no known failure", the fact keys that read this machine's files, and the
+# Python probe that never imports torch.
+load diag_helpers
+
+# A log as written on another machine: an RTX 3090 box, torch 1.10, nvcc 11.3, built for sm_61.
+foreign_log() {
+  cat > "$BATS_TEST_TMPDIR/foreign.log" <<'LOG'
+alice@gpu-box-7:~/Deformable-DETR$ nvidia-smi -L
+GPU 0: NVIDIA GeForce RTX 3090 (UUID: GPU-5d1b8c0e-1a2b-4c3d-9e8f-0a1b2c3d4e5f)
+alice@gpu-box-7:~/Deformable-DETR$ python -c 'import torch; print(torch.__version__)'
+PyTorch version: 1.10.1+cu113
+alice@gpu-box-7:~/Deformable-DETR$ cd models/ops && python setup.py build install
+/usr/local/cuda-11.3/bin/nvcc -I/opt/conda/include -c src/cuda/ms_deform_attn_cuda.cu -o build/ms_deform_attn_cuda.o -gencode=arch=compute_61,code=sm_61 -O3
+alice@gpu-box-7:~/Deformable-DETR$ python main.py
+UserWarning: NVIDIA GeForce RTX 3090 with CUDA capability sm_86 is not compatible with the current PyTorch installation.
+RuntimeError: CUDA error: no kernel image is available for execution on the device
+LOG
+}
+
+@test "a log from another machine: said so, judged by the log alone, this machine's findings apart" {
+  gpus p40; toolkit 11.8; gxx 12 11
+  mkdir -p "$FAKE_ROOT/etc"; echo lab-p40 > "$FAKE_ROOT/etc/hostname"
+  foreign_log
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/foreign.log"
+  [ "$status" -eq 1 ]
+  assert_clean_stderr
+  [ "$(jq -r '.logs[0] | "\(.origin) \(.foreign)"' <<<"$output")" = "another-machine true" ]
+  jq -e '.logs[0].compared | any(.fact == "host" and .log == "gpu-box-7" and .machine == "lab-p40" and (.same | not))' <<<"$output"
+  jq -e '.logs[0].compared | any(.fact == "gpu_name" and .machine == "Tesla P40" and (.same | not))' <<<"$output"
+  [ "$(ids)" = "no-kernel-image host-compiler-unsupported" ]
+  f=$(finding no-kernel-image)
+  [ "$(jq -r '"\(.source) \(.judged_on) \(.gpu)"' <<<"$f")" = "log log null" ]
+  # the log's GPU and build, not this machine's P40, fill the cause and the fix
+  [[ "$(jq -r .cause <<<"$f")" == "The build in the log targeted sm_61, and the NVIDIA GeForce RTX 3090 (sm_86) runs none of them"* ]]
+  [ "$(jq -r '.fix[0]' <<<"$f")" = "msda-doctor build --arch sm_86" ]
+  jq -e '.evidence | any(startswith("the log says: GPU NVIDIA GeForce RTX 3090, sm_86, torch 1.10.1+cu113, torch'"'"'s CUDA 11.3, nvcc 11.3, built for sm_61"))' <<<"$f"
+  jq -e '.evidence | all(startswith("GPU 0: Tesla P40") | not)' <<<"$f"
+  [ "$(finding host-compiler-unsupported | jq -r '"\(.source) \(.judged_on)"')" = "probe machine" ]
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" "$BATS_TEST_TMPDIR/foreign.log"
+  [[ "$output" == *"came from: another machine; judged by the log alone, this machine's findings kept apart"* ]]
+  [[ "$output" == *"[x] no-kernel-image: no code for this GPU's architecture in the binary (judged by the log alone)"* ]]
+  [[ "$output" == *$'On this machine, apart from the logs:\n\n[x] host-compiler-unsupported'* ]]
+}
+
+@test "a log that matches this machine is judged with it; --foreign judges it alone anyway" {
+  gpus p40; smi ok; install_op f118-sm52.so
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --search "$OPS" --json "$LOGS/p40-no-kernel-image.log"
+  [ "$(jq -r '.logs[0] | "\(.origin) \(.foreign)"' <<<"$output")" = "this-machine false" ]
+  [ "$(finding no-kernel-image | jq -r .judged_on)" = log-and-machine ]
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --search "$OPS" --foreign --json "$LOGS/p40-no-kernel-image.log"
+  [ "$(jq -r '.logs[0] | "\(.origin) \(.foreign)"' <<<"$output")" = "this-machine true" ]
+  f=$(finding no-kernel-image)
+  [ "$(jq -r '"\(.judged_on) \(.confirmed_by | length)"' <<<"$f")" = "log 0" ]
+  # the binaries check still runs: its own finding, from the probes, kept apart
+  [ "$(jq -r '[.findings[] | "\(.id):\(.source)"] | join(" ")' <<<"$output")" = "no-kernel-image:log no-kernel-image:probe" ]
+}
+
+@test "facts the log states: GPU, CUDA, torch, gcc, driver, -gencode and TORCH_CUDA_ARCH_LIST" {
+  cat > "$BATS_TEST_TMPDIR/env.log" <<'LOG'
+PyTorch version: 2.1.2+cu121
+CUDA used to build PyTorch: 12.1
+GCC version: (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0
+Nvidia driver version: 535.104.05
+GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-0)
+Cuda compilation tools, release 12.1, V12.1.105
+export TORCH_CUDA_ARCH_LIST="8.0;8.6+PTX"
+nvcc -c a.cu -gencode=arch=compute_80,code=sm_80 -gencode=arch=compute_86,code=compute_86 -gencode arch=compute_90,code=sm_90
+RuntimeError: CUDA error: invalid device function
+LOG
+  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/env.log"
+  assert_clean_stderr
+  [ "$(jq -r '.logs[0].facts | "\(.torch_version)|\(.torch_cuda)|\(.gcc_version)|\(.driver_version)|\(.gpu_name)|\(.nvcc_version)|\(.torch_cuda_arch_list)"' <<<"$output")" = \
+    "2.1.2+cu121|12.1|11.4.0|535.104.05|NVIDIA A100-SXM4-80GB|12.1|8.0;8.6+PTX" ]
+  [ "$(jq -r '.logs[0].facts.build_archs | sort | join(",")' <<<"$output")" = "compute_86,sm_80,sm_86,sm_90" ]
+  [ "$(jq -r '.logs[0].origin' <<<"$output")" = unknown ]
+}
+
+@test "'invalid device function': both readings, the other arch first when the build left the GPU out" {
+  cat > "$BATS_TEST_TMPDIR/idf.log" <<'LOG'
+Device 0: "Tesla T4"
+  CUDA Capability Major/Minor version number:    7.5
+nvcc -c ms_deform_attn_cuda.cu -gencode=arch=compute_61,code=sm_61
+CUDA used to build PyTorch: 12.1
+Cuda compilation tools, release 12.1, V12.1.105
+RuntimeError: CUDA error: invalid device function
+LOG
+  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/idf.log"
+  [ "$(ids)" = no-kernel-image ]
+  f=$(finding no-kernel-image)
+  [ "$(jq -r '[.causes[] | "\(.id):\(.score)"] | join(" ")' <<<"$f")" = "no-kernel-image:1 cuda-version-mismatch:-1" ]
+  jq -e '.causes[0].for == ["log_build_archs_lack_gpu_arch"] and .causes[1].against == ["torch_cuda_major_matches"]' <<<"$f"
+  [ "$(jq -r '.fix[0]' <<<"$f")" = "msda-doctor build --arch sm_75" ]
+  run --separate-stderr diagnose --no-probe "$BATS_TEST_TMPDIR/idf.log"
+  [[ "$output" == *"The message has 2 readings, most likely first:"* ]]
+  [[ "$output" == *"      2. cuda-version-mismatch: The same message comes from an extension compiled with another CUDA toolkit"* ]]
+}
+
+@test "'invalid device function': another toolkit first when the build covered the GPU and the CUDA majors differ" {
+  cat > "$BATS_TEST_TMPDIR/idf2.log" <<'LOG'
+GPU 0 compute capability: 8.0
+CUDA used to build PyTorch: 11.8
+Cuda compilation tools, release 12.1, V12.1.105
+cmake --build . -- nvcc -c ms_deform_attn_cuda.cu -gencode=arch=compute_80,code=sm_80
+RuntimeError: CUDA error: invalid device function
+LOG
+  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/idf2.log"
+  [ "$(ids)" = cuda-version-mismatch ]
+  f=$(finding cuda-version-mismatch)
+  [ "$(jq -r '"\(.matched) \([.causes[].id] | join(","))"' <<<"$f")" = "no-kernel-image cuda-version-mismatch,no-kernel-image" ]
+  [[ "$(jq -r '.causes[0].cause' <<<"$f")" == *"(nvcc 12.1, torch's CUDA 11.8)"* ]]
+  jq -e '.confirmed_by == ["torch_cuda_major_differs"]' <<<"$f"
+}
+
+@test "setup.py's 'Cuda is not availabel': no GPU first, unless the log shows nvcc missing" {
+  run --separate-stderr diagnose --no-probe --json "$LOGS/cuda-unavailable-at-build.log"
+  [ "$(jq -r '[.findings[0].causes[].id] | join(",")' <<<"$output")" = "cuda-unavailable-at-build,cuda-home-missing" ]
+  jq -e '.findings[0].causes[0].for | index("hint:no_cuda_runtime")' <<<"$output"
+  cat > "$BATS_TEST_TMPDIR/no-nvcc.log" <<'LOG'
+$ python setup.py build install
+/bin/sh: 1: nvcc: not found
+Traceback (most recent call last):
+  File "setup.py", line 69, in <module>
+    ext_modules=get_extensions(),
+  File "setup.py", line 43, in get_extensions
+    raise NotImplementedError('Cuda is not availabel')
+NotImplementedError: Cuda is not availabel
+LOG
+  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/no-nvcc.log"
+  [ "$(ids)" = cuda-home-missing ]
+  [ "$(jq -r '.findings[0] | "\(.matched) \([.causes[] | "\(.id):\(.score)"] | join(","))"' <<<"$output")" = \
+    "cuda-unavailable-at-build cuda-home-missing:1,cuda-unavailable-at-build:-1" ]
+  [[ "$(jq -r '.findings[0].fix[0]' <<<"$output")" == "export CUDA_HOME=<toolkit>"* ]]
+}
+
+@test "a missing torch library: import order, or an extension built against another torch" {
+  python_json '{"executable": "/home/kim/venv/bin/python", "version": "3.11.9", "msda_importable": true, "binaries": [],
+                "torch": {"version": "2.4.1", "cuda": "12.1", "lib": "'"$BATS_TEST_TMPDIR"'/torch/lib"}}'
+  mkdir -p "$BATS_TEST_TMPDIR/torch/lib"; : > "$BATS_TEST_TMPDIR/torch/lib/libc10.so"
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$LOGS/libc10-import-order.log"
+  [ "$(jq -r '[.findings[0].causes[].id] | join(",")' <<<"$output")" = "shared-lib-not-found,torch-abi-mismatch" ]
+  cat > "$BATS_TEST_TMPDIR/split.log" <<'LOG'
+>>> import torch
+>>> import MultiScaleDeformableAttention
+Traceback (most recent call last):
+  File "<stdin>", line 1, in <module>
+ImportError: libtorch_cuda_cu.so: cannot open shared object file: No such file or directory
+LOG
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/split.log"
+  [ "$(ids)" = torch-abi-mismatch ]
+  f=$(finding torch-abi-mismatch)
+  [ "$(jq -r '[.causes[] | "\(.id):\(.score)"] | join(",")' <<<"$f")" = "torch-abi-mismatch:2,shared-lib-not-found:-2" ]
+  [[ "$(jq -r .cause <<<"$f")" == "The extension was built against another torch: it needs libtorch_cuda_cu.so,"* ]]
+}
+
+@test "a log that matched nothing says so, even when the machine has findings; JSON keeps each finding's source" {
+  gpus t4; toolkit 11.8; gxx 12 11
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" "$LOGS/clean-train.log"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"no known failure in $LOGS/clean-train.log"* ]]
+  [[ "$output" == *"[x] host-compiler-unsupported: the host compiler is newer than nvcc supports (found by the probes on this machine)"* ]]
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$LOGS/clean-train.log" "$LOGS/magma-missing.log"
+  [ "$(jq -r '[.logs[].findings] | join(",")' <<<"$output")" = "0,1" ]
+  [ "$(jq -r '[.findings[] | "\(.id):\(.source)"] | join(" ")' <<<"$output")" = "magma-missing:log host-compiler-unsupported:probe" ]
+}
+
+@test "facts read from this machine's files: sources, libraries on the search path, libstdc++ versions" {
+  src="$BATS_TEST_TMPDIR/ops/src"
+  mkdir -p "$src"; : > "$src/ms_deform_attn.cpp"; : > "$src/ms_deform_attn.cu"
+  printf 'ninja: error: build.ninja:40: multiple rules generate %s/ops/build/temp.linux-x86_64-cpython-310%s/ms_deform_attn.o [-w dupbuild=err]\n' \
+    "$BATS_TEST_TMPDIR" "$src" > "$BATS_TEST_TMPDIR/dup.log"
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/dup.log"
+  jq -e '.confirmed_by == ["source_basename_collision"]' <<<"$(finding duplicate-object-name)"
+  [ "$(finding duplicate-object-name | jq -r '.fix[0]')" = "git mv $src/ms_deform_attn.cu $src/ms_deform_attn_cuda.cu" ]
+
+  printf '    AT_DISPATCH_FLOATING_TYPES(value.type(), "ms_deform_attn_forward_cuda", ([&] {\n' > "$src/ms_deform_attn_cuda.cu"
+  printf '%s/ms_deform_attn_cuda.cu(64): error: no suitable conversion function from "const at::DeprecatedTypeProperties" to "c10::ScalarType" exists\n' \
+    "$src" > "$BATS_TEST_TMPDIR/type.log"
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/type.log"
+  jq -e '.confirmed_by | index("source_uses_tensor_type")' <<<"$(finding deprecated-torch-api)"
+
+  mkdir -p "$FAKE_ROOT/usr/lib"; : > "$FAKE_ROOT/usr/lib/libcudart.so.11.0"
+  printf 'ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n' > "$BATS_TEST_TMPDIR/cudart.log"
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/cudart.log"
+  jq -e '.ruled_out_by == ["missing_lib_on_search_path"]' <<<"$(finding shared-lib-not-found)"
+
+  lib="$BATS_TEST_TMPDIR/conda/lib"
+  mkdir -p "$lib"
+  printf 'GLIBCXX_3.4.29 { global: *; };\n' > "$BATS_TEST_TMPDIR/v.map"
+  printf 'int f(void) { return 1; }\n' > "$BATS_TEST_TMPDIR/f.c"
+  cc -shared -fPIC -Wl,--version-script="$BATS_TEST_TMPDIR/v.map" -o "$lib/libstdc++.so.6" "$BATS_TEST_TMPDIR/f.c"
+  for want in 3.4.29 3.4.30; do
+    printf "ImportError: %s/libstdc++.so.6: version \`GLIBCXX_%s' not found (required by /x/MultiScaleDeformableAttention.so)\n" \
+      "$lib" "$want" > "$BATS_TEST_TMPDIR/cxx.log"
+    run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/cxx.log"
+    f=$(finding libstdcxx-abi-mismatch)
+    if [ "$want" = 3.4.29 ]; then jq -e '.ruled_out_by == ["libstdcxx_provides_required"]' <<<"$f"
+    else jq -e '.confirmed_by == ["libstdcxx_older_than_required"]' <<<"$f"; fi
+  done
+}
+
+@test "facts read from the installed op: no half-precision kernels, 32-bit indices" {
+  gpus t4; install_op f118-sm61-ptx.so
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --search "$OPS" --json "$LOGS/dtype-half-unsupported.log"
+  jq -e '.confirmed_by == ["binary_lacks_half_kernels"]' <<<"$(finding dtype-half-unsupported)"
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --search "$OPS" --json "$LOGS/illegal-memory-access.log"
+  jq -e '.confirmed_by | index("binary_uses_int32_indices")' <<<"$(finding illegal-memory-access)"
+}
+
+@test "the real Python probe reads torch's version, ABI and MAGMA without importing it" {
+  [ -x /usr/bin/python3 ] || skip "no /usr/bin/python3"
+  site="$BATS_TEST_TMPDIR/site"; torch="$site/torch"
+  mkdir -p "$torch/lib" "$torch/include/ATen/cuda"
+  printf 'raise SystemExit("torch was imported")\n' > "$torch/__init__.py"
+  printf "from typing import Optional\n__version__ = '2.3.1+cu121'\ndebug = False\ncuda: Optional[str] = '12.1'\n" > "$torch/version.py"
+  printf '#define AT_MAGMA_ENABLED() 0\n' > "$torch/include/ATen/cuda/CUDAConfig.h"
+  printf 'int _ZNSt7__cxx1112basic_stringIcE1fEv(void) { return 1; }\n' > "$BATS_TEST_TMPDIR/c10.c"
+  cc -shared -fPIC -o "$torch/lib/libc10.so" "$BATS_TEST_TMPDIR/c10.c"
+  : > "$site/MultiScaleDeformableAttention.so"
+  PYTHONPATH="$site" run --separate-stderr diagnose --python /usr/bin/python3 --root "$FAKE_ROOT" --json
+  [ "$(check_status python)" = ok ]
+  [ "$(jq -r '.machine.python | "\(.torch) \(.torch_cuda) \(.cxx11_abi) \(.has_magma) \(.msda_importable)"' <<<"$output")" = \
+    "2.3.1+cu121 12.1 true false true" ]
+  jq -e --arg p "$(realpath "$site")/MultiScaleDeformableAttention.so" '.machine.binaries | any(.path == $p)' <<<"$output"
+}

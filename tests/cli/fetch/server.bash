@@ -1,0 +1,41 @@
+# The loopback server both fetch suites use (redist.py serve): start, stop, and the checks of a
+# clean run; and the redist platforms of this host and of the other CPU, so that the suites are
+# the same on x86_64 and aarch64 hosts. Loaded by fetch.bats and wheels.bats; $REPO is the
+# folder it serves.
+
+REDIST="$BATS_TEST_DIRNAME/redist.py"
+ROOT="$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)"
+load ../host-cpu
+
+# The platform a machine of `uname -m` CPU fetches by default (recipes/redist.json).
+redist_platform() { jq -r --arg cpu "$1" '.host_platforms[$cpu][0]' "$ROOT/recipes/redist.json"; }
+HOST_PLATFORM=$(redist_platform "$HOST_CPU")
+FOREIGN_PLATFORM=$(redist_platform "$FOREIGN_CPU")
+# The manylinux machine of the host platform's compiler wheels.
+HOST_WHEEL_MACHINE=$(jq -r --arg p "$HOST_PLATFORM" '.wheels.platforms[$p]' "$ROOT/recipes/redist.json")
+
+# Starts the server on a free port (it picks one and writes it down) into $URL.
+serve() {
+  rm -f "$BATS_TEST_TMPDIR/port"
+  python3 "$REDIST" serve "$REPO" "$BATS_TEST_TMPDIR/port" 3>&- &
+  SERVER_PID=$!
+  for _ in $(seq 100); do
+    [ -s "$BATS_TEST_TMPDIR/port" ] && break
+    sleep 0.05
+  done
+  [ -s "$BATS_TEST_TMPDIR/port" ] || { echo "the server did not start" >&2; return 1; }
+  URL="http://127.0.0.1:$(cat "$BATS_TEST_TMPDIR/port")"
+}
+
+teardown() {
+  if [ -n "${SERVER_PID:-}" ]; then
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+  fi
+}
+
+faults() { printf '%s\n' "$1" > "$REPO/faults.json"; }
+
+assert_clean_stderr() {
+  if grep -qE 'AddressSanitizer|runtime error:|LeakSanitizer' <<<"$stderr"; then echo "$stderr" >&2; return 1; fi
+}

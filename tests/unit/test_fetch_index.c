@@ -1,0 +1,112 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "fetch_index.h"
+#include "pip_config.h"
+#include "unit.h"
+
+/* A page of wheels named NAMES (the versions parsed as md_index_read would). */
+static md_index_page page_of(const char *const *names, size_t n)
+{
+    md_index_page page = { .files = calloc(n, sizeof(md_index_file)), .n_files = n };
+    ck_assert_ptr_nonnull(page.files);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(page.files[i].filename, sizeof page.files[i].filename, "%s", names[i]);
+        const char *dash = strchr(names[i], '-');
+        snprintf(page.files[i].version, sizeof page.files[i].version, "%.*s", (int)strcspn(dash + 1, "-"), dash + 1);
+    }
+    return page;
+}
+
+START_TEST(pick_takes_the_newest_final_release_of_major_minor_for_the_machine)
+{
+    const char *names[] = {
+        "nvidia_nvvm-13.0.48-py3-none-manylinux2010_x86_64.manylinux_2_12_x86_64.whl",
+        "nvidia_nvvm-13.0.100-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl",
+        "nvidia_nvvm-13.0.88-py3-none-manylinux2010_x86_64.manylinux_2_12_x86_64.whl",
+        "nvidia_nvvm-13.0.9-py3-none-manylinux2010_x86_64.manylinux_2_12_x86_64.whl",
+        "nvidia_nvvm-13.0.300rc1-py3-none-manylinux2010_x86_64.manylinux_2_12_x86_64.whl",
+        "nvidia_nvvm-13.5.37-py3-none-manylinux2010_x86_64.manylinux_2_12_x86_64.whl",
+        "nvidia_nvvm-13.0.99-py3-none-win_amd64.whl",
+        "nvidia_nvvm_cu12-13.0.500-py3-none-manylinux2010_x86_64.whl",
+    };
+    md_index_page page = page_of(names, sizeof names / sizeof names[0]);
+    /* 88 > 9 as numbers; the rc, another machine, Windows and another project are passed over */
+    const md_index_file *f = md_index_pick(&page, "nvidia-nvvm", "x86_64", 13, 0, NULL);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_str_eq(f->version, "13.0.88");
+    /* a pin the page has wins over the newest; one it lacks falls back to the newest */
+    ck_assert_str_eq(md_index_pick(&page, "nvidia-nvvm", "x86_64", 13, 0, "13.0.48")->version, "13.0.48");
+    ck_assert_str_eq(md_index_pick(&page, "nvidia-nvvm", "x86_64", 13, 0, "13.0.77")->version, "13.0.88");
+    ck_assert_str_eq(md_index_pick(&page, "nvidia-nvvm", "aarch64", 13, 0, NULL)->version, "13.0.100");
+    /* names compare as PEP 503 normalises them */
+    ck_assert_ptr_nonnull(md_index_pick(&page, "NVIDIA_nvvm", "x86_64", 13, 0, NULL));
+    ck_assert_ptr_null(md_index_pick(&page, "nvidia-nvvm", "x86_64", 13, 1, NULL));
+    ck_assert_ptr_null(md_index_pick(&page, "nvidia-nvvm", "ppc64le", 13, 0, NULL));
+    ck_assert(md_index_has_release(&page, "nvidia-nvvm", 13, 5));
+    ck_assert(!md_index_has_release(&page, "nvidia-nvvm", 12, 9));
+    md_index_page_free(&page);
+}
+END_TEST
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+START_TEST(pip_index_url_follows_pips_order)
+{
+    char dir[] = "/tmp/msda-pip-XXXXXX", path[256], url[256], source[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    unsetenv("PIP_CONFIG_FILE");
+    unsetenv("VIRTUAL_ENV");
+    setenv("HOME", dir, 1);
+    setenv("XDG_CONFIG_HOME", dir, 1);
+    setenv("PIP_INDEX_URL", "https://env.example/simple", 1);
+    ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
+    ck_assert_str_eq(url, "https://env.example/simple");
+    ck_assert_str_eq(source, "PIP_INDEX_URL");
+    unsetenv("PIP_INDEX_URL");
+    /* ~/.pip/pip.conf, [global] */
+    snprintf(path, sizeof path, "%s/.pip", dir);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/.pip/pip.conf", dir);
+    write_file(path, "# old\n[global]\ntimeout = 60\nindex-url = https://legacy.example/simple\n");
+    if (access("/etc/pip.conf", F_OK) != 0 && access("/etc/xdg/pip/pip.conf", F_OK) != 0) {
+        ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
+        ck_assert_str_eq(url, "https://legacy.example/simple");
+        ck_assert_str_eq(source, path);
+    }
+    /* $XDG_CONFIG_HOME/pip/pip.conf comes before it; [download] wins over [global] there */
+    snprintf(path, sizeof path, "%s/pip", dir);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/pip/pip.conf", dir);
+    write_file(path, "[download]\nindex_url: https://download.example/simple\n[global]\n  index-url =  https://g.example/simple  \n");
+    ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
+    ck_assert_str_eq(url, "https://download.example/simple");
+    /* PIP_CONFIG_FILE before all files */
+    snprintf(path, sizeof path, "%s/custom.conf", dir);
+    write_file(path, "[global]\nindex-url=https://custom.example/simple\n");
+    setenv("PIP_CONFIG_FILE", path, 1);
+    ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
+    ck_assert_str_eq(url, "https://custom.example/simple");
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+Suite *suite_fetch_index(void)
+{
+    Suite *s = suite_create("fetch_index");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, pick_takes_the_newest_final_release_of_major_minor_for_the_machine);
+    tcase_add_test(tc, pip_index_url_follows_pips_order);
+    suite_add_tcase(s, tc);
+    return s;
+}
