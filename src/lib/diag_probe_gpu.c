@@ -140,7 +140,7 @@ static size_t split_csv(char *line, char **fields, size_t n)
     return k;
 }
 
-static void parse_smi(md_smi_facts *s, char *out, bool with_cc)
+void md_smi_parse(md_smi_facts *s, char *out, bool with_cc)
 {
     for (char *line = out, *next; line && *line && s->n_gpus < MD_DIAG_MAX_GPUS; line = next) {
         char *nl = strchr(line, '\n');
@@ -254,7 +254,7 @@ void md_probe_smi(md_machine *m, md_check *c)
         return;
     }
     s->answered = true;
-    parse_smi(s, res.output, with_cc);
+    md_smi_parse(s, res.output, with_cc);
     md_run_result_free(&res);
     if (s->driver_release[0])
         snprintf(m->driver_release, sizeof m->driver_release, "%s", s->driver_release);

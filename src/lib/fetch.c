@@ -190,9 +190,17 @@ static md_status read_manifest(const md_fetch_request *req, const char *base, md
     }
     if (st != MD_OK)
         return st;
+    st = md_fetch_manifest_parse(body, len, base, table, out, err);
+    free(body);
+    return st;
+}
+
+md_status md_fetch_manifest_parse(const char *body, size_t len, const char *base, const md_redist_table *table,
+                                  md_fetch_result *out, md_error *err)
+{
+    md_status st = MD_OK;
     json_error_t jerr;
     json_t *doc = json_loadb(body, len, 0, &jerr);
-    free(body);
     if (!json_is_object(doc)) {
         st = doc ? md_fail(err, MD_ERR_FORMAT, "manifest '%s' is not a JSON object", out->manifest_url)
                  : md_fail(err, MD_ERR_FORMAT, "manifest '%s' is not JSON: line %d: %s", out->manifest_url,

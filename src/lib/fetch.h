@@ -67,4 +67,11 @@ typedef struct {
  * holds no nvcc. MD_ERR_IO: DEST not writable. */
 md_status md_fetch_toolkit(const md_fetch_request *req, md_fetch_result *out, md_error *err);
 
+/* Reads the manifest BODY (LEN bytes; OUT's manifest_url and platform already set) into OUT's
+ * release label and components, their URLs under BASE, as TABLE lists them. MD_ERR_FORMAT: not
+ * a JSON object, or a component's path, sum or size is unusable; MD_ERR_ARGUMENT: a required
+ * component is missing for the platform. Exposed for the fuzz target. */
+md_status md_fetch_manifest_parse(const char *body, size_t len, const char *base, const md_redist_table *table,
+                                  md_fetch_result *out, md_error *err);
+
 #endif

@@ -214,9 +214,9 @@ PY
 
 # ---- fuzz regressions -----------------------------------------------------------------------------
 
-@test "every input a fuzz target once crashed on is read without a sanitizer report" {
+@test "every input the GPU-code and wheel fuzz targets once crashed on is read without a sanitizer report" {
   shopt -s nullglob
-  inputs=("$BATS_TEST_DIRNAME"/../fuzz/regressions/*/*)
+  inputs=("$BATS_TEST_DIRNAME"/../fuzz/regressions/{devcode,wheel}/*)
   [ "${#inputs[@]}" -gt 0 ] || skip "no fuzz regression inputs yet (make fuzz found no crash)"
   for f in "${inputs[@]}"; do
     MSDA_MAX_MEMBER_SIZE=16M run --separate-stderr timeout 60 "$MSDA_DOCTOR" inspect -v --json "$f"

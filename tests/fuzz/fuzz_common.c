@@ -1,10 +1,14 @@
 #include "fuzz_common.h"
 
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include "inspect.h"
+#include "write_all.h"
 
 void fuzz_setup(void)
 {
@@ -53,4 +57,51 @@ void fuzz_inspect_bytes(const uint8_t *data, size_t size)
     md_inspect_path(path, &ins, &err);
     md_inspection_free(&ins);
     close(fd);
+}
+
+static char scratch[64];
+
+static void scratch_remove(void)
+{
+    char path[PATH_MAX];
+    /* only the files fuzz_write_file put there: fuzz_recipe's one */
+    snprintf(path, sizeof path, "%s/libmsda.json", scratch);
+    unlink(path);
+    rmdir(scratch);
+}
+
+const char *fuzz_scratch_dir(void)
+{
+    if (!scratch[0]) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(scratch, sizeof scratch, "%s/msda-fuzz-XXXXXX", tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
+        if (!mkdtemp(scratch)) {
+            scratch[0] = '\0';
+            return NULL;
+        }
+        atexit(scratch_remove);
+    }
+    return scratch;
+}
+
+int fuzz_write_file(const char *dir, const char *name, const uint8_t *data, size_t size)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+        return -1;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -1;
+    int rc = md_write_all(fd, data, size) == 0 ? 0 : -1;
+    return close(fd) == 0 ? rc : -1;
+}
+
+char *fuzz_text(const uint8_t *data, size_t size)
+{
+    char *text = malloc(size + 1);
+    if (text) {
+        memcpy(text, data, size);
+        text[size] = '\0';
+    }
+    return text;
 }

@@ -115,6 +115,52 @@ START_TEST(backward_checks_its_pointers) {
 }
 END_TEST
 
+/* _i: the violation, now in a backward call whose pointers are all there: the problem is checked
+ * before the pointers, and its status is the forward's. */
+START_TEST(backward_refuses_each_violation_of_the_problem) {
+    fixture f;
+    fixture_init(&f);
+    const msda_status want = mutate(&f, _i);
+    if (_i == MUT_VALUE_NULL || _i == MUT_OUT_NULL) return; /* pointers: backward_checks_its_pointers */
+    f.bwd.dtype = f.fwd.dtype;
+    f.bwd.sizes = f.fwd.sizes;
+    f.bwd.spatial_shapes = f.fwd.spatial_shapes;
+    msda_error err;
+    memset(&err, 0, sizeof err);
+    ck_assert_int_eq(msda_validate_backward(&f.bwd, &err), want);
+    ck_assert_int_eq(msda_backward_cpu(&f.bwd, 0, &err), want);
+}
+END_TEST
+
+/* A side of 2^31 - 1 is the largest a level may have; 2^31 is refused, for H and for W. */
+START_TEST(the_largest_level_side_is_accepted) {
+    float v[1], loc[2], attn[1], out[1];
+    for (int side = 0; side < 2; side++) {
+        int64_t shapes[2] = {1, 1}, starts[1] = {0};
+        shapes[side] = INT32_MAX;
+        msda_forward_args a = {MSDA_F32, {1, INT32_MAX, 1, 1, 1, 1, 1}, shapes, starts, v, loc, attn, out};
+        msda_error err;
+        ck_assert_int_eq(msda_validate_forward(&a, &err), MSDA_OK);
+        shapes[side] = (int64_t)INT32_MAX + 1;
+        a.sizes.spatial = (int64_t)INT32_MAX + 1;
+        ck_assert_int_eq(msda_validate_forward(&a, &err), MSDA_ERR_BAD_SHAPE);
+    }
+}
+END_TEST
+
+/* Levels that pass S part of the way through are refused at the level that passes it, before
+ * its H*W is added to the running sum. */
+START_TEST(a_level_past_s_is_refused_where_it_passes) {
+    fixture f;
+    fixture_init(&f);
+    f.shapes[2] = 2;
+    f.shapes[3] = 3; /* 12 + 6 > S = 16 */
+    msda_error err;
+    ck_assert_int_eq(msda_validate_forward(&f.fwd, &err), MSDA_ERR_SHAPE_SUM);
+    ck_assert_msg(strstr(err.message, "more than S = 16"), "message: %s", err.message);
+}
+END_TEST
+
 /* Here no CUDA context is current (and usually no GPU or driver): the CUDA path must say so
  * with a status and a message, and not crash, whatever the machine has. */
 START_TEST(cuda_path_without_context_fails_cleanly) {
@@ -283,6 +329,9 @@ TCase *kt_tcase_api(void) {
     tcase_add_test(tc, f32_coordinates_are_accepted_beside_16_bit_values);
     tcase_add_loop_test(tc, each_violation_has_its_status, 0, MUT_COUNT);
     tcase_add_test(tc, backward_checks_its_pointers);
+    tcase_add_loop_test(tc, backward_refuses_each_violation_of_the_problem, 0, MUT_COUNT);
+    tcase_add_test(tc, the_largest_level_side_is_accepted);
+    tcase_add_test(tc, a_level_past_s_is_refused_where_it_passes);
     tcase_add_test(tc, cuda_path_without_context_fails_cleanly);
     tcase_add_test(tc, library_embeds_every_arch);
     tcase_add_test(tc, loader_skips_fatbins_the_device_cannot_load);

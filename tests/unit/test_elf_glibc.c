@@ -199,7 +199,7 @@ START_TEST(version_names_parse)
     ck_assert_uint_eq(v.minor, 2);
     ck_assert_uint_eq(v.patch, 5);
     const char *bad[] = { "GLIBC_PRIVATE", "GLIBCXX_3.4.30", "GLIBC_2", "GLIBC_2.34x", "GLIBC_.3",
-                          "glibc_2.3", "GLIBC_2.3.", "GLIBC_ABI_DT_RELR", "" };
+                          "glibc_2.3", "GLIBC_2.3.", "GLIBC_ABI_DT_RELR", "GLIBC-2.17", "" };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         ck_assert_msg(!md_glibc_version_parse(bad[i], &v), "'%s' parsed", bad[i]);
     md_glibc_version a = { 2, 2, 5 }, b = { 2, 17, 0 }, c = { 2, 17, 0 };

@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zstd.h>
 #include "devcode.h"
 #include "unit.h"
 
@@ -208,6 +209,72 @@ START_TEST(lz4_that_does_not_decode_is_reported_not_fatal)
 }
 END_TEST
 
+/* A compressed entry whose header gives no uncompressed size: LZ4 cannot be opened without it,
+ * and a zstd frame that does not carry its size either; both are listed with a note. */
+START_TEST(compressed_entries_of_unknown_size_are_listed_not_opened)
+{
+    buf b = { .size = 0 };
+    container(&b, 64 + 64);
+    entry(&b, 2, 64, 64, 61, 0x2000, 0);
+    payload(&b, 64, 0xff);
+    md_binary bin;
+    md_error err;
+    ck_assert_int_eq(read_buf(&b, &bin, &err), MD_OK);
+    ck_assert_uint_eq(bin.n_entries, 1);
+    ck_assert_str_eq(bin.entries[0].note, "compressed size unknown, not opened");
+    md_binary_free(&bin);
+
+    uint8_t plain[256], frame[512];
+    memset(plain, 0x41, sizeof plain);
+    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    ck_assert_ptr_nonnull(cctx);
+    ck_assert(!ZSTD_isError(ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 0)));
+    size_t n = ZSTD_compress2(cctx, frame, sizeof frame, plain, sizeof plain);
+    ZSTD_freeCCtx(cctx);
+    ck_assert(!ZSTD_isError(n));
+    ck_assert(ZSTD_getFrameContentSize(frame, n) == ZSTD_CONTENTSIZE_UNKNOWN);
+    b.size = 0;
+    container(&b, 64 + n);
+    entry(&b, 2, 64, n, 86, 0x8000, 0);
+    memcpy(b.data + b.size, frame, n);
+    b.size += n;
+    ck_assert_int_eq(read_buf(&b, &bin, &err), MD_OK);
+    ck_assert_uint_eq(bin.n_entries, 1);
+    ck_assert(!bin.entries[0].kernels_read);
+    ck_assert_str_eq(bin.entries[0].note, "zstd frame of unknown size not opened");
+    md_binary_free(&bin);
+}
+END_TEST
+
+/* The edges of what an entry may be: architecture numbers 10 and 999 (not 9 or 1000), and a
+ * header that fills its container exactly, with no payload. */
+START_TEST(entry_limits_are_inclusive)
+{
+    static const struct { uint32_t arch; md_status want; } cases[] = {
+        { 9, MD_ERR_FORMAT }, { 10, MD_OK }, { 999, MD_OK }, { 1000, MD_ERR_FORMAT },
+    };
+    md_binary bin;
+    md_error err;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        buf b = { .size = 0 };
+        container(&b, 64 + 8);
+        entry(&b, 1, 64, 8, cases[i].arch, 0, 0);
+        payload(&b, 8, 'x');
+        ck_assert_int_eq(read_buf(&b, &bin, &err), cases[i].want);
+        if (cases[i].want == MD_OK)
+            ck_assert_uint_eq(bin.entries[0].sm, cases[i].arch);
+        md_binary_free(&bin);
+    }
+    buf b = { .size = 0 };
+    container(&b, 64);
+    entry(&b, 1, 64, 0, 75, 0, 0);
+    ck_assert_int_eq(read_buf(&b, &bin, &err), MD_OK);
+    ck_assert_uint_eq(bin.n_entries, 1);
+    ck_assert_uint_eq(bin.entries[0].sm, 75);
+    md_binary_free(&bin);
+}
+END_TEST
+
 START_TEST(unknown_entry_kind_is_stepped_over)
 {
     buf b = { .size = 0 };
@@ -264,6 +331,8 @@ Suite *suite_fatbin(void)
     tcase_add_test(tc, rejects_bad_containers);
     tcase_add_test(tc, rejects_bad_entries);
     tcase_add_test(tc, lz4_that_does_not_decode_is_reported_not_fatal);
+    tcase_add_test(tc, compressed_entries_of_unknown_size_are_listed_not_opened);
+    tcase_add_test(tc, entry_limits_are_inclusive);
     tcase_add_test(tc, unknown_entry_kind_is_stepped_over);
     tcase_add_test(tc, random_bytes_never_crash);
     suite_add_tcase(s, tc);

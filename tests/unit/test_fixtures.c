@@ -7,6 +7,9 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <gelf.h>
+#include "devcode.h"
+#include "elf_check.h"
 #include "inspect.h"
 #include "unit.h"
 
@@ -231,6 +234,85 @@ static void mutate_and_read(const char *file, unsigned rounds, unsigned seed)
     munmap(orig, (size_t)size);
 }
 
+/* Each kernel of a cubin must be in its symbol table, the first as much as the last: with one
+ * kernel's symbol renamed (its name in .strtab, where a NUL precedes it; the section names
+ * have a prefix), the read fails naming that kernel. */
+START_TEST(a_kernel_missing_from_the_symbol_table_is_named)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/f13-regs40.cubin", fixture_dir());
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    static uint8_t orig[1 << 20], copy[1 << 20];
+    size_t size = fread(orig, 1, sizeof orig, f);
+    fclose(f);
+    ck_assert_uint_gt(size, 0);
+    md_binary bin = { 0 };
+    md_error err;
+    md_code_entry *e = md_binary_add_entry(&bin);
+    memcpy(copy, orig, size);
+    ck_assert_int_eq(md_cubin_read(copy, size, e, &err), MD_OK);
+    ck_assert_uint_ge(e->n_kernels, 2);
+    size_t picks[2] = { 0, e->n_kernels - 1 };
+    char names[2][256];
+    for (int p = 0; p < 2; p++)
+        snprintf(names[p], sizeof names[p], "%s", e->kernels[picks[p]].name);
+    md_binary_free(&bin);
+    for (int p = 0; p < 2; p++) {
+        memcpy(copy, orig, size);
+        size_t len = strlen(names[p]), renamed = 0;
+        for (size_t at = 1; at + len < size; at++)
+            if (copy[at - 1] == 0 && copy[at + len] == 0 && memcmp(copy + at, names[p], len) == 0) {
+                copy[at] = 'X';
+                renamed++;
+            }
+        ck_assert_uint_eq(renamed, 1);
+        memset(&bin, 0, sizeof bin);
+        e = md_binary_add_entry(&bin);
+        ck_assert_int_eq(md_cubin_read(copy, size, e, &err), MD_ERR_FORMAT);
+        ck_assert_msg(strstr(err.message, names[p]) && strstr(err.message, "is not in its symbol table"),
+                      "message: %s", err.message);
+        md_binary_free(&bin);
+    }
+}
+END_TEST
+
+/* An ELF file without a section header table (e_shoff 0) is fine when it also announces no
+ * sections, and corrupt when it announces some. */
+START_TEST(no_section_table_is_checked_against_its_count)
+{
+    uint8_t image[sizeof(Elf64_Ehdr)];
+    for (int announced = 0; announced < 2; announced++) {
+        memset(image, 0, sizeof image);
+        Elf64_Ehdr *h = (Elf64_Ehdr *)(void *)image;
+        memcpy(h->e_ident, ELFMAG, SELFMAG);
+        h->e_ident[EI_CLASS] = ELFCLASS64;
+        h->e_ident[EI_DATA] = ELFDATA2LSB;
+        h->e_ident[EI_VERSION] = EV_CURRENT;
+        h->e_type = ET_DYN;
+        h->e_machine = EM_X86_64;
+        h->e_version = EV_CURRENT;
+        h->e_ehsize = sizeof(Elf64_Ehdr);
+        h->e_shentsize = sizeof(Elf64_Shdr);
+        h->e_shnum = announced ? 3 : 0;
+        elf_version(EV_CURRENT);
+        Elf *elf = elf_memory((char *)image, sizeof image);
+        ck_assert_ptr_nonnull(elf);
+        md_error err;
+        size_t shnum = 99;
+        md_status st = md_elf_check(elf, sizeof image, "ELF file", &shnum, NULL, &err);
+        elf_end(elf);
+        if (announced) {
+            ck_assert_int_eq(st, MD_ERR_FORMAT);
+            ck_assert_str_eq(err.message, "corrupt ELF file: 3 section headers at offset 0");
+        } else {
+            ck_assert_msg(st == MD_OK, "%s", err.message);
+            ck_assert_uint_eq(shnum, 0);
+        }
+    }
+}
+END_TEST
+
 START_TEST(mutated_fixtures_fail_cleanly)
 {
     mutate_and_read("f13-compressed.fatbin", 400, 1);
@@ -251,6 +333,8 @@ Suite *suite_fixtures(void)
     tcase_add_test(tc, cuda118_fixtures);
     tcase_add_test(tc, compression_flags_are_reported);
     tcase_add_test(tc, arch_specific_cubin_is_marked);
+    tcase_add_test(tc, a_kernel_missing_from_the_symbol_table_is_named);
+    tcase_add_test(tc, no_section_table_is_checked_against_its_count);
     tcase_add_test(tc, mutated_fixtures_fail_cleanly);
     suite_add_tcase(s, tc);
     return s;

@@ -1,4 +1,5 @@
 /* The streaming log matcher: cleaning, line cutting, hits kept per group, context. */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,12 @@ START_TEST(clean_removes_cr_ansi_and_nul)
     ck_assert_str_eq(buf, "after");
     clean(buf, "\x1b]8;;http://x\x1b\\link");  /* OSC ending in ESC backslash */
     ck_assert_str_eq(buf, "link");
+    clean(buf, "[\x1b[200~paste\x1b[201~]");    /* bracketed paste: '~' ends a CSI sequence */
+    ck_assert_str_eq(buf, "[paste]");
+    clean(buf, "a\x1b~b");                        /* ESC ~, a two-byte escape, '~' its last byte */
+    ck_assert_str_eq(buf, "ab");
+    clean(buf, "a\x1b[12\rb");                    /* a CR cuts a sequence short and goes too */
+    ck_assert_str_eq(buf, "ab");
     char nul[8] = { 'a', 0, 'b', 0 };
     ck_assert_uint_eq(md_log_clean(nul, 3), 3);
     ck_assert_int_eq(memcmp(nul, "a b", 3), 0);
@@ -170,6 +177,21 @@ START_TEST(knowledge_has_26_ids_with_compiled_patterns)
 }
 END_TEST
 
+/* A malformed entry is refused with its id in the message, the entry's strings still readable
+ * when the message is made (they live in the document the failure frees; fuzz_recipe found
+ * them read after the free once). */
+START_TEST(knowledge_refuses_a_malformed_entry_by_name)
+{
+    json_t *doc = json_loads("{\"signatures\": [{\"id\": \"no-kernel-image\", \"severity\": \"error\"}]}", 0, NULL);
+    ck_assert_ptr_nonnull(doc);
+    md_knowledge kb;
+    md_error err;
+    ck_assert_int_eq(md_knowledge_load_doc(&kb, doc, &err), MD_ERR_INTERNAL); /* takes DOC over */
+    ck_assert_str_eq(err.message, "signatures.json: entry 0 (no-kernel-image) is malformed");
+    ck_assert_ptr_null(kb.sigs);
+}
+END_TEST
+
 Suite *suite_logscan(void)
 {
     Suite *s = suite_create("logscan");
@@ -179,6 +201,7 @@ Suite *suite_logscan(void)
     tcase_add_test(tc, scan_keeps_a_bounded_number_of_hits);
     tcase_add_test(tc, scan_cuts_long_lines_without_splitting_them);
     tcase_add_test(tc, knowledge_has_26_ids_with_compiled_patterns);
+    tcase_add_test(tc, knowledge_refuses_a_malformed_entry_by_name);
     tcase_add_test(tc, required_literals);
     tcase_add_test(tc, a_pattern_without_literals_still_matches);
     suite_add_tcase(s, tc);

@@ -93,6 +93,42 @@ START_TEST(newest_compatible_sass_wins)
 }
 END_TEST
 
+/* Family code (sm_100f) runs on its family's later members (10.3), not on another family's
+ * (12.0), whatever the minor number. */
+START_TEST(family_code_only_within_its_family)
+{
+    for (int kind = 0; kind < 2; kind++) {
+        add(kind ? MD_CODE_PTX : MD_CODE_SASS, 100, 'f');
+        md_verdict v = verdict_on(103);
+        ck_assert_int_eq(v.how, kind ? MD_RUNS_PTX_JIT : MD_RUNS_SASS);
+        md_verdict_free(&v);
+        v = verdict_on(120);
+        ck_assert_int_eq(v.how, MD_RUNS_NOT);
+        md_verdict_free(&v);
+        md_binary_free(&bin);
+        memset(&bin, 0, sizeof bin);
+    }
+}
+END_TEST
+
+/* Where plain and arch-specific SASS of the same number both run, the plain one is named: it is
+ * what the driver picks on a device of a later variant, and either order in the file gives it. */
+START_TEST(plain_sass_preferred_over_its_variant)
+{
+    for (int order = 0; order < 2; order++) {
+        add(MD_CODE_SASS, 90, order ? 0 : 'a');
+        add(MD_CODE_SASS, 90, order ? 'a' : 0);
+        md_verdict v = verdict_on(90);
+        ck_assert_int_eq(v.how, MD_RUNS_SASS);
+        ck_assert_uint_eq(v.code_sm, 90);
+        ck_assert_int_eq(v.code_variant, 0);
+        md_verdict_free(&v);
+        md_binary_free(&bin);
+        memset(&bin, 0, sizeof bin);
+    }
+}
+END_TEST
+
 START_TEST(arch_specific_code_only_on_its_own_cc)
 {
     add(MD_CODE_SASS, 90, 'a');
@@ -154,6 +190,8 @@ START_TEST(block_register_arithmetic)
     ck_assert_uint_eq(md_threads_that_fit(64, 65536, 1024), 1024);
     ck_assert_uint_eq(md_threads_that_fit(64, 32768, 1024), 512);
     ck_assert_uint_eq(md_threads_that_fit(255, 32768, 1024), 128);
+    /* not even one warp of 255 registers fits 4096: no thread count does */
+    ck_assert_uint_eq(md_threads_that_fit(255, 4096, 1024), 0);
 }
 END_TEST
 
@@ -167,6 +205,8 @@ Suite *suite_runs_on(void)
     tcase_add_test(tc, sm80_runs_on_86_and_not_on_90);
     tcase_add_test(tc, newest_compatible_sass_wins);
     tcase_add_test(tc, arch_specific_code_only_on_its_own_cc);
+    tcase_add_test(tc, family_code_only_within_its_family);
+    tcase_add_test(tc, plain_sass_preferred_over_its_variant);
     tcase_add_test(tc, regs40_1024_threads_too_many_on_62_fits_on_86);
     tcase_add_test(tc, no_bounds_is_checked_at_1024_threads);
     tcase_add_test(tc, block_register_arithmetic);

@@ -467,6 +467,54 @@ START_TEST(lying_records_rejected)
 }
 END_TEST
 
+/* What a spec may carry at the edges: a member path with a space and a '~' (the first and last
+ * printable characters), a name with 'z', 'Z' and '9', no summary (then METADATA has no Summary
+ * line), and a .dist-info file given before the package's files (it still comes after them, as
+ * the generated ones do). */
+START_TEST(edge_specs_accepted)
+{
+    sample s;
+    sample_init(&s);
+    md_wheel_file files[2] = { { .path = "zZ9-0.1.0.dist-info/LICENSE", .data = "MIT\n", .size = 4 },
+                               { .path = "msda/a b~.py", .data = "x", .size = 1 } };
+    md_wheel_spec spec = s.spec;
+    spec.dist = "zZ9";
+    spec.summary = NULL;
+    spec.files = files;
+    spec.n_files = 2;
+    char *path = write_ok(&spec);
+    listed_member m[8];
+    size_t n = list_members(path, m, 8);
+    ck_assert_uint_eq(n, 5);
+    ck_assert_str_eq(m[0].name, "msda/a b~.py");
+    ck_assert_str_eq(m[1].name, "zZ9-0.1.0.dist-info/LICENSE");
+    ck_assert_str_eq(m[2].name, "zZ9-0.1.0.dist-info/METADATA");
+    ck_assert_str_eq(m[2].text, "Metadata-Version: 2.1\nName: zZ9\nVersion: 0.1.0\nRequires-Python: >=3.8\n"
+                                "Requires-Dist: numpy\nRequires-Dist: torch>=1.8; extra == \"torch\"\n");
+    free(path);
+    remove_tree(s.dir);
+}
+END_TEST
+
+/* A wheel with two RECORD files (in two .dist-info folders) is refused, naming both. */
+START_TEST(two_records_rejected)
+{
+    char dir[512], path[1024];
+    make_temp_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/x-1-py3-none-any.whl", dir);
+    const char *names[] = { "x/a.txt", "x-1.dist-info/RECORD", "y-1.dist-info/RECORD" };
+    const char *record = "x/a.txt," HELLO_SHA ",6\nx-1.dist-info/RECORD,,\n";
+    const char *texts[] = { "hello\n", record, record };
+    write_zip(path, names, texts, 3);
+    md_error err;
+    md_error_clear(&err);
+    ck_assert_int_eq(md_wheel_verify_record(path, &err), MD_ERR_FORMAT);
+    ck_assert_msg(strstr(err.message, "two RECORD files: 'x-1.dist-info/RECORD' and 'y-1.dist-info/RECORD'"),
+                  "message: %s", err.message);
+    remove_tree(dir);
+}
+END_TEST
+
 START_TEST(failed_write_leaves_nothing)
 {
     sample s;
@@ -596,6 +644,8 @@ Suite *suite_wheel(void)
     tcase_add_test(tc, python_agrees_with_record);
     tcase_add_test(tc, corrupt_member_fails_verification);
     tcase_add_test(tc, lying_records_rejected);
+    tcase_add_test(tc, edge_specs_accepted);
+    tcase_add_test(tc, two_records_rejected);
     tcase_add_test(tc, failed_write_leaves_nothing);
     tcase_add_test(tc, bad_specs_rejected);
     suite_add_tcase(s, tc);

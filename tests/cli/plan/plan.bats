@@ -162,6 +162,15 @@ recipe_source() {
   [ "$(jq -r '[.plan.targets[] | select(.kind == "ptx") | .arch] | join(",")' <<<"$output")" = "compute_121" ]
 }
 
+@test "kernels/libmsda.json's ptx list alone decides the PTX: the oldest of the newest toolkit only" {
+  make_fakes "13.0" "12"
+  recipe_source '.ptx = ["oldest_of_newest_toolkit"]'
+  run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run --json \
+      --platform x86_64 --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch all
+  [ "$status" -eq 0 ]
+  [ "$(jq -r '[.plan.targets[] | select(.kind == "ptx") | .arch] | join(",")' <<<"$output")" = "compute_75" ]
+}
+
 @test "a malformed kernels/libmsda.json is an error naming the file and the field" {
   make_fakes "13.0" "12"
   recipe_source '.per_arch.MSDA_MAX_THREADS.fact = "colour"'
