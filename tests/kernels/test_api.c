@@ -125,6 +125,9 @@ START_TEST(backward_refuses_each_violation_of_the_problem) {
     f.bwd.dtype = f.fwd.dtype;
     f.bwd.sizes = f.fwd.sizes;
     f.bwd.spatial_shapes = f.fwd.spatial_shapes;
+    f.bwd.level_start = f.fwd.level_start;
+    f.bwd.coord_type = f.fwd.coord_type;
+    f.bwd.level_table = f.fwd.level_table;
     msda_error err;
     memset(&err, 0, sizeof err);
     ck_assert_int_eq(msda_validate_backward(&f.bwd, &err), want);
@@ -138,7 +141,9 @@ START_TEST(the_largest_level_side_is_accepted) {
     for (int side = 0; side < 2; side++) {
         int64_t shapes[2] = {1, 1}, starts[1] = {0};
         shapes[side] = INT32_MAX;
-        msda_forward_args a = {MSDA_F32, {1, INT32_MAX, 1, 1, 1, 1, 1}, shapes, starts, v, loc, attn, out};
+        msda_forward_args a = {.dtype = MSDA_F32, .sizes = {1, INT32_MAX, 1, 1, 1, 1, 1},
+                               .spatial_shapes = shapes, .level_start = starts, .value = v,
+                               .sampling_locations = loc, .attention_weights = attn, .output = out};
         msda_error err;
         ck_assert_int_eq(msda_validate_forward(&a, &err), MSDA_OK);
         shapes[side] = (int64_t)INT32_MAX + 1;
