@@ -158,8 +158,9 @@ def median_ms(fn, reps, warmup, before=None):
     return statistics.median(times)
 
 
-def graph_ms(fn, reps, warmup, calls=20):
-    """GPU time of one call: a CUDA graph of `calls` calls, replayed, divided."""
+def capture_graph(fn, calls):
+    """A CUDA graph of `calls` calls of fn, after three warm-up calls on a side stream (capture
+    needs the allocator and the lazily loaded kernels settled first)."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -170,7 +171,12 @@ def graph_ms(fn, reps, warmup, calls=20):
     with torch.cuda.graph(graph):
         for _ in range(calls):
             fn()
-    return median_ms(graph.replay, reps, warmup) / calls
+    return graph
+
+
+def graph_ms(fn, reps, warmup, calls=20):
+    """GPU time of one call: a CUDA graph of `calls` calls, replayed, divided."""
+    return median_ms(capture_graph(fn, calls).replay, reps, warmup) / calls
 
 
 def copy_bandwidth():

@@ -26,7 +26,7 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-from bench import CASES, LEVELS, D, L, M, P, S, median_ms, msda_grid_sample, rel
+from bench import CASES, LEVELS, D, L, M, P, S, capture_graph, median_ms, msda_grid_sample, rel
 
 TOLS = {torch.float64: 1e-10, torch.float32: 2e-3, torch.float16: 3e-2, torch.bfloat16: 3e-2}
 IMPLS = ("msda", "msda32", "orig", "dcnv4", "gs")
@@ -203,16 +203,7 @@ def forward_only(impl):
 
 def graph_ms(fn, reps, warmup, calls):
     """GPU time of one call: a CUDA graph of `calls` calls, replayed, divided."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(calls):
-            fn()
+    graph = capture_graph(fn, calls)
     t = median_ms(graph.replay, reps, warmup) / calls
     del graph
     return t

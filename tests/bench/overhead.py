@@ -25,6 +25,8 @@ import torch
 import msda
 from msda import _library
 
+from bench import capture_graph
+
 LEVELS = [(100, 134), (50, 67), (25, 34), (13, 17)]
 SHAPES = {"tiny": dict(levels=[(2, 2), (1, 1)], N=1, Lq=1, M=1, D=4, P=1),
           "dec_b2_q900": dict(levels=LEVELS, N=2, Lq=900, M=8, D=32, P=4)}
@@ -82,16 +84,7 @@ def per_call_us(fn, calls, rounds, device, clock):
 
 
 def graph_us(fn, calls=20, rounds=30):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            fn()
+    g = capture_graph(fn, calls)
     times = []
     for _ in range(rounds):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
