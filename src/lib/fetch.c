@@ -67,16 +67,6 @@ static bool safe_relative_path(const char *p)
     return n > s && strcmp(p + n - s, ARCHIVE_SUFFIX) == 0 && p[n - s - 1] != '/';
 }
 
-static bool is_sha256(const char *s)
-{
-    if (strlen(s) != 64)
-        return false;
-    for (; *s; s++)
-        if (!isxdigit((unsigned char)*s))
-            return false;
-    return true;
-}
-
 /* One component of the manifest into C. MD_OK with C->name empty when an optional component
  * is not there for PLATFORM. */
 static md_status read_component(json_t *manifest, const md_redist_component *rc, const char *platform,
@@ -99,7 +89,7 @@ static md_status read_component(json_t *manifest, const md_redist_component *rc,
     if (!rel || !safe_relative_path(rel))
         return md_fail(err, MD_ERR_FORMAT, "manifest '%s': '%s' for %s has no usable 'relative_path'", manifest_url,
                        rc->name, platform);
-    if (!sha || !is_sha256(sha))
+    if (!sha || !md_is_sha256_hex(sha))
         return md_fail(err, MD_ERR_FORMAT, "manifest '%s': '%s' for %s has no 'sha256' of 64 hex digits",
                        manifest_url, rc->name, platform);
     if (size) {

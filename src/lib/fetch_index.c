@@ -92,7 +92,7 @@ static bool for_machine(const char *tags, const char *machine)
     return false;
 }
 
-static bool is_sha256(const char *s)
+bool md_is_sha256_hex(const char *s)
 {
     if (strlen(s) != 64)
         return false;
@@ -111,7 +111,7 @@ static bool resolve(const char *page_url, const char *href, md_index_file *f)
     bool ok = u && curl_url_set(u, CURLUPART_URL, page_url, 0) == CURLUE_OK &&
               curl_url_set(u, CURLUPART_URL, href, 0) == CURLUE_OK;
     if (ok && curl_url_get(u, CURLUPART_FRAGMENT, &frag, 0) == CURLUE_OK && strncmp(frag, "sha256=", 7) == 0 &&
-        !f->sha256[0] && is_sha256(frag + 7))
+        !f->sha256[0] && md_is_sha256_hex(frag + 7))
         for (size_t i = 0; i < 64; i++)
             f->sha256[i] = (char)tolower((unsigned char)frag[7 + i]);
     ok = ok && curl_url_set(u, CURLUPART_FRAGMENT, NULL, 0) == CURLUE_OK &&
@@ -160,7 +160,7 @@ static md_status read_json(json_t *doc, md_index_page *page, md_error *err)
         if (!name || !url || (yanked && !json_is_false(yanked)))
             continue;
         md_index_file f = { 0 };
-        if (sha && is_sha256(sha))
+        if (sha && md_is_sha256_hex(sha))
             for (size_t k = 0; k < 64; k++)
                 f.sha256[k] = (char)tolower((unsigned char)sha[k]);
         if (!fill_file(page->page_url, name, url, &f))

@@ -41,4 +41,7 @@ bool md_index_has_release(const md_index_page *page, const char *name, unsigned 
 
 void md_index_page_free(md_index_page *page);
 
+/* True for 64 hexadecimal digits: a sha256 as manifests and indexes write it. */
+bool md_is_sha256_hex(const char *s);
+
 #endif

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "fetch_cache.h"
 #include "fetch_index.h"
 #include "pip_config.h"
 #include "unit.h"
@@ -95,9 +96,8 @@ START_TEST(pip_index_url_follows_pips_order)
     setenv("PIP_CONFIG_FILE", path, 1);
     ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
     ck_assert_str_eq(url, "https://custom.example/simple");
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    md_remove_tree(dir);
+    ck_assert_int_ne(access(dir, F_OK), 0);
 }
 END_TEST
 
