@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "recipes.h"
+#include "regex_syntax.h"
 
 typedef struct {
     char contains[64];
@@ -151,10 +152,13 @@ md_status md_jetson_table_load_json(json_t *doc, md_error *err)
         return md_fail(err, MD_ERR_NOMEM, "out of memory");
     md_status st = MD_OK;
     const char *pattern = json_string_value(json_object_get(json_object_get(doc, "release_file"), "pattern"));
-    if (!pattern || !*pattern || regcomp(&t->release_re, pattern, REG_EXTENDED | REG_NEWLINE) != 0) {
-        st = md_fail(err, MD_ERR_INTERNAL, "jetson.json: release_file.pattern is missing or not a regex");
+    if (!pattern || !*pattern) {
+        st = md_fail(err, MD_ERR_INTERNAL, "jetson.json: release_file.pattern is missing");
         goto end;
     }
+    if ((st = md_regex_compile(&t->release_re, pattern, REG_EXTENDED | REG_NEWLINE, MD_ERR_INTERNAL,
+                               "jetson.json: release_file.pattern", err)) != MD_OK)
+        goto end;
     t->have_re = true;
     /* md_jetson_l4t_parse reads three groups */
     if (t->release_re.re_nsub < 3) {

@@ -1,9 +1,11 @@
 #include "knowledge.h"
 
 #include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "diag_vocab.h"
+#include "regex_syntax.h"
 #include "recipes.h"
 
 /* Copies a JSON array of strings into OUT (at most CAP); false when it is not one or holds too
@@ -301,6 +303,26 @@ static bool add_pattern(pattern_list *l, const char *re, size_t group)
     return true;
 }
 
+/* The captures are compiled where a finding is filled; each is compiled once here, so that one
+ * that would not compile, or would expand without bound, is refused with the file. */
+static md_status check_captures(const md_knowledge *kb, md_error *err)
+{
+    for (size_t i = 0; i < kb->count; i++)
+        for (size_t c = 0; c < kb->sigs[i].n_captures; c++) {
+            const md_capture_spec *spec = &kb->sigs[i].captures[c];
+            for (size_t p = 0; p < spec->n; p++) {
+                char what[160];
+                snprintf(what, sizeof what, "signatures.json: %s, capture '%s'", kb->sigs[i].id, spec->name);
+                regex_t re;
+                md_status st = md_regex_compile(&re, spec->re[p], REG_EXTENDED, MD_ERR_INTERNAL, what, err);
+                if (st != MD_OK)
+                    return st;
+                regfree(&re);
+            }
+        }
+    return MD_OK;
+}
+
 static md_status build_matcher(md_knowledge *kb, md_error *err)
 {
     pattern_list l = { 0 };
@@ -361,7 +383,9 @@ md_status md_knowledge_load_doc(md_knowledge *kb, void *document, md_error *err)
         md_knowledge_free(kb);
         return md_fail(err, MD_ERR_INTERNAL, "signatures.json: log_facts or log_hints is malformed");
     }
-    md_status st = check_names(kb, err) ? build_matcher(kb, err) : MD_ERR_INTERNAL;
+    md_status st = !check_names(kb, err) ? MD_ERR_INTERNAL : check_captures(kb, err);
+    if (st == MD_OK)
+        st = build_matcher(kb, err);
     if (st != MD_OK)
         md_knowledge_free(kb);
     return st;

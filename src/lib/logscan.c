@@ -1,5 +1,7 @@
 #include "logscan.h"
 
+#include "regex_syntax.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,72 +73,6 @@ size_t md_log_clean(char *line, size_t len)
 
 /* ---- the matcher -------------------------------------------------------------------------- */
 
-/* Skips a bracket expression starting at P ('['); returns the byte after its ']'. */
-static const char *skip_bracket(const char *p)
-{
-    p++;
-    if (*p == '^')
-        p++;
-    if (*p == ']')
-        p++;
-    while (*p && *p != ']') {
-        if (*p == '[' && (p[1] == ':' || p[1] == '=' || p[1] == '.')) {
-            char close = p[1];
-            p += 2;
-            while (*p && !(*p == close && p[1] == ']'))
-                p++;
-            if (*p)
-                p += 2;
-            continue;
-        }
-        p++;
-    }
-    return *p ? p + 1 : p;
-}
-
-/* Skips a group starting at P ('('); returns the byte after its ')'. */
-static const char *skip_group(const char *p)
-{
-    int depth = 0;
-    while (*p) {
-        if (*p == '\\' && p[1]) {
-            p += 2;
-            continue;
-        }
-        if (*p == '[') {
-            p = skip_bracket(p);
-            continue;
-        }
-        if (*p == '(')
-            depth++;
-        else if (*p == ')' && --depth == 0)
-            return p + 1;
-        p++;
-    }
-    return p;
-}
-
-static bool is_quantifier(const char *p)
-{
-    return *p == '*' || *p == '+' || *p == '?' || (*p == '{' && p[1] >= '0' && p[1] <= '9');
-}
-
-/* Whether the quantifier at P allows zero occurrences. */
-static bool optional_quantifier(const char *p)
-{
-    return *p == '*' || *p == '?' || (*p == '{' && p[1] == '0' && (p[2] == ',' || p[2] == '}'));
-}
-
-static const char *skip_quantifier(const char *p)
-{
-    if (*p == '{') {
-        while (*p && *p != '}')
-            p++;
-        return *p ? p + 1 : p;
-    }
-    return p + 1;
-}
-
 /* The longest run of plain characters every match of the branch [P, END) must hold. */
 static size_t branch_literal(const char *p, const char *end, char *best, size_t cap)
 {
@@ -155,21 +91,21 @@ static size_t branch_literal(const char *p, const char *end, char *best, size_t 
                 continue;
             }
         } else if (*p == '[' || *p == '(' || *p == '.' || *p == '^' || *p == '$') {
-            next = *p == '[' ? skip_bracket(p) : *p == '(' ? skip_group(p) : p + 1;
+            next = *p == '[' ? md_re_skip_bracket(p) : *p == '(' ? md_re_skip_group(p) : p + 1;
             END_RUN();
             p = next;
-            if (is_quantifier(p))
-                p = skip_quantifier(p);
+            if (md_re_is_quantifier(p))
+                p = md_re_skip_quantifier(p);
             continue;
         } else {
             c = *p;
             next = p + 1;
         }
-        if (next < end && is_quantifier(next)) {
-            if (!optional_quantifier(next) && n < sizeof run)
+        if (next < end && md_re_is_quantifier(next)) {
+            if (!md_re_optional_quantifier(next) && n < sizeof run)
                 run[n++] = c;        /* required once, then repeated: the run ends after it */
             END_RUN();
-            p = skip_quantifier(next);
+            p = md_re_skip_quantifier(next);
             continue;
         }
         if (n < sizeof run)
@@ -191,11 +127,11 @@ size_t md_log_required_literals(const char *pattern, char *out, size_t cap)
             continue;
         }
         if (*p == '[') {
-            p = skip_bracket(p);
+            p = md_re_skip_bracket(p);
             continue;
         }
         if (*p == '(') {
-            p = skip_group(p);
+            p = md_re_skip_group(p);
             continue;
         }
         if (*p == '|' || *p == '\0') {
@@ -271,7 +207,8 @@ static md_status build_literals(md_log_matcher *m, const char *const *patterns, 
             at += (size_t)snprintf(all + at, total - at, "%s(%s)", at ? "|" : "", patterns[i]);
     all[at] = '\0';
     /* if the alternation cannot be compiled, every residual pattern is tried on every line */
-    m->has_prefilter = regcomp(&m->prefilter, all, REG_EXTENDED | REG_NOSUB) == 0;
+    m->has_prefilter = md_regex_nodes(all) <= MD_REGEX_MAX_NODES &&
+                       regcomp(&m->prefilter, all, REG_EXTENDED | REG_NOSUB) == 0;
     free(all);
     return MD_OK;
 }
@@ -287,12 +224,11 @@ md_status md_log_matcher_init(md_log_matcher *m, const char *const *patterns, co
         return md_fail(err, MD_ERR_NOMEM, "out of memory");
     }
     for (size_t i = 0; i < n; i++) {
-        int rc = regcomp(&m->patterns[i], patterns[i], REG_EXTENDED | REG_NOSUB);
-        if (rc != 0) {
-            char why[128];
-            regerror(rc, &m->patterns[i], why, sizeof why);
+        md_status st = md_regex_compile(&m->patterns[i], patterns[i], REG_EXTENDED | REG_NOSUB, MD_ERR_INTERNAL,
+                                        "a log pattern", err);
+        if (st != MD_OK) {
             md_log_matcher_free(m);
-            return md_fail(err, MD_ERR_INTERNAL, "bad pattern '%s': %s", patterns[i], why);
+            return st;
         }
         m->n_patterns++;
         m->group_of[i] = groups[i] < n_groups ? groups[i] : n_groups - 1;

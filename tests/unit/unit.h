@@ -19,5 +19,6 @@ Suite *suite_redist_table(void);
 Suite *suite_fetch_index(void);
 Suite *suite_fetch_cache(void);
 Suite *suite_knowledge(void);
+Suite *suite_regex_syntax(void);
 
 #endif
