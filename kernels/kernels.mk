@@ -10,6 +10,8 @@
 #   make gpu-wheels     (here) the variant wheels gpu-check also runs, for MSDA_GPU_ARCH
 #   make gpu-check      (GPU machine) GPU against the CPU path, compute-sanitizer, variants
 #   make bench          (GPU machine with torch) timings against grid_sample
+#   make ncu            (GPU machine with torch and Nsight Compute) each kernel's time, L2 and
+#                       DRAM traffic and bandwidth against its unit's peak (kernels/PERF.md)
 #
 # The wheel make builds: `msda-doctor build --arch $(MSDA_ARCH) [--define $(MSDA_DEFINES)...]`
 # (default all) into build/kernels/dist; check-kernels and check-python use it.
@@ -39,7 +41,7 @@ KERNEL_SAN_OBJS := $(patsubst kernels/%.c,$(KERNEL_DIR)/san/%.o,$(KERNEL_SRCS))
 
 CHECK_SUITES += kernels
 
-.PHONY: kernels check-kernels gpu-wheels gpu-variants gpu-check bench
+.PHONY: kernels check-kernels gpu-wheels gpu-variants gpu-check bench ncu
 
 kernels: $(KERNEL_LIB)
 
@@ -136,3 +138,7 @@ gpu-check: $(GPU_DIR)/gpu-check gpu-variants
 bench: $(GPU_LIB)
 	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
 	@PYTHONUNBUFFERED=1 python3 tests/bench/bench.py --lib $(GPU_LIB)
+
+ncu: $(GPU_LIB)
+	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
+	@PYTHONUNBUFFERED=1 python3 tests/bench/ncu-kernels.py --lib $(GPU_LIB)
