@@ -184,9 +184,16 @@ static int backward_strategy(const msda_module *mod, msda_dtype dtype) {
 
 /* Mixed strategy: native 16-bit atomics on a level where on average at most this many points
  * add to each value element (Lq * P * 4 corners / (H * W)); the f32 buffer beyond. The error of
- * a native sum grows about as the square root of that count; 32 keeps bf16 under ~0.6e-2 even
- * if every level sat at the limit (README.md). */
-#define MIXED_MAX_ADDS 32
+ * a native sum grows about as the square root of that count times the type's rounding step;
+ * 32 keeps bf16 under ~0.6e-2 even if every level sat at the limit (README.md). f16's step is 8
+ * times finer. Measured on an H200 (bench.py, enc_b2, grad_value against f32, backward ms):
+ * every level native 3.0e-3 / 0.540 (over issue 11's 2e-3), f16 limit 1024: 1.5e-3 / 0.677,
+ * 256: 8.0e-4 / 0.755, 32 (every level buffered): 2.1e-4 / 0.793. 256 keeps a margin of 2.5. */
+#define F16_MIXED_MAX_ADDS 256
+#define BF16_MIXED_MAX_ADDS 32
+static double mixed_max_adds(msda_dtype dtype) {
+    return dtype == MSDA_F16 ? F16_MIXED_MAX_ADDS : BF16_MIXED_MAX_ADDS;
+}
 
 /* Which levels' value gradient goes to the f32 buffer: one contiguous range of spatial
  * positions, so that one conversion pass covers it. */
@@ -207,7 +214,7 @@ static buffer_plan plan_buffer(const msda_problem *pb, int strategy) {
     for (int64_t l = 0; l < pb->L; l++) {
         const int64_t hw = pb->level_h[l] * pb->level_w[l], end = pb->level_start[l] + hw;
         const double adds = (double)pb->Lq * (double)pb->P * 4.0 / (double)hw;
-        if (strategy == MSDA_ATOMIC_F32_BUFFER || adds > MIXED_MAX_ADDS) {
+        if (strategy == MSDA_ATOMIC_F32_BUFFER || adds > mixed_max_adds(pb->dtype)) {
             if (lo < 0 || pb->level_start[l] < lo) lo = pb->level_start[l];
             if (end > hi) hi = end;
         }

@@ -55,8 +55,8 @@ def test_device_and_host_tables_agree(dtype):
     dev = _run(value, shapes, starts, loc, w, grad_out)
     dev32 = _run(value, shapes.int(), starts.int(), loc, w, grad_out)
     host = _run(value, shapes.cpu(), starts.cpu(), loc, w, grad_out)
-    # f16 sums its value gradient with native f16 atomics on sm_70+: two runs differ by their
-    # order of additions, up to the 1e-2 that gpu-check allows f16.
+    # f16 adds its sparse levels' value gradient with native f16 atomics on sm_70+ (mixed): two
+    # runs differ by their order of additions, up to the 1e-2 that gpu-check allows f16.
     tol = {torch.float32: 1e-6, torch.float16: 1e-2, torch.bfloat16: 2e-2}[dtype]
     assert torch.equal(dev[0], host[0]) and torch.equal(dev32[0], dev[0])
     for d, h in zip(dev[1], host[1]):
