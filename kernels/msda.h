@@ -108,9 +108,9 @@ typedef enum msda_coord_type {
  * (it reaches the output through every point inside the map). The backward writes, in
  * grad_attention_weights, the gradient with respect to the logits:
  *   grad_x[lp] = w[lp] * (g[lp] - sum_k w[k] * g[k])
- * where g is the gradient with respect to w (what MSDA_WEIGHTS_SOFTMAXED writes there). In the
- * CUDA path g passes through grad_attention_weights' own type before that step, so with 16-bit
- * coordinates it is rounded to 16 bits first, as an unfused softmax backward would see it. */
+ * where g is the gradient with respect to w (what MSDA_WEIGHTS_SOFTMAXED writes there). The CUDA
+ * path keeps g - g[0] in grad_attention_weights' own type before that step, so with 16-bit
+ * coordinates that difference is rounded to 16 bits first; the CPU path keeps g unrounded. */
 typedef enum msda_weights {
     MSDA_WEIGHTS_SOFTMAXED = 0, /* attention_weights are used as given (ABI 1 and 2) */
     MSDA_WEIGHTS_LOGITS = 1,    /* attention_weights are logits: the softmax is fused */

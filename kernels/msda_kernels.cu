@@ -248,10 +248,13 @@ template <typename A> __device__ __forceinline__ A group_sum(A v, int lanes) {
 // both paths, 72 without, 64 under MSDA_BUFFER_MIN_BLOCKS; at 94, half the threads were
 // resident and the bf16 encoder backward took 17% longer).
 // SOFTMAX: the weights are logits (msda.h, MSDA_WEIGHTS_LOGITS). Lane 0 writes each point's
-// gradient g with respect to the softmaxed weight into grad_weights as the plain kernel does,
-// while every lane sums s = sum_k w_k g_k from the group-summed g; at the end of the group lane 0
-// turns its own stores into w * (g - s) in place. No register array of L*P, whose size is not
-// known at compile time, and the plain instantiations are unchanged.
+// gradient g with respect to the softmaxed weight into grad_weights, less c = the first point's
+// g, while every lane sums s = sum_k w_k (g_k - c) from the group-summed g; at the end of the
+// group lane 0 turns its own stores into w * ((g - c) - s) = w * (g - sum_k w_k g_k) in place.
+// No register array of L*P, whose size is not known at compile time; subtracting c first keeps
+// the g the row shares out of the 16-bit rounding of the stores (a row of g near 10 with a
+// spread of 1 lost 1.8e-2 relative in bf16 without it, 2e-3 with). The plain instantiations are
+// unchanged.
 template <class Tr, class Cr, int VEC, bool ALL_BUFFER = false, bool SOFTMAX = false>
 __device__ __forceinline__ void backward(const msda_kparams &p) {
     typedef typename Tr::S S;
@@ -298,7 +301,7 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
 #pragma unroll
         for (int i = 0; i < VEC; i++) g_own[i] = (A)0;
         if (active && one_chunk && lane < p.chunks) load_vec<Tr, VEC>(gout + lane * VEC, g_own);
-        A wmax = (A)0, wsum = (A)1, wdot = (A)0;
+        A wmax = (A)0, wsum = (A)1, wdot = (A)0, gfirst = (A)0;
         if constexpr (SOFTMAX) {
             if (active) softmax_stats<Cr>(wgt, LP, wmax, wsum);
         }
@@ -363,13 +366,17 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                 d_weight = group_sum(d_weight, lanes);
                 d_lw = group_sum(d_lw, lanes);
                 d_lh = group_sum(d_lh, lanes);
+                if constexpr (SOFTMAX) {
+                    if (lp == 0) gfirst = d_weight;
+                    d_weight -= gfirst;
+                    wdot += a * d_weight; // a NaN weight makes the row NaN, as torch's
+                }
                 if (active && lane == 0) {
                     // dw/dx = W and dh/dy = H; zero for points outside, as the forward ignores them.
                     gloc[2 * lp] = from_acc<Cr>(inside ? a * d_lw * (A)W : (A)0);
                     gloc[2 * lp + 1] = from_acc<Cr>(inside ? a * d_lh * (A)H : (A)0);
                     gwgt[lp] = from_acc<Cr>(d_weight);
                 }
-                if constexpr (SOFTMAX) wdot += a * d_weight; // a NaN weight makes the row NaN, as torch's
             }
         }
         if constexpr (SOFTMAX) {
