@@ -165,3 +165,26 @@ def test_cuda_module_under_autocast():
     assert rel_err(b, a) < 2e-2
     b.float().sum().backward()
     assert all(torch.isfinite(p.grad).all() for p in fused.parameters())
+
+
+@pytest.mark.compile
+@pytest.mark.skipif(not hasattr(torch.library, "custom_op"), reason="torch without custom_op")
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_cuda_compile_fused_with_the_table_on_the_gpu(mode):
+    # The logits op (msda::ms_deform_attn_logits) in a whole graph, CUDA graphs included.
+    torch._dynamo.reset()
+    layer = lambda v, s, st, l, a: torch.tanh(_fused(v * 2, s, st, l, a))
+    compiled = torch.compile(layer, mode=mode, fullgraph=True)
+    for step in range(4):
+        torch.compiler.cudagraph_mark_step_begin()
+        value, shapes, starts, loc, x = _case(torch.float32, 130 + step)
+        got = [t.clone().requires_grad_(True) for t in (value, loc, x)]
+        out = compiled(got[0], shapes, starts, got[1], got[2])
+        out.sum().backward()
+        out = out.detach().clone()
+        ref = [t.clone().requires_grad_(True) for t in (value, loc, x)]
+        ref_out = layer(ref[0], shapes, starts, ref[1], ref[2])
+        ref_out.sum().backward()
+        assert rel_err(out, ref_out) < 1e-5, step
+        for g, r in zip(got, ref):
+            assert rel_err(g.grad, r.grad) < 1e-5, step
