@@ -81,8 +81,9 @@ extern "C" {
  * changes, never reused; msda_abi_version() gives the library's, which a caller that binds at
  * run time (ctypes, dlopen) compares with the one it was written for.
  *   1: the first (the three args structs without coord_type, level_table, device_status)
- *   2: coord_type, level_table and device_status appended to both args structs */
-#define MSDA_ABI_VERSION 2
+ *   2: coord_type, level_table and device_status appended to both args structs
+ *   3: weights appended to both args structs (attention weights as logits: the fused softmax) */
+#define MSDA_ABI_VERSION 3
 
 typedef enum msda_dtype {
     MSDA_F32 = 0,
@@ -96,6 +97,24 @@ typedef enum msda_coord_type {
     MSDA_COORD_SAME = 0, /* the args' dtype, as value's */
     MSDA_COORD_F32 = 1,  /* f32, with dtype f16, bf16 (or f32) */
 } msda_coord_type;
+
+/* What attention_weights holds. With MSDA_WEIGHTS_LOGITS the op applies the softmax over the
+ * L*P logits of each (n, q, m) itself (as Deformable-DETR does before calling the op) and uses
+ *   w[n, q, m, lp] = exp(x[lp] - max_k x[k]) / sum_k exp(x[k] - max_k x[k])
+ * in place of attention_weights in the formula above. The softmax is computed in the
+ * accumulation type (f32 for f16 and bf16, f64 for f64) from the stored logits. A group (row)
+ * gives what torch.softmax gives on the same row: a NaN logit, a +inf logit, or every logit
+ * -inf makes its w NaN (NaN in, NaN out), and a NaN w is then used like a NaN attention weight
+ * (it reaches the output through every point inside the map). The backward writes, in
+ * grad_attention_weights, the gradient with respect to the logits:
+ *   grad_x[lp] = w[lp] * (g[lp] - sum_k w[k] * g[k])
+ * where g is the gradient with respect to w (what MSDA_WEIGHTS_SOFTMAXED writes there). The CUDA
+ * path keeps g - g[0] in grad_attention_weights' own type before that step, so with 16-bit
+ * coordinates that difference is rounded to 16 bits first; the CPU path keeps g unrounded. */
+typedef enum msda_weights {
+    MSDA_WEIGHTS_SOFTMAXED = 0, /* attention_weights are used as given (ABI 1 and 2) */
+    MSDA_WEIGHTS_LOGITS = 1,    /* attention_weights are logits: the softmax is fused */
+} msda_weights;
 
 /* Where the level table (spatial_shapes, level_start) is. */
 typedef enum msda_memory {
@@ -164,6 +183,7 @@ typedef struct msda_forward_args {
     /* CUDA path with the table on the device, optional: one int32 of device memory where the
      * kernels store the status of an inconsistent table (never cleared by the library). */
     int32_t *device_status;
+    msda_weights weights; /* ABI 3; zero: attention_weights are already softmaxed */
 } msda_forward_args;
 
 /* Backward arguments: as the forward's, with grad_output in, and the three gradients out.
@@ -192,6 +212,8 @@ typedef struct msda_backward_args {
     msda_coord_type coord_type; /* as msda_forward_args' (ABI 2) */
     msda_memory level_table;
     int32_t *device_status;
+    msda_weights weights; /* as msda_forward_args' (ABI 3); with MSDA_WEIGHTS_LOGITS,
+                             grad_attention_weights is the gradient of the logits */
 } msda_backward_args;
 
 /* The message for a status: a static string, never NULL ("unknown status" if out of range). */

@@ -20,6 +20,7 @@
 #define CPU_CLOAD(x) (x)
 #define CPU_CSTORE(a) (a)
 #define CPU_FLOOR floorf
+#define CPU_EXP expf
 #define CPU_NAME(x) x##_f32
 #include "msda_cpu_impl.h"
 #undef CPU_T
@@ -30,6 +31,7 @@
 #undef CPU_CLOAD
 #undef CPU_CSTORE
 #undef CPU_FLOOR
+#undef CPU_EXP
 #undef CPU_NAME
 
 #define CPU_T double
@@ -40,6 +42,7 @@
 #define CPU_CLOAD(x) (x)
 #define CPU_CSTORE(a) (a)
 #define CPU_FLOOR floor
+#define CPU_EXP exp
 #define CPU_NAME(x) x##_f64
 #include "msda_cpu_impl.h"
 #undef CPU_T
@@ -50,12 +53,14 @@
 #undef CPU_CLOAD
 #undef CPU_CSTORE
 #undef CPU_FLOOR
+#undef CPU_EXP
 #undef CPU_NAME
 
 /* 16-bit values: coordinates in the same type, or in f32. */
 #define CPU_T uint16_t
 #define CPU_A float
 #define CPU_FLOOR floorf
+#define CPU_EXP expf
 #define CPU_LOAD(x) msda_f16_to_f32(x)
 #define CPU_STORE(a) msda_f32_to_f16(a)
 #define CPU_C uint16_t
@@ -103,6 +108,7 @@
 #undef CPU_CLOAD
 #undef CPU_CSTORE
 #undef CPU_FLOOR
+#undef CPU_EXP
 #undef CPU_NAME
 
 /* One thread's share: items [begin, end) of a forward or a backward. */
@@ -195,7 +201,10 @@ msda_status msda_forward_cpu(const msda_forward_args *a, int threads, msda_error
     if (st != MSDA_OK) return st;
     if (threads < 0) return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "threads is %d", threads);
     if (pb.table_on_device) return host_table_needed(err);
-    const cpu_task proto = {.pb = &pb, .fwd = a, .scratch_bytes = (size_t)pb.D * acc_size(pb.dtype)};
+    const int64_t acc_elems = pb.D + (pb.logits ? pb.L * pb.P : 0);
+    if ((uint64_t)acc_elems > SIZE_MAX / acc_size(pb.dtype))
+        return msda_fail(err, MSDA_ERR_OUT_OF_MEMORY, "D + L*P is too large for host scratch");
+    const cpu_task proto = {.pb = &pb, .fwd = a, .scratch_bytes = (size_t)acc_elems * acc_size(pb.dtype)};
     return run_tasks(&proto, pb.N * pb.Lq * pb.M, threads, err);
 }
 
@@ -205,7 +214,8 @@ msda_status msda_backward_cpu(const msda_backward_args *a, int threads, msda_err
     if (st != MSDA_OK) return st;
     if (threads < 0) return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "threads is %d", threads);
     if (pb.table_on_device) return host_table_needed(err);
-    const int64_t acc_elems = pb.S * pb.D + pb.D;
+    /* S*D and L*P are each below 2^55 (validated): the sum cannot overflow. */
+    const int64_t acc_elems = pb.S * pb.D + pb.D + (pb.logits ? 2 * pb.L * pb.P : 0);
     if ((uint64_t)acc_elems > SIZE_MAX / acc_size(pb.dtype))
         return msda_fail(err, MSDA_ERR_OUT_OF_MEMORY, "S*D is too large for host scratch");
     const cpu_task proto = {.pb = &pb, .bwd = a, .scratch_bytes = (size_t)acc_elems * acc_size(pb.dtype)};

@@ -5,6 +5,7 @@
  *   CPU_C        the coordinates' storage type (locations, weights and their gradients)
  *   CPU_CLOAD(x) CPU_C -> CPU_A            CPU_CSTORE(a) CPU_A -> CPU_C
  *   CPU_FLOOR    floor for CPU_A           CPU_NAME(x) x with the types' suffix
+ *   CPU_EXP      exp for CPU_A
  * Each function handles a range of work items and writes nothing outside its own items. */
 
 typedef struct {
@@ -40,7 +41,23 @@ static int CPU_NAME(locate)(CPU_A x, CPU_A y, int64_t H, int64_t W, CPU_NAME(cor
     return 1;
 }
 
-/* Groups g0..g1-1 of (n, q, m); scratch holds D accumulators. */
+/* The softmax of n logits into w (msda.h, MSDA_WEIGHTS_LOGITS). The max propagates NaN, so
+ * that a row with a NaN, a +inf (inf - inf) or only -inf logits comes out all NaN, as
+ * torch.softmax gives it. */
+static void CPU_NAME(softmax)(const CPU_C *x, int64_t n, CPU_A *w) {
+    CPU_A mx = -(CPU_A)INFINITY, sum = 0;
+    for (int64_t k = 0; k < n; k++) {
+        const CPU_A v = CPU_CLOAD(x[k]);
+        if (v > mx || v != v) mx = v;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        w[k] = CPU_EXP(CPU_CLOAD(x[k]) - mx);
+        sum += w[k];
+    }
+    for (int64_t k = 0; k < n; k++) w[k] /= sum;
+}
+
+/* Groups g0..g1-1 of (n, q, m); scratch holds D accumulators, then L*P softmaxed weights. */
 static void CPU_NAME(forward)(const msda_problem *pb, const msda_forward_args *a, int64_t g0,
                               int64_t g1, void *scratch) {
     const CPU_T *value = a->value;
@@ -48,15 +65,17 @@ static void CPU_NAME(forward)(const msda_problem *pb, const msda_forward_args *a
     CPU_T *out = a->output;
     CPU_A *acc = scratch;
     const int64_t D = pb->D, M = pb->M, row = M * D, LP = pb->L * pb->P;
+    CPU_A *soft = acc + D;
     for (int64_t g = g0; g < g1; g++) {
         const int64_t m = g % M, n = g / (pb->Lq * M);
         const CPU_T *vnm = value + (n * pb->S * M + m) * D;
         for (int64_t d = 0; d < D; d++) acc[d] = 0;
+        if (pb->logits) CPU_NAME(softmax)(wgt + g * LP, LP, soft);
         for (int64_t l = 0, lp = 0; l < pb->L; l++) {
             const CPU_T *vl = vnm + pb->level_start[l] * row;
             for (int64_t p = 0; p < pb->P; p++, lp++) {
                 CPU_NAME(corners) b;
-                const CPU_A aw = CPU_CLOAD(wgt[g * LP + lp]);
+                const CPU_A aw = pb->logits ? soft[lp] : CPU_CLOAD(wgt[g * LP + lp]);
                 if (!CPU_NAME(locate)(CPU_CLOAD(loc[2 * (g * LP + lp)]),
                                       CPU_CLOAD(loc[2 * (g * LP + lp) + 1]), pb->level_h[l],
                                       pb->level_w[l], &b))
@@ -74,7 +93,8 @@ static void CPU_NAME(forward)(const msda_problem *pb, const msda_forward_args *a
 }
 
 /* Pairs nm0..nm1-1 of (n, m): every query of that batch item and head, so that the pair's
- * slice of grad_value belongs to one thread. scratch holds S*D + D accumulators. */
+ * slice of grad_value belongs to one thread. scratch holds S*D + D accumulators, then, for
+ * logits, a group's L*P softmaxed weights and their gradients. */
 static void CPU_NAME(backward)(const msda_problem *pb, const msda_backward_args *a, int64_t nm0,
                                int64_t nm1, void *scratch) {
     const CPU_T *value = a->value, *gout = a->grad_output;
@@ -82,7 +102,7 @@ static void CPU_NAME(backward)(const msda_problem *pb, const msda_backward_args 
     CPU_T *gvalue = a->grad_value;
     CPU_C *gloc = a->grad_sampling_locations, *gwgt = a->grad_attention_weights;
     const int64_t D = pb->D, M = pb->M, S = pb->S, row = M * D, LP = pb->L * pb->P;
-    CPU_A *gv = scratch, *go = gv + S * D;
+    CPU_A *gv = scratch, *go = gv + S * D, *soft = go + D, *gsoft = soft + LP;
     for (int64_t nm = nm0; nm < nm1; nm++) {
         const int64_t n = nm / M, m = nm % M;
         const CPU_T *vnm = value + (n * S * M + m) * D;
@@ -90,15 +110,17 @@ static void CPU_NAME(backward)(const msda_problem *pb, const msda_backward_args 
         for (int64_t q = 0; q < pb->Lq; q++) {
             const int64_t g = (n * pb->Lq + q) * M + m;
             for (int64_t d = 0; d < D; d++) go[d] = CPU_LOAD(gout[g * D + d]);
+            if (pb->logits) CPU_NAME(softmax)(wgt + g * LP, LP, soft);
             for (int64_t l = 0, lp = 0; l < pb->L; l++) {
                 const int64_t H = pb->level_h[l], W = pb->level_w[l], start = pb->level_start[l];
                 for (int64_t p = 0; p < pb->P; p++, lp++) {
                     const int64_t at = g * LP + lp;
                     CPU_NAME(corners) b;
-                    const CPU_A aw = CPU_CLOAD(wgt[at]);
+                    const CPU_A aw = pb->logits ? soft[lp] : CPU_CLOAD(wgt[at]);
                     if (!CPU_NAME(locate)(CPU_CLOAD(loc[2 * at]), CPU_CLOAD(loc[2 * at + 1]), H, W,
                                           &b)) {
                         gloc[2 * at] = gloc[2 * at + 1] = gwgt[at] = CPU_CSTORE((CPU_A)0);
+                        if (pb->logits) gsoft[lp] = 0;
                         continue;
                     }
                     CPU_A dot[4] = {0, 0, 0, 0};
@@ -119,7 +141,14 @@ static void CPU_NAME(backward)(const msda_problem *pb, const msda_backward_args 
                     gloc[2 * at] = CPU_CSTORE(aw * d_lw * (CPU_A)W);
                     gloc[2 * at + 1] = CPU_CSTORE(aw * d_lh * (CPU_A)H);
                     gwgt[at] = CPU_CSTORE(d_weight);
+                    if (pb->logits) gsoft[lp] = d_weight;
                 }
+            }
+            if (pb->logits) { /* through the softmax: w * (g - sum_k w_k g_k) */
+                CPU_A dot = 0;
+                for (int64_t k = 0; k < LP; k++) dot += soft[k] * gsoft[k];
+                for (int64_t k = 0; k < LP; k++)
+                    gwgt[g * LP + k] = CPU_CSTORE(soft[k] * (gsoft[k] - dot));
             }
         }
         for (int64_t s = 0; s < S; s++)

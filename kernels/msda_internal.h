@@ -15,6 +15,7 @@ typedef struct msda_problem {
     int coord_f32;      /* coordinates in f32 beside a 16-bit dtype (f32 coordinates beside an
                            f32 value count as the same type: 0) */
     int table_on_device; /* level_h, level_w, level_start unknown: the table is in device memory */
+    int logits;          /* attention_weights are logits: the softmax is fused (MSDA_WEIGHTS_LOGITS) */
     int64_t N, S, M, D, Lq, L, P;
     int64_t level_h[MSDA_MAX_LEVELS];
     int64_t level_w[MSDA_MAX_LEVELS];
@@ -29,6 +30,7 @@ typedef struct msda_problem_in {
     msda_dtype dtype;
     msda_coord_type coord_type;
     msda_memory level_table;
+    msda_weights weights;
     const msda_sizes *sizes;
     const int64_t *shapes, *starts;
 } msda_problem_in;

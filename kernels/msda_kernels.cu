@@ -113,11 +113,30 @@ __device__ __forceinline__ bool load_levels(const msda_kparams &p, level_table &
     return t.status == MSDA_OK;
 }
 
+// The softmax over a group's L*P logits (msda.h, MSDA_WEIGHTS_LOGITS): its max and the sum of
+// exp(x - max), so that w = exp(x - max) / sum. The max takes a NaN up (a plain fmax would drop
+// it), so a row with a NaN, a +inf (inf - inf) or only -inf logits gives NaN everywhere, as
+// torch.softmax and the CPU path do. Each thread of the group computes it alone: the L*P logits
+// are one or two cache lines, shared by the group, and no shuffle is needed.
+template <class Cr, typename A>
+__device__ __forceinline__ void softmax_stats(const typename Cr::S *x, int LP, A &mx, A &sum) {
+    mx = -(A)INFINITY;
+    for (int k = 0; k < LP; k++) {
+        const A v = to_acc<Cr>(x[k]);
+        if (v > mx || v != v) mx = v;
+    }
+    sum = (A)0;
+    for (int k = 0; k < LP; k++) sum += exp(to_acc<Cr>(x[k]) - mx);
+}
+
 // The forward. A group is `lanes` x `parts` threads: lane i of part j sums points j, j + parts,
 // ... of chunks i, i + lanes, ...; the parts' sums are then added with shuffles. Splitting the
 // points shortens each thread's chain of dependent loads where there are too few (n, q, m) to
 // fill the device (a decoder's 900 queries, say); the launcher sets parts = 1 otherwise.
-template <class Tr, class Cr, int VEC> __device__ __forceinline__ void forward(const msda_kparams &p) {
+// SOFTMAX: the weights are logits, softmaxed per group here (a separate instantiation, so the
+// plain kernels' code is what it was).
+template <class Tr, class Cr, int VEC, bool SOFTMAX = false>
+__device__ __forceinline__ void forward(const msda_kparams &p) {
     typedef typename Tr::S S;
     typedef typename Tr::A A;
     typedef typename Cr::S C;
@@ -143,6 +162,10 @@ template <class Tr, class Cr, int VEC> __device__ __forceinline__ void forward(c
         const C *loc = reinterpret_cast<const C *>(p.locations) + group * LP * 2;
         const C *wgt = reinterpret_cast<const C *>(p.weights) + group * LP;
         S *out = reinterpret_cast<S *>(p.output) + group * p.channels;
+        A wmax = (A)0, wsum = (A)1;
+        if constexpr (SOFTMAX) {
+            if (active && table_ok) softmax_stats<Cr>(wgt, LP, wmax, wsum);
+        }
         for (int c0 = 0; c0 < p.chunks; c0 += lanes) {
             const int c = c0 + lane;
             A acc[VEC];
@@ -156,7 +179,11 @@ template <class Tr, class Cr, int VEC> __device__ __forceinline__ void forward(c
                     const int H = lv.h[l], W = lv.w[l];
                     const S *vl = vc + lv.start[l] * row;
                     bilinear<A> b;
-                    const A a = to_acc<Cr>(wgt[lp]);
+                    A a;
+                    if constexpr (SOFTMAX)
+                        a = exp(to_acc<Cr>(wgt[lp]) - wmax) / wsum;
+                    else
+                        a = to_acc<Cr>(wgt[lp]);
                     if (locate(to_acc<Cr>(loc[2 * lp]), to_acc<Cr>(loc[2 * lp + 1]), H, W, b)) {
 #pragma unroll
                         for (int j = 0; j < 4; j++) {
@@ -220,7 +247,15 @@ template <typename A> __device__ __forceinline__ A group_sum(A v, int lanes) {
 // (N, S, M, D): a kernel without the native path, so with fewer registers (on sm_90: 94 with
 // both paths, 72 without, 64 under MSDA_BUFFER_MIN_BLOCKS; at 94, half the threads were
 // resident and the bf16 encoder backward took 17% longer).
-template <class Tr, class Cr, int VEC, bool ALL_BUFFER = false>
+// SOFTMAX: the weights are logits (msda.h, MSDA_WEIGHTS_LOGITS). Lane 0 writes each point's
+// gradient g with respect to the softmaxed weight into grad_weights, less c = the first point's
+// g, while every lane sums s = sum_k w_k (g_k - c) from the group-summed g; at the end of the
+// group lane 0 turns its own stores into w * ((g - c) - s) = w * (g - sum_k w_k g_k) in place.
+// No register array of L*P, whose size is not known at compile time; subtracting c first keeps
+// the g the row shares out of the 16-bit rounding of the stores (a row of g near 10 with a
+// spread of 1 lost 1.8e-2 relative in bf16 without it, 2e-3 with). The plain instantiations are
+// unchanged.
+template <class Tr, class Cr, int VEC, bool ALL_BUFFER = false, bool SOFTMAX = false>
 __device__ __forceinline__ void backward(const msda_kparams &p) {
     typedef typename Tr::S S;
     typedef typename Tr::A A;
@@ -266,6 +301,10 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
 #pragma unroll
         for (int i = 0; i < VEC; i++) g_own[i] = (A)0;
         if (active && one_chunk && lane < p.chunks) load_vec<Tr, VEC>(gout + lane * VEC, g_own);
+        A wmax = (A)0, wsum = (A)1, wdot = (A)0, gfirst = (A)0;
+        if constexpr (SOFTMAX) {
+            if (active) softmax_stats<Cr>(wgt, LP, wmax, wsum);
+        }
 
         int lp = 0;
         for (int l = 0; l < p.levels; l++) {
@@ -278,7 +317,10 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                 bilinear<A> b;
                 bool inside = false;
                 if (active) {
-                    a = to_acc<Cr>(wgt[lp]);
+                    if constexpr (SOFTMAX)
+                        a = exp(to_acc<Cr>(wgt[lp]) - wmax) / wsum;
+                    else
+                        a = to_acc<Cr>(wgt[lp]);
                     inside = locate(to_acc<Cr>(loc[2 * lp]), to_acc<Cr>(loc[2 * lp + 1]), H, W, b);
                 }
                 if (inside) {
@@ -324,11 +366,24 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                 d_weight = group_sum(d_weight, lanes);
                 d_lw = group_sum(d_lw, lanes);
                 d_lh = group_sum(d_lh, lanes);
+                if constexpr (SOFTMAX) {
+                    if (lp == 0) gfirst = d_weight;
+                    d_weight -= gfirst;
+                    wdot += a * d_weight; // a NaN weight makes the row NaN, as torch's
+                }
                 if (active && lane == 0) {
                     // dw/dx = W and dh/dy = H; zero for points outside, as the forward ignores them.
                     gloc[2 * lp] = from_acc<Cr>(inside ? a * d_lw * (A)W : (A)0);
                     gloc[2 * lp + 1] = from_acc<Cr>(inside ? a * d_lh * (A)H : (A)0);
                     gwgt[lp] = from_acc<Cr>(d_weight);
+                }
+            }
+        }
+        if constexpr (SOFTMAX) {
+            if (active && lane == 0) {
+                for (int k = 0; k < LP; k++) {
+                    const A w = exp(to_acc<Cr>(wgt[k]) - wmax) / wsum;
+                    gwgt[k] = from_acc<Cr>(w * (to_acc<Cr>(gwgt[k]) - wdot));
                 }
             }
         }
@@ -378,17 +433,26 @@ template <class Tr> __device__ __forceinline__ void convert(const msda_kparams &
 // as ptxas gives it unbounded on sm_90, 768 fit; at 64 it does not spill there.
 #define MSDA_BUFFER_KERNEL extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS, MSDA_BUFFER_MIN_BLOCKS)
 
-// NAME: the value type, and "c32" where the coordinates are f32 beside a 16-bit value.
+// NAME: the value type, and "c32" where the coordinates are f32 beside a 16-bit value. Each pair
+// comes with its fused-softmax twin, msda_{forward,backward}_softmax_NAME_vVEC.
 #define MSDA_KERNEL_PAIR(NAME, TR, CR, VEC)                                                                          \
     MSDA_KERNEL msda_forward_##NAME##_v##VEC(const msda_kparams p) { forward<TR, CR, VEC>(p); }                    \
-    MSDA_KERNEL msda_backward_##NAME##_v##VEC(const msda_kparams p) { backward<TR, CR, VEC>(p); }
+    MSDA_KERNEL msda_backward_##NAME##_v##VEC(const msda_kparams p) { backward<TR, CR, VEC>(p); }                  \
+    MSDA_KERNEL msda_forward_softmax_##NAME##_v##VEC(const msda_kparams p) { forward<TR, CR, VEC, true>(p); }      \
+    MSDA_KERNEL msda_backward_softmax_##NAME##_v##VEC(const msda_kparams p) { backward<TR, CR, VEC, false, true>(p); }
 #define MSDA_KERNEL_SET(NAME, TR, CR)                                                                                \
     MSDA_KERNEL_PAIR(NAME, TR, CR, 8)                                                                                \
     MSDA_KERNEL_PAIR(NAME, TR, CR, 4)                                                                                \
     MSDA_KERNEL_PAIR(NAME, TR, CR, 1)
 #define MSDA_BUFFER_SET(NAME, TR, CR)                                                                                \
     MSDA_BUFFER_KERNEL msda_backward_##NAME##_buffer_v4(const msda_kparams p) { backward<TR, CR, 4, true>(p); }    \
-    MSDA_BUFFER_KERNEL msda_backward_##NAME##_buffer_v1(const msda_kparams p) { backward<TR, CR, 1, true>(p); }
+    MSDA_BUFFER_KERNEL msda_backward_##NAME##_buffer_v1(const msda_kparams p) { backward<TR, CR, 1, true>(p); }    \
+    MSDA_BUFFER_KERNEL msda_backward_softmax_##NAME##_buffer_v4(const msda_kparams p) {                              \
+        backward<TR, CR, 4, true, true>(p);                                                                          \
+    }                                                                                                                \
+    MSDA_BUFFER_KERNEL msda_backward_softmax_##NAME##_buffer_v1(const msda_kparams p) {                              \
+        backward<TR, CR, 1, true, true>(p);                                                                          \
+    }
 
 MSDA_KERNEL_PAIR(f32, f32_t, f32_t, 4)
 MSDA_KERNEL_PAIR(f32, f32_t, f32_t, 1)

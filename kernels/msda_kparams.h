@@ -50,7 +50,8 @@ typedef struct msda_kparams {
  * `msda_device_config` after loading, so the launcher knows e.g. whether the f16 backward
  * needs an f32 accumulation buffer. */
 typedef struct msda_device_config {
-    int32_t abi;               /* MSDA_DEVICE_ABI: layout of msda_kparams and this struct */
+    int32_t abi;               /* MSDA_DEVICE_ABI: layout of msda_kparams and this struct, and
+                                  the kernels the module holds (msda_module.c) */
     int32_t arch;              /* __CUDA_ARCH__ / 10 of the code that was loaded */
     int32_t max_threads;       /* MSDA_MAX_THREADS */
     int32_t f16_enabled;
@@ -60,7 +61,7 @@ typedef struct msda_device_config {
     int32_t vector_atomics;
 } msda_device_config;
 
-#define MSDA_DEVICE_ABI 4
+#define MSDA_DEVICE_ABI 5 /* 5: the fused-softmax kernels */
 
 /* Half-precision atomic strategies of the backward's value gradient. */
 #define MSDA_ATOMIC_NATIVE 1

@@ -12,8 +12,9 @@ typedef struct {
     msda_kernel_id fwd, bwd;
 } vec_kernels;
 
-/* [dtype][coordinates in f32 beside a 16-bit value] */
-static const vec_kernels dtype_kernels[][2][3] = {
+/* [weights are logits (fused softmax)][dtype][coordinates in f32 beside a 16-bit value] */
+static const vec_kernels dtype_kernels[2][4][2][3] = {
+    {
     [MSDA_F32] = {{{4, K_FWD_F32_V4, K_BWD_F32_V4}, {1, K_FWD_F32_V1, K_BWD_F32_V1}}},
     [MSDA_F64] = {{{2, K_FWD_F64_V2, K_BWD_F64_V2}, {1, K_FWD_F64_V1, K_BWD_F64_V1}}},
     [MSDA_F16] = {{{8, K_FWD_F16_V8, K_BWD_F16_V8}, {4, K_FWD_F16_V4, K_BWD_F16_V4}, {1, K_FWD_F16_V1, K_BWD_F16_V1}},
@@ -22,12 +23,26 @@ static const vec_kernels dtype_kernels[][2][3] = {
     [MSDA_BF16] = {{{8, K_FWD_BF16_V8, K_BWD_BF16_V8}, {4, K_FWD_BF16_V4, K_BWD_BF16_V4}, {1, K_FWD_BF16_V1, K_BWD_BF16_V1}},
                    {{8, K_FWD_BF16C32_V8, K_BWD_BF16C32_V8}, {4, K_FWD_BF16C32_V4, K_BWD_BF16C32_V4},
                     {1, K_FWD_BF16C32_V1, K_BWD_BF16C32_V1}}},
+    },
+    {
+    [MSDA_F32] = {{{4, K_SFWD_F32_V4, K_SBWD_F32_V4}, {1, K_SFWD_F32_V1, K_SBWD_F32_V1}}},
+    [MSDA_F64] = {{{2, K_SFWD_F64_V2, K_SBWD_F64_V2}, {1, K_SFWD_F64_V1, K_SBWD_F64_V1}}},
+    [MSDA_F16] = {{{8, K_SFWD_F16_V8, K_SBWD_F16_V8}, {4, K_SFWD_F16_V4, K_SBWD_F16_V4}, {1, K_SFWD_F16_V1, K_SBWD_F16_V1}},
+                  {{8, K_SFWD_F16C32_V8, K_SBWD_F16C32_V8}, {4, K_SFWD_F16C32_V4, K_SBWD_F16C32_V4},
+                   {1, K_SFWD_F16C32_V1, K_SBWD_F16C32_V1}}},
+    [MSDA_BF16] = {{{8, K_SFWD_BF16_V8, K_SBWD_BF16_V8}, {4, K_SFWD_BF16_V4, K_SBWD_BF16_V4}, {1, K_SFWD_BF16_V1, K_SBWD_BF16_V1}},
+                   {{8, K_SFWD_BF16C32_V8, K_SBWD_BF16C32_V8}, {4, K_SFWD_BF16C32_V4, K_SBWD_BF16C32_V4},
+                    {1, K_SFWD_BF16C32_V1, K_SBWD_BF16C32_V1}}},
+    },
 };
 
-/* The backward without the native path, every level buffered: [bf16][coordinates f32][vec 1]. */
-static const msda_kernel_id all_buffer_kernels[2][2][2] = {
-    {{K_BWDBUF_F16_V4, K_BWDBUF_F16_V1}, {K_BWDBUF_F16C32_V4, K_BWDBUF_F16C32_V1}},
-    {{K_BWDBUF_BF16_V4, K_BWDBUF_BF16_V1}, {K_BWDBUF_BF16C32_V4, K_BWDBUF_BF16C32_V1}},
+/* The backward without the native path, every level buffered:
+ * [logits][bf16][coordinates f32][vec 1]. */
+static const msda_kernel_id all_buffer_kernels[2][2][2][2] = {
+    {{{K_BWDBUF_F16_V4, K_BWDBUF_F16_V1}, {K_BWDBUF_F16C32_V4, K_BWDBUF_F16C32_V1}},
+     {{K_BWDBUF_BF16_V4, K_BWDBUF_BF16_V1}, {K_BWDBUF_BF16C32_V4, K_BWDBUF_BF16C32_V1}}},
+    {{{K_SBWDBUF_F16_V4, K_SBWDBUF_F16_V1}, {K_SBWDBUF_F16C32_V4, K_SBWDBUF_F16C32_V1}},
+     {{K_SBWDBUF_BF16_V4, K_SBWDBUF_BF16_V1}, {K_SBWDBUF_BF16C32_V4, K_SBWDBUF_BF16C32_V1}}},
 };
 
 static int aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
@@ -35,7 +50,7 @@ static int aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) 
 /* The widest vector, at most max_vec elements, that divides D and to which every pointer is
  * aligned: vectors never straddle a head's row and every access is one aligned load. */
 static const vec_kernels *pick_vec(const msda_problem *pb, int max_vec, const void *const *ptrs, int n) {
-    const vec_kernels *v = dtype_kernels[pb->dtype][pb->coord_f32];
+    const vec_kernels *v = dtype_kernels[pb->logits][pb->dtype][pb->coord_f32];
     for (;; v++) {
         const size_t bytes = (size_t)v->vec * msda_dtype_size(pb->dtype);
         int ok = v->vec <= max_vec && pb->D % v->vec == 0;
@@ -277,7 +292,7 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     }
     msda_kernel_id kid = v->bwd;
     if (bp.levels == all_levels) /* the kernel without the native path (fewer registers) */
-        kid = all_buffer_kernels[pb.dtype == MSDA_BF16][pb.coord_f32][v->vec != 4];
+        kid = all_buffer_kernels[pb.logits][pb.dtype == MSDA_BF16][pb.coord_f32][v->vec != 4];
     const msda_kernel *k = &mod->kernels[kid];
     if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
     msda_kparams kp;

@@ -30,6 +30,46 @@ static const char *const kernel_names[K_COUNT] = {
     [K_BWDBUF_F16C32_V4] = "msda_backward_f16c32_buffer_v4", [K_BWDBUF_F16C32_V1] = "msda_backward_f16c32_buffer_v1",
     [K_BWDBUF_BF16C32_V4] = "msda_backward_bf16c32_buffer_v4",
     [K_BWDBUF_BF16C32_V1] = "msda_backward_bf16c32_buffer_v1",
+    [K_SFWD_F32_V4] = "msda_forward_softmax_f32_v4",
+    [K_SFWD_F32_V1] = "msda_forward_softmax_f32_v1",
+    [K_SBWD_F32_V4] = "msda_backward_softmax_f32_v4",
+    [K_SBWD_F32_V1] = "msda_backward_softmax_f32_v1",
+    [K_SFWD_F64_V2] = "msda_forward_softmax_f64_v2",
+    [K_SFWD_F64_V1] = "msda_forward_softmax_f64_v1",
+    [K_SBWD_F64_V2] = "msda_backward_softmax_f64_v2",
+    [K_SBWD_F64_V1] = "msda_backward_softmax_f64_v1",
+    [K_SFWD_F16_V8] = "msda_forward_softmax_f16_v8",
+    [K_SFWD_F16_V4] = "msda_forward_softmax_f16_v4",
+    [K_SFWD_F16_V1] = "msda_forward_softmax_f16_v1",
+    [K_SBWD_F16_V8] = "msda_backward_softmax_f16_v8",
+    [K_SBWD_F16_V4] = "msda_backward_softmax_f16_v4",
+    [K_SBWD_F16_V1] = "msda_backward_softmax_f16_v1",
+    [K_SFWD_BF16_V8] = "msda_forward_softmax_bf16_v8",
+    [K_SFWD_BF16_V4] = "msda_forward_softmax_bf16_v4",
+    [K_SFWD_BF16_V1] = "msda_forward_softmax_bf16_v1",
+    [K_SBWD_BF16_V8] = "msda_backward_softmax_bf16_v8",
+    [K_SBWD_BF16_V4] = "msda_backward_softmax_bf16_v4",
+    [K_SBWD_BF16_V1] = "msda_backward_softmax_bf16_v1",
+    [K_SBWDBUF_F16_V4] = "msda_backward_softmax_f16_buffer_v4",
+    [K_SBWDBUF_F16_V1] = "msda_backward_softmax_f16_buffer_v1",
+    [K_SBWDBUF_BF16_V4] = "msda_backward_softmax_bf16_buffer_v4",
+    [K_SBWDBUF_BF16_V1] = "msda_backward_softmax_bf16_buffer_v1",
+    [K_SFWD_F16C32_V8] = "msda_forward_softmax_f16c32_v8",
+    [K_SFWD_F16C32_V4] = "msda_forward_softmax_f16c32_v4",
+    [K_SFWD_F16C32_V1] = "msda_forward_softmax_f16c32_v1",
+    [K_SBWD_F16C32_V8] = "msda_backward_softmax_f16c32_v8",
+    [K_SBWD_F16C32_V4] = "msda_backward_softmax_f16c32_v4",
+    [K_SBWD_F16C32_V1] = "msda_backward_softmax_f16c32_v1",
+    [K_SFWD_BF16C32_V8] = "msda_forward_softmax_bf16c32_v8",
+    [K_SFWD_BF16C32_V4] = "msda_forward_softmax_bf16c32_v4",
+    [K_SFWD_BF16C32_V1] = "msda_forward_softmax_bf16c32_v1",
+    [K_SBWD_BF16C32_V8] = "msda_backward_softmax_bf16c32_v8",
+    [K_SBWD_BF16C32_V4] = "msda_backward_softmax_bf16c32_v4",
+    [K_SBWD_BF16C32_V1] = "msda_backward_softmax_bf16c32_v1",
+    [K_SBWDBUF_F16C32_V4] = "msda_backward_softmax_f16c32_buffer_v4",
+    [K_SBWDBUF_F16C32_V1] = "msda_backward_softmax_f16c32_buffer_v1",
+    [K_SBWDBUF_BF16C32_V4] = "msda_backward_softmax_bf16c32_buffer_v4",
+    [K_SBWDBUF_BF16C32_V1] = "msda_backward_softmax_bf16c32_buffer_v1",
 };
 
 static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -46,15 +86,25 @@ static int kernel_built(const msda_device_config *cfg, msda_kernel_id k) {
     case K_BWD_F16_V8: case K_BWD_F16_V4: case K_BWD_F16_V1: case K_CONVERT_F16:
     case K_FWD_F16C32_V8: case K_FWD_F16C32_V4: case K_FWD_F16C32_V1:
     case K_BWD_F16C32_V8: case K_BWD_F16C32_V4: case K_BWD_F16C32_V1:
+    case K_SFWD_F16_V8: case K_SFWD_F16_V4: case K_SFWD_F16_V1:
+    case K_SBWD_F16_V8: case K_SBWD_F16_V4: case K_SBWD_F16_V1:
+    case K_SFWD_F16C32_V8: case K_SFWD_F16C32_V4: case K_SFWD_F16C32_V1:
+    case K_SBWD_F16C32_V8: case K_SBWD_F16C32_V4: case K_SBWD_F16C32_V1:
         return cfg->f16_enabled;
     case K_FWD_BF16_V8: case K_FWD_BF16_V4: case K_FWD_BF16_V1:
     case K_BWD_BF16_V8: case K_BWD_BF16_V4: case K_BWD_BF16_V1: case K_CONVERT_BF16:
     case K_FWD_BF16C32_V8: case K_FWD_BF16C32_V4: case K_FWD_BF16C32_V1:
     case K_BWD_BF16C32_V8: case K_BWD_BF16C32_V4: case K_BWD_BF16C32_V1:
+    case K_SFWD_BF16_V8: case K_SFWD_BF16_V4: case K_SFWD_BF16_V1:
+    case K_SBWD_BF16_V8: case K_SBWD_BF16_V4: case K_SBWD_BF16_V1:
+    case K_SFWD_BF16C32_V8: case K_SFWD_BF16C32_V4: case K_SFWD_BF16C32_V1:
+    case K_SBWD_BF16C32_V8: case K_SBWD_BF16C32_V4: case K_SBWD_BF16C32_V1:
         return cfg->bf16_enabled;
     case K_BWDBUF_F16_V4: case K_BWDBUF_F16_V1: case K_BWDBUF_F16C32_V4: case K_BWDBUF_F16C32_V1:
+    case K_SBWDBUF_F16_V4: case K_SBWDBUF_F16_V1: case K_SBWDBUF_F16C32_V4: case K_SBWDBUF_F16C32_V1:
         return cfg->f16_enabled && buffered(cfg->f16_atomic);
     case K_BWDBUF_BF16_V4: case K_BWDBUF_BF16_V1: case K_BWDBUF_BF16C32_V4: case K_BWDBUF_BF16C32_V1:
+    case K_SBWDBUF_BF16_V4: case K_SBWDBUF_BF16_V1: case K_SBWDBUF_BF16C32_V4: case K_SBWDBUF_BF16C32_V1:
         return cfg->bf16_enabled && buffered(cfg->bf16_atomic);
     default:
         return 1;

@@ -20,13 +20,13 @@ static int64_t checked_product(const int64_t *f, int n) {
 }
 
 msda_problem_in msda_forward_in(const msda_forward_args *a) {
-    return (msda_problem_in){a->dtype, a->coord_type, a->level_table, &a->sizes, a->spatial_shapes,
-                             a->level_start};
+    return (msda_problem_in){a->dtype,  a->coord_type,     a->level_table, a->weights,
+                             &a->sizes, a->spatial_shapes, a->level_start};
 }
 
 msda_problem_in msda_backward_in(const msda_backward_args *a) {
-    return (msda_problem_in){a->dtype, a->coord_type, a->level_table, &a->sizes, a->spatial_shapes,
-                             a->level_start};
+    return (msda_problem_in){a->dtype,  a->coord_type,     a->level_table, a->weights,
+                             &a->sizes, a->spatial_shapes, a->level_start};
 }
 
 msda_status msda_check_problem(const msda_problem_in *in, msda_problem *pb, msda_error *err) {
@@ -45,6 +45,10 @@ msda_status msda_check_problem(const msda_problem_in *in, msda_problem *pb, msda
     if (in->level_table != MSDA_HOST && in->level_table != MSDA_DEVICE)
         return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "level_table is %d: MSDA_HOST or MSDA_DEVICE",
                          (int)in->level_table);
+    if (in->weights != MSDA_WEIGHTS_SOFTMAXED && in->weights != MSDA_WEIGHTS_LOGITS)
+        return msda_fail(err, MSDA_ERR_BAD_ARGUMENT,
+                         "weights is %d: MSDA_WEIGHTS_SOFTMAXED or MSDA_WEIGHTS_LOGITS",
+                         (int)in->weights);
     const struct {
         const char *name;
         int64_t value;
@@ -70,6 +74,7 @@ msda_status msda_check_problem(const msda_problem_in *in, msda_problem *pb, msda
     pb->dtype = dtype;
     pb->coord_f32 = in->coord_type == MSDA_COORD_F32 && dtype != MSDA_F32;
     pb->table_on_device = in->level_table == MSDA_DEVICE;
+    pb->logits = in->weights == MSDA_WEIGHTS_LOGITS;
     pb->N = sz->batch;
     pb->S = sz->spatial;
     pb->M = sz->heads;

@@ -39,9 +39,10 @@ class ForwardArgs(ctypes.Structure):
                 ("level_start", ctypes.c_void_p), ("value", ctypes.c_void_p),
                 ("locations", ctypes.c_void_p), ("weights", ctypes.c_void_p),
                 ("output", ctypes.c_void_p),
-                # msda.h ABI 2: coordinates in dtype, level table on the host, no device status
+                # msda.h ABI 2: coordinates in dtype, level table on the host, no device status;
+                # ABI 3: weights (0: softmaxed weights, 1: logits, the fused softmax)
                 ("coord_type", ctypes.c_int), ("level_table", ctypes.c_int),
-                ("device_status", ctypes.c_void_p)]
+                ("device_status", ctypes.c_void_p), ("weights", ctypes.c_int)]
 
 
 class BackwardArgs(ctypes.Structure):
@@ -52,7 +53,7 @@ class BackwardArgs(ctypes.Structure):
                 ("grad_locations", ctypes.c_void_p), ("grad_weights", ctypes.c_void_p),
                 ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
                 ("coord_type", ctypes.c_int), ("level_table", ctypes.c_int),
-                ("device_status", ctypes.c_void_p)]
+                ("device_status", ctypes.c_void_p), ("weights", ctypes.c_int)]
 
 
 class Error(ctypes.Structure):
@@ -64,8 +65,8 @@ class Msda:
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
         self.lib.msda_abi_version.restype = ctypes.c_int
-        if self.lib.msda_abi_version() != 2:  # the structs above
-            sys.exit(f"{path}: libmsda ABI {self.lib.msda_abi_version()}, bench.py knows ABI 2")
+        if self.lib.msda_abi_version() != 3:  # the structs above
+            sys.exit(f"{path}: libmsda ABI {self.lib.msda_abi_version()}, bench.py knows ABI 3")
         for name, argt in (("msda_forward_cuda", ForwardArgs), ("msda_backward_cuda", BackwardArgs)):
             fn = getattr(self.lib, name)
             fn.argtypes = [ctypes.POINTER(argt), ctypes.c_void_p, ctypes.POINTER(Error)]
@@ -284,7 +285,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--dtypes", default="f32,f64,f16,bf16", help="comma-separated subset")
     ap.add_argument("--peers", help="what tests/bench/peers/build-peers.sh built (build/peers): "
-                    "add the comparison with the original op and DCNv4, and the encoder layer")
+                    "add the comparison with the original op and DCNv4 (and msda's fused softmax "
+                    "beside DCNv4's), and the encoder layer")
     ap.add_argument("--compare-dtypes", default="f32,f16,bf16", help="dtypes of the comparison")
     ap.add_argument("--no-kernel-table", action="store_true", help="only the comparison (--peers)")
     args = ap.parse_args()

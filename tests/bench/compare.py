@@ -5,13 +5,15 @@ Implementations, each called the way its users call it, through autograd:
          the host, as the op keeps it)
   msda32 the same with f32 locations and weights beside an f16/bf16 value (mixed precision, as a
          model under autocast calls it; f16/bf16 only), against a reference with f32 locations
+  msdasm msda.ms_deform_attn(..., weights_are_logits=True): the logits in value's dtype, the
+         softmax fused into libmsda's kernels, as DCNv4 takes them (fused against fused)
   orig   Deformable-DETR's MSDeformAttnFunction over its CUDA extension (f32 and f64 only)
   dcnv4  DCNv4's FlashDeformAttnFunction: locations and attention logits packed into one tensor
          (N, Lq, M, L*P*2 + L*P) in value's dtype, the softmax fused into the kernel
   gs     the op in plain PyTorch (grid_sample per level), as Deformable-DETR's
          ms_deform_attn_core_pytorch computes it
 All get the same value, locations and attention: the logits are drawn once, msda/orig/gs get
-their softmax, dcnv4 the logits themselves.
+their softmax, msdasm and dcnv4 the logits themselves.
 
 Per implementation: eager times (CUDA events around the Python call; forward under no_grad, and
 forward + backward with torch.autograd.grad) and CUDA-graph times (a graph of several calls,
@@ -29,7 +31,7 @@ import torch.nn.functional as F
 from bench import CASES, LEVELS, D, L, M, P, S, capture_graph, median_ms, msda_grid_sample, rel
 
 TOLS = {torch.float64: 1e-10, torch.float32: 2e-3, torch.float16: 3e-2, torch.bfloat16: 3e-2}
-IMPLS = ("msda", "msda32", "orig", "dcnv4", "gs")
+IMPLS = ("msda", "msda32", "msdasm", "orig", "dcnv4", "gs")
 DTYPE_OF = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -94,6 +96,10 @@ def implementations(peers, value, loc, logits, dtype):
         f32 = lambda t: t.float().detach().requires_grad_(True)
         out["msda32"] = Impl("msda32", op, [leaf(value), f32(loc),
                                             f32(logits.softmax(-1).view(*logits.shape[:3], L, P))])
+    fused = lambda v, l, z: msda.ms_deform_attn(v, shapes_host, starts_host, l, z,
+                                                weights_are_logits=True)
+    out["msdasm"] = Impl("msdasm", fused, [leaf(value), leaf(loc),
+                                           leaf(logits.view(*logits.shape[:3], L, P))])
     # Each lambda names its own Function: a closure reads its variable when called, so one name
     # shared by both branches sent orig's arguments to DCNv4's Function.
     if "orig" in peers and dtype in (torch.float32, torch.float64):  # no 16-bit kernels
@@ -154,6 +160,9 @@ def agreement(impl, ref, gout):
         split = L * P * 2
         errs += [difference("location gradient", None if g is None else g[..., :split], r_l.flatten(-3), notes),
                  difference("logit gradient", None if g is None else g[..., split:], r_z, notes)]
+    elif impl.name == "msdasm":
+        errs += [difference("location gradient", grads[1], r_l, notes),
+                 difference("logit gradient", grads[2], r_z.view_as(impl.leaves[2]), notes)]
     else:
         errs += [difference("location gradient", grads[1], r_l, notes),
                  difference("weight gradient", grads[2], r_a, notes)]
@@ -321,8 +330,17 @@ def print_table(case, N, Lq, rows):
             ok = base["t"][1] <= r["t"][1] and base["t"][3] <= r["t"][3]
             verdicts.append((f"{case} {r['kind']} f32 msda vs orig (f+b eager {base['t'][1]:.4f} vs "
                              f"{r['t'][1]:.4f}, graph {base['t'][3]:.4f} vs {r['t'][3]:.4f})", ok))
+        # Fused against fused: msda's softmax-in-kernel variant at least as fast as DCNv4's, GPU
+        # time (graph) of the forward and of forward + backward.
+        fused = next((x for x in rows if x["kind"] == r["kind"] and x["dtype"] == r["dtype"]
+                      and x["impl"] == "msdasm"), None)
+        if r["impl"] == "dcnv4" and fused and None not in (fused["t"][2], fused["t"][3], r["t"][2], r["t"][3]):
+            ok = fused["t"][2] <= r["t"][2] and fused["t"][3] <= r["t"][3]
+            verdicts.append((f"{case} {r['kind']} {r['dtype']} msdasm vs dcnv4 (graph fwd {fused['t'][2]:.4f} "
+                             f"vs {r['t'][2]:.4f}, f+b {fused['t'][3]:.4f} vs {r['t'][3]:.4f})", ok))
     print("x msda: this row's time over msda's (same locations and dtype); f+b: forward + backward "
-          "through autograd; graph: GPU time per call in a replayed CUDA graph")
+          "through autograd; graph: GPU time per call in a replayed CUDA graph; msdasm: msda with "
+          "the softmax fused (logits in), to set beside dcnv4")
     print("agree: ok; DIFF (a difference past the dtype's tolerance); NaN (a non-finite output or gradient,"
           " named in the note); no grad (no gradient for an input); fwd ok (the backward failed); failed;"
           " max rel. diff: the largest finite one")

@@ -2,9 +2,10 @@
 backward, batch 2 on the enc shapes (d_model 256, 8 heads, 4 levels, 4 points): value
 projection, offset and weight projections, softmax, the MSDA core, output projection, the
 parameters of msda.MSDeformAttn (Deformable-DETR's initialisation, then perturbed so that the
-offsets and weights depend on the query). The core is swapped: msda, the original op, DCNv4 (its
-fused softmax takes the logits, packed with the locations in value's dtype, as its own module
-does), grid_sample. In f32, and under bf16 autocast, where the original op, which has no 16-bit
+offsets and weights depend on the query). The core is swapped: msda, msda with the softmax
+fused (msdasm: the logits go in, as MSDeformAttn(fused_softmax=True) passes them), the original
+op, DCNv4 (its fused softmax takes the logits, packed with the locations in value's dtype, as its
+own module does), grid_sample. In f32, and under bf16 autocast, where the original op, which has no 16-bit
 kernels, gets its inputs cast to f32 (the usual workaround) and DCNv4 its packed input in the
 projection's bf16. Agreement: output and input gradients against the same block in the same mode
 with the grid_sample core computed in f32 (under autocast: on the projections' bf16 outputs, its
@@ -31,6 +32,10 @@ def core_fn(name, peers, shapes, starts):
         return F.softmax(z, -1).view(*z.shape[:3], NL, POINTS)
     if name == "msda":
         return lambda v, l, z: msda.ms_deform_attn(v, shapes_host, starts_host, l, weights(z))
+    if name == "msdasm":
+        return lambda v, l, z: msda.ms_deform_attn(v, shapes_host, starts_host, l,
+                                                   z.view(*z.shape[:3], NL, POINTS),
+                                                   weights_are_logits=True)
     if name == "orig":
         fn = peers["orig"]
 
@@ -86,7 +91,7 @@ def run(peers, reps, warmup):
         with torch.autocast(q.device.type, dtype=torch.bfloat16, enabled=autocast):
             return attention_block(layer, core, q, ref, s, shapes)
 
-    names = ["msda"] + [p for p in ("orig", "dcnv4") if p in peers] + ["gs"]
+    names = ["msda", "msdasm"] + [p for p in ("orig", "dcnv4") if p in peers] + ["gs"]
     print()
     print(f"encoder layer attention block: batch {BATCH}, Lq = S = {S}, d_model {D_MODEL}, "
           f"{HEADS} heads, {NL} levels, {POINTS} points; eager (CUDA events), ms, medians of {reps}")
@@ -131,14 +136,15 @@ def run(peers, reps, warmup):
             except Exception as exc:
                 print(f"{mode:<14} {name:<6} failed: {type(exc).__name__}: {str(exc).splitlines()[0][:150]}")
                 torch.cuda.synchronize()
-                if name == "msda":
-                    failures.append(f"encoder layer {mode}: msda failed: {exc}")
+                if name in ("msda", "msdasm"):
+                    failures.append(f"encoder layer {mode}: {name} failed: {exc}")
                 continue
             tol = TOLS[torch.bfloat16] if autocast else 1e-3
             if name == "msda":
                 base = t_fb
+            if name in ("msda", "msdasm"):
                 if not (e_out < tol and e_grad < tol):
-                    failures.append(f"encoder layer {mode}: msda differs from grid_sample in f32 "
+                    failures.append(f"encoder layer {mode}: {name} differs from grid_sample in f32 "
                                     f"({e_out:.1e}, {e_grad:.1e}; tolerance {tol:.0e})")
             ratio = f"{t_fb / base:.2f}" if base else "-"
             print(f"{mode:<14} {name:<6} {t_fwd:>9.3f} {t_fb:>9.3f} {ratio:>10} {e_out:>9.1e} {e_grad:>9.1e}"

@@ -1,5 +1,6 @@
 /* GPU check of libmsda: the CUDA forward and backward against the library's CPU path, for each
- * data type on the Deformable-DETR shapes and others (D in 12, 16, 24, 32, 64, 71; batch 1 to 16).
+ * data type on the Deformable-DETR shapes and others (D in 12, 16, 24, 32, 64, 71; batch 1 to 16),
+ * with attention weights, and with logits through the fused softmax (MSDA_WEIGHTS_LOGITS).
  * Outputs are poisoned (all bits set: NaN) before each run, so an unwritten element fails.
  * Prints one row per case and a summary line "N passed, M failed"; exits non-zero on failure.
  *
@@ -91,12 +92,16 @@ static double load(const void *buf, int64_t i, msda_dtype t) {
     }
 }
 
-/* ||gpu - cpu|| / ||cpu||; infinite where the GPU has a non-finite value the CPU has not. */
+/* ||gpu - cpu|| / ||cpu|| over the elements where the CPU is finite; infinite where the GPU has
+ * a non-finite value the CPU has not, or a finite one where the CPU has NaN (a softmax row of
+ * -inf logits: both must give NaN). */
 static double rel_err(const void *gpu, const void *cpu, int64_t n, msda_dtype t) {
     double num = 0, den = 0;
     for (int64_t i = 0; i < n; i++) {
         const double g = load(gpu, i, t), c = load(cpu, i, t);
         if (!isfinite(g) && isfinite(c)) return INFINITY;
+        if (isnan(c) != isnan(g)) return INFINITY;
+        if (isnan(c)) continue;
         num += (g - c) * (g - c);
         den += c * c;
     }
@@ -109,7 +114,9 @@ typedef struct tensors {
     void *value, *loc, *attn, *gout;
 } tensors;
 
-static void make_inputs(const msda_forward_args *a, msda_dtype t, tensors *x) {
+/* logits: attention_weights drawn as softmax logits in [-4, 4] (a few rows get a -inf entry,
+ * and one row is all -inf: NaN there, on both paths alike), else as weights in [0, 1/4]. */
+static void make_inputs(const msda_forward_args *a, msda_dtype t, int logits, tensors *x) {
     const msda_sizes *s = &a->sizes;
     x->eb = dtype_bytes(t);
     x->n_value = s->batch * s->spatial * s->heads * s->channels;
@@ -121,7 +128,12 @@ static void make_inputs(const msda_forward_args *a, msda_dtype t, tensors *x) {
     x->loc = host_alloc((size_t)x->n_attn * 2 * x->eb);
     for (int64_t i = 0; i < x->n_value; i++) store(x->value, i, 2 * unit() - 1, t);
     for (int64_t i = 0; i < x->n_out; i++) store(x->gout, i, 2 * unit() - 1, t);
-    for (int64_t i = 0; i < x->n_attn; i++) store(x->attn, i, unit() / 4, t);
+    for (int64_t i = 0; i < x->n_attn; i++) store(x->attn, i, logits ? 8 * unit() - 4 : unit() / 4, t);
+    if (logits) {
+        const int64_t LP = s->levels * s->points;
+        for (int64_t i = 0; i < x->n_attn; i += 97 * LP + 3) store(x->attn, i, -INFINITY, t);
+        for (int64_t k = 0; k < LP; k++) store(x->attn, x->n_attn - LP + k, -INFINITY, t);
+    }
     static const double special[] = {NAN, INFINITY, -INFINITY, 1e30, -5.0, 0.0, 1.0, 1.0001, -0.0001};
     for (int64_t i = 0; i < 2 * x->n_attn; i++) {
         const double u = unit();
@@ -168,18 +180,19 @@ static int msda_ok(msda_status st, const msda_error *e, const char *what) {
 
 /* One case in one dtype: CPU path, then the GPU; `offset` elements shift value and grad_value
  * off their 16-byte alignment, to run the one-element-per-access kernels; `device_table`: the
- * GPU calls take the level table from device memory (msda.h, MSDA_DEVICE). */
+ * GPU calls take the level table from device memory (msda.h, MSDA_DEVICE); `weights`: what
+ * attention_weights holds (MSDA_WEIGHTS_LOGITS: the fused-softmax kernels). */
 static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream stream, int offset,
-                     int device_table) {
+                     int device_table, msda_weights weights) {
     int64_t starts[MSDA_MAX_LEVELS], S = 0;
     for (int64_t l = 0; l < g->L; l++) {
         starts[l] = S;
         S += g->shapes[2 * l] * g->shapes[2 * l + 1];
     }
     msda_forward_args f = {.dtype = t, .sizes = {g->N, S, g->M, g->D, g->Lq ? g->Lq : S, g->L, g->P},
-                           .spatial_shapes = g->shapes, .level_start = starts};
+                           .spatial_shapes = g->shapes, .level_start = starts, .weights = weights};
     tensors x;
-    make_inputs(&f, t, &x);
+    make_inputs(&f, t, weights == MSDA_WEIGHTS_LOGITS, &x);
     const size_t eb = x.eb;
     void *cpu_out = host_alloc((size_t)x.n_out * eb), *gpu_out = host_alloc((size_t)x.n_out * eb);
     void *cpu_gv = host_alloc((size_t)x.n_value * eb), *gpu_gv = host_alloc((size_t)x.n_value * eb);
@@ -189,7 +202,7 @@ static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream s
     msda_backward_args b = {.dtype = t, .sizes = f.sizes, .spatial_shapes = g->shapes, .level_start = starts,
                             .value = x.value, .sampling_locations = x.loc, .attention_weights = x.attn,
                             .grad_output = x.gout, .grad_value = cpu_gv, .grad_sampling_locations = cpu_gl,
-                            .grad_attention_weights = cpu_ga};
+                            .grad_attention_weights = cpu_ga, .weights = weights};
     f.value = x.value, f.sampling_locations = x.loc, f.attention_weights = x.attn, f.output = cpu_out;
     int ok = msda_ok(msda_forward_cpu(&f, 0, &e), &e, "cpu forward") &&
              msda_ok(msda_backward_cpu(&b, 0, &e), &e, "cpu backward");
@@ -253,8 +266,10 @@ static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream s
     CHECK_CU(cuMemcpyDtoH(gpu_gv, d_gv, (size_t)x.n_value * eb));
     CHECK_CU(cuMemcpyDtoH(gpu_gl, d_gl, (size_t)x.n_attn * 2 * eb));
     CHECK_CU(cuMemcpyDtoH(gpu_ga, d_ga, (size_t)x.n_attn * eb));
+    char name[48];
+    snprintf(name, sizeof name, "%s%s", weights == MSDA_WEIGHTS_LOGITS ? "softmax_" : "", g->name);
     if (ok) {
-        report(label, g->name, t, &f.sizes, rel_err(gpu_out, cpu_out, x.n_out, t),
+        report(label, name, t, &f.sizes, rel_err(gpu_out, cpu_out, x.n_out, t),
                rel_err(gpu_gv, cpu_gv, x.n_value, t), rel_err(gpu_gl, cpu_gl, 2 * x.n_attn, t),
                rel_err(gpu_ga, cpu_ga, x.n_attn, t),
                device_table ? "  (level table in device memory)"
@@ -262,7 +277,7 @@ static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream s
                                         : "  (misaligned: 1-element kernels)")
                             : (ws_bytes ? "  (caller's f32 buffer workspace)" : ""));
     } else {
-        report(label, g->name, t, &f.sizes, INFINITY, INFINITY, INFINITY, INFINITY, "  (call failed)");
+        report(label, name, t, &f.sizes, INFINITY, INFINITY, INFINITY, INFINITY, "  (call failed)");
     }
     CUdeviceptr all[] = {d_value_base, d_loc, d_attn, d_gout, d_out, d_gv_base, d_gl, d_ga};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) CHECK_CU(cuMemFree(all[i]));
@@ -283,7 +298,7 @@ static void check_bad_device_table(const char *label, CUstream stream) {
     msda_forward_args f = {.dtype = MSDA_F32, .sizes = {g->N, S, g->M, g->D, g->Lq, g->L, g->P},
                            .spatial_shapes = g->shapes, .level_start = starts};
     tensors x;
-    make_inputs(&f, MSDA_F32, &x);
+    make_inputs(&f, MSDA_F32, 0, &x);
     const size_t eb = 4;
     CUdeviceptr d_value = upload(x.value, (size_t)x.n_value * eb), d_loc = upload(x.loc, (size_t)x.n_attn * 2 * eb);
     CUdeviceptr d_attn = upload(x.attn, (size_t)x.n_attn * eb), d_gout = upload(x.gout, (size_t)x.n_out * eb);
@@ -394,9 +409,19 @@ int main(int argc, char **argv) {
                              : (int)(sizeof full_cases / sizeof full_cases[0]);
     for (int t = 0; t < 4; t++) {
         if (!want[t]) continue;
-        for (int c = 0; c < ncases; c++) run_case(label, &cases[c], (msda_dtype)t, stream, 0, 0);
-        run_case(label, &cases[small ? 0 : 2], (msda_dtype)t, stream, 1, 0);
-        for (int c = 0; c < (small ? 1 : 3); c++) run_case(label, &cases[c], (msda_dtype)t, stream, 0, 1);
+        for (int c = 0; c < ncases; c++) run_case(label, &cases[c], (msda_dtype)t, stream, 0, 0, MSDA_WEIGHTS_SOFTMAXED);
+        run_case(label, &cases[small ? 0 : 2], (msda_dtype)t, stream, 1, 0, MSDA_WEIGHTS_SOFTMAXED);
+        for (int c = 0; c < (small ? 1 : 3); c++)
+            run_case(label, &cases[c], (msda_dtype)t, stream, 0, 1, MSDA_WEIGHTS_SOFTMAXED);
+        /* The fused softmax: the encoder (all-buffer bf16 backward), the decoder (points split
+         * over lanes in the forward, mixed bf16 backward), D = 71 (several chunks a lane, one
+         * element a vector), misaligned, and the table on the device. */
+        static const int softmax_full[] = {0, 2, 5}, softmax_small[] = {0, 1};
+        const int *sm = small ? softmax_small : softmax_full;
+        for (int c = 0; c < (small ? 2 : 3); c++)
+            run_case(label, &cases[sm[c]], (msda_dtype)t, stream, 0, 0, MSDA_WEIGHTS_LOGITS);
+        run_case(label, &cases[small ? 0 : 2], (msda_dtype)t, stream, 1, 0, MSDA_WEIGHTS_LOGITS);
+        run_case(label, &cases[0], (msda_dtype)t, stream, 0, 1, MSDA_WEIGHTS_LOGITS);
     }
     if (want[MSDA_F32]) check_bad_device_table(label, stream);
     if (!small) {
@@ -414,7 +439,7 @@ int main(int argc, char **argv) {
             snprintf(name, sizeof name, "ctx2_dev%d", d);
             gcase g = small_cases[0];
             g.name = name;
-            run_case(label, &g, want[MSDA_F32] ? MSDA_F32 : MSDA_F16, os, 0, 0);
+            run_case(label, &g, want[MSDA_F32] ? MSDA_F32 : MSDA_F16, os, 0, 0, MSDA_WEIGHTS_SOFTMAXED);
             CHECK_CU(cuStreamDestroy(os));
             CHECK_CU(cuCtxDestroy(other));
             CHECK_CU(cuCtxSetCurrent(ctx));

@@ -17,6 +17,8 @@ typedef struct kt_case {
     int64_t n_value, n_out, n_attn; /* element counts; locations: 2 * n_attn */
     int f32_coords; /* the reference computes h = y*H - 0.5 in f32, as the library does for
                        f32, f16 and bf16, so both take the same corners at pixel boundaries */
+    msda_weights weights; /* what the library calls pass: attn as weights or as logits; the
+                             reference always reads attn as weights (kt_softmax_rows) */
 } kt_case;
 
 /* Random inputs (value and grad_output in [-1, 1], weights in [0, 1], locations in
@@ -63,5 +65,6 @@ TCase *kt_tcase_cpu(void);
 TCase *kt_tcase_gradcheck(void);
 TCase *kt_tcase_api(void);
 TCase *kt_tcase_half(void);
+TCase *kt_tcase_softmax(void);
 
 #endif

@@ -157,6 +157,7 @@ msda_status kt_lib_forward_c(const kt_case *c, msda_dtype dtype, msda_coord_type
     msda_forward_args a = {
         .dtype = dtype,
         .coord_type = coord,
+        .weights = c->weights,
         .sizes = {c->N, c->S, c->M, c->D, c->Lq, c->L, c->P},
         .spatial_shapes = c->shapes,
         .level_start = c->starts,
@@ -182,6 +183,7 @@ msda_status kt_lib_backward_c(const kt_case *c, msda_dtype dtype, msda_coord_typ
     msda_backward_args a = {
         .dtype = dtype,
         .coord_type = coord,
+        .weights = c->weights,
         .sizes = {c->N, c->S, c->M, c->D, c->Lq, c->L, c->P},
         .spatial_shapes = c->shapes,
         .level_start = c->starts,

@@ -52,7 +52,7 @@ static void fixture_init(fixture *f) {
 
 enum { MUT_N0, MUT_DNEG, MUT_P0, MUT_LEVELS, MUT_H0, MUT_SUM, MUT_START, MUT_START0, MUT_VALUE_NULL,
        MUT_SHAPES_NULL, MUT_OUT_NULL, MUT_DTYPE, MUT_COORD, MUT_COORD_F64, MUT_TABLE_WHERE,
-       MUT_DEVICE_TABLE_NULL, MUT_DEVICE_TABLE_N0, MUT_OVERFLOW, MUT_COUNT };
+       MUT_DEVICE_TABLE_NULL, MUT_DEVICE_TABLE_N0, MUT_WEIGHTS, MUT_OVERFLOW, MUT_COUNT };
 
 static msda_status mutate(fixture *f, int which) {
     msda_forward_args *a = &f->fwd;
@@ -75,6 +75,7 @@ static msda_status mutate(fixture *f, int which) {
     /* A device table is not read on the host, but the checks that need no table still run. */
     case MUT_DEVICE_TABLE_NULL: a->level_table = MSDA_DEVICE, a->level_start = NULL; return MSDA_ERR_NULL_ARGUMENT;
     case MUT_DEVICE_TABLE_N0: a->level_table = MSDA_DEVICE, a->sizes.batch = 0; return MSDA_ERR_BAD_SIZE;
+    case MUT_WEIGHTS: a->weights = (msda_weights)2; return MSDA_ERR_BAD_ARGUMENT;
     default: /* N*S*M*D far past 2^63 */
         a->sizes.batch = (int64_t)1 << 40;
         a->sizes.heads = (int64_t)1 << 30;
@@ -128,6 +129,7 @@ START_TEST(backward_refuses_each_violation_of_the_problem) {
     f.bwd.level_start = f.fwd.level_start;
     f.bwd.coord_type = f.fwd.coord_type;
     f.bwd.level_table = f.fwd.level_table;
+    f.bwd.weights = f.fwd.weights;
     msda_error err;
     memset(&err, 0, sizeof err);
     ck_assert_int_eq(msda_validate_backward(&f.bwd, &err), want);

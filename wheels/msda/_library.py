@@ -17,7 +17,7 @@ from ._errors import GPU, MSDAError, error_from_status
 ENV_LIBRARY = "MSDA_LIBRARY"
 MAX_LEVELS = 16  # MSDA_MAX_LEVELS
 # MSDA_ABI_VERSION of the msda.h these structs copy: a library of another one is refused.
-ABI_VERSION = 2
+ABI_VERSION = 3
 
 
 class DType(enum.IntEnum):
@@ -34,6 +34,13 @@ class CoordType(enum.IntEnum):
 
     SAME = 0  # value's
     F32 = 1   # f32 beside an f16/bf16 (or f32) value
+
+
+class Weights(enum.IntEnum):
+    """msda_weights: what attention_weights holds."""
+
+    SOFTMAXED = 0  # weights, used as given
+    LOGITS = 1     # logits: the op applies the softmax over each (n, q, m)'s L*P of them
 
 
 class Memory(enum.IntEnum):
@@ -54,7 +61,7 @@ class _ForwardArgs(ctypes.Structure):
                 ("value", ctypes.c_void_p), ("sampling_locations", ctypes.c_void_p),
                 ("attention_weights", ctypes.c_void_p), ("output", ctypes.c_void_p),
                 ("coord_type", ctypes.c_int), ("level_table", ctypes.c_int),
-                ("device_status", ctypes.c_void_p)]
+                ("device_status", ctypes.c_void_p), ("weights", ctypes.c_int)]
 
 
 class _BackwardArgs(ctypes.Structure):
@@ -67,7 +74,7 @@ class _BackwardArgs(ctypes.Structure):
                 # msda.h's optional device workspace: the struct must match the C one exactly
                 ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
                 ("coord_type", ctypes.c_int), ("level_table", ctypes.c_int),
-                ("device_status", ctypes.c_void_p)]
+                ("device_status", ctypes.c_void_p), ("weights", ctypes.c_int)]
 
 
 class _Error(ctypes.Structure):
@@ -218,14 +225,17 @@ class Library:
     def forward(self, dtype: DType, sizes: Sizes, shapes: Sequence[int], starts: Sequence[int],
                 value: int, locations: int, weights: int, output: int, *,
                 cuda_stream: Optional[int] = None, threads: int = 0,
-                gpu: Optional[Callable[[], Optional[GPU]]] = None) -> None:
+                gpu: Optional[Callable[[], Optional[GPU]]] = None,
+                weights_are_logits: bool = False) -> None:
         """Writes output. The four tensors are addresses: host memory when cuda_stream is None
         (the CPU path, `threads` of them, 0 for all CPUs), else device memory of the current
-        context, enqueued on that stream (0: the legacy default stream)."""
+        context, enqueued on that stream (0: the legacy default stream). weights_are_logits:
+        the op applies the softmax to `weights` itself (msda.h, MSDA_WEIGHTS_LOGITS)."""
         shapes_arr, starts_arr = _level_table(shapes, starts)
         args = _ForwardArgs(int(dtype), _c_sizes(sizes), ctypes.cast(shapes_arr, ctypes.c_void_p),
                             ctypes.cast(starts_arr, ctypes.c_void_p), value, locations, weights,
                             output)
+        args.weights = Weights.LOGITS if weights_are_logits else Weights.SOFTMAXED
         err = _Error()
         if cuda_stream is None:
             status = self._lib.msda_forward_cpu(ctypes.byref(args), threads, ctypes.byref(err))
@@ -238,15 +248,18 @@ class Library:
                  value: int, locations: int, weights: int, grad_output: int, grad_value: int,
                  grad_locations: int, grad_weights: int, *, cuda_stream: Optional[int] = None,
                  threads: int = 0, gpu: Optional[Callable[[], Optional[GPU]]] = None,
-                 workspace: Optional[Callable[[int], int]] = None) -> None:
-        """Writes the three gradients; as forward otherwise. On CUDA, `workspace(nbytes)` returns
-        device memory the call may use on its stream (the caller's allocator), so that the
-        library need not allocate one per call."""
+                 workspace: Optional[Callable[[int], int]] = None,
+                 weights_are_logits: bool = False) -> None:
+        """Writes the three gradients; as forward otherwise (with weights_are_logits, the third
+        is the logits' gradient). On CUDA, `workspace(nbytes)` returns device memory the call
+        may use on its stream (the caller's allocator), so that the library need not allocate
+        one per call."""
         shapes_arr, starts_arr = _level_table(shapes, starts)
         args = _BackwardArgs(int(dtype), _c_sizes(sizes),
                              ctypes.cast(shapes_arr, ctypes.c_void_p),
                              ctypes.cast(starts_arr, ctypes.c_void_p), value, locations, weights,
                              grad_output, grad_value, grad_locations, grad_weights)
+        args.weights = Weights.LOGITS if weights_are_logits else Weights.SOFTMAXED
         err = _Error()
         if cuda_stream is not None and workspace is not None:
             nbytes = ctypes.c_size_t(0)

@@ -42,11 +42,12 @@ def _prepare(value, spatial_shapes, level_start_index, sampling_locations, atten
 
 
 def cpu_forward(value, spatial_shapes, level_start_index, sampling_locations,
-                attention_weights, *, threads: int = 0):
+                attention_weights, *, threads: int = 0, weights_are_logits: bool = False):
     """The op's output (N, Lq, M * D) as a numpy array in value's dtype.
 
     Arguments as msda.ms_deform_attn's, as numpy arrays (or anything numpy.asarray takes).
-    threads: CPU threads to use, 0 for one per CPU.
+    threads: CPU threads to use, 0 for one per CPU. weights_are_logits: attention_weights are
+    logits, softmaxed by the op over the L*P points of each (n, q, m).
     """
     np = _np()
     sizes, dtype, shapes, starts, value, locations, weights = _prepare(
@@ -54,14 +55,17 @@ def cpu_forward(value, spatial_shapes, level_start_index, sampling_locations,
     output = np.zeros(output_shape(sizes), dtype=value.dtype)
     if not sizes.empty:
         library().forward(dtype, sizes, shapes, starts, value.ctypes.data, locations.ctypes.data,
-                          weights.ctypes.data, output.ctypes.data, threads=threads)
+                          weights.ctypes.data, output.ctypes.data, threads=threads,
+                          weights_are_logits=weights_are_logits)
     return output
 
 
 def cpu_backward(value, spatial_shapes, level_start_index, sampling_locations,
-                 attention_weights, grad_output, *, threads: int = 0) -> Tuple[Any, Any, Any]:
+                 attention_weights, grad_output, *, threads: int = 0,
+                 weights_are_logits: bool = False) -> Tuple[Any, Any, Any]:
     """(grad_value, grad_sampling_locations, grad_attention_weights) as numpy arrays in
-    value's dtype, given the gradient of a loss with respect to the output."""
+    value's dtype, given the gradient of a loss with respect to the output (with
+    weights_are_logits, the last is the gradient with respect to the logits)."""
     np = _np()
     sizes, dtype, shapes, starts, value, locations, weights = _prepare(
         value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
@@ -71,5 +75,6 @@ def cpu_backward(value, spatial_shapes, level_start_index, sampling_locations,
     if not sizes.empty:
         library().backward(dtype, sizes, shapes, starts, value.ctypes.data,
                            locations.ctypes.data, weights.ctypes.data, grad_output.ctypes.data,
-                           *(g.ctypes.data for g in grads), threads=threads)
+                           *(g.ctypes.data for g in grads), threads=threads,
+                           weights_are_logits=weights_are_logits)
     return grads

@@ -21,8 +21,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 
 from ._errors import GPU, MSDAError, MSDAInputError, Status, error_from_status
-from ._library import (CoordType, DType, Memory, Sizes, _BackwardArgs, _Error, _ForwardArgs,
-                       _Sizes, library)
+from ._library import (CoordType, DType, Memory, Sizes, Weights, _BackwardArgs, _Error,
+                       _ForwardArgs, _Sizes, library)
 from ._shapes import check_forward, check_grad_output, output_shape
 
 _DTYPES = {
@@ -292,8 +292,10 @@ def _prepare(value: torch.Tensor, spatial_shapes: torch.Tensor,
 
 
 def _fill(a, dtype: torch.dtype, cdt: torch.dtype, c_sizes: _Sizes, table: _Table,
-          status: int, value: torch.Tensor, loc: torch.Tensor, w: torch.Tensor) -> None:
+          status: int, value: torch.Tensor, loc: torch.Tensor, w: torch.Tensor,
+          logits: bool) -> None:
     a.dtype = _DTYPES[dtype]
+    a.weights = Weights.LOGITS if logits else Weights.SOFTMAXED
     a.sizes = c_sizes
     a.spatial_shapes = table.shapes
     a.level_start = table.starts
@@ -326,9 +328,10 @@ def _table_for(spatial_shapes: torch.Tensor, level_start_index: torch.Tensor, si
 
 def forward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
             sampling_locations: torch.Tensor, attention_weights: torch.Tensor, *,
-            check: bool = True) -> torch.Tensor:
+            check: bool = True, weights_are_logits: bool = False) -> torch.Tensor:
     """The op's output (N, Lq, M * D) in value's dtype, on value's device. Records no autograd
-    graph (its result never requires grad). check=False: check_dtypes has passed already."""
+    graph (its result never requires grad). check=False: check_dtypes has passed already.
+    weights_are_logits: the kernels softmax attention_weights over each (n, q, m)'s L*P."""
     sizes, c_sizes, cdt, value, loc, w = _prepare(value, spatial_shapes, level_start_index,
                                                   sampling_locations, attention_weights, check)
     shape = output_shape(sizes)
@@ -339,7 +342,7 @@ def forward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index
     output = torch.empty(shape, dtype=value.dtype, device=device)
     pt = _per_thread
     a = pt.fwd
-    _fill(a, value.dtype, cdt, c_sizes, table, status, value, loc, w)
+    _fill(a, value.dtype, cdt, c_sizes, table, status, value, loc, w, weights_are_logits)
     a.output = output.data_ptr()
     lib = library()
     if index < 0:
@@ -356,9 +359,11 @@ _workspace_cache: Dict[tuple, int] = {}
 
 def backward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
              sampling_locations: torch.Tensor, attention_weights: torch.Tensor,
-             grad_output: torch.Tensor, *, check: bool = True) -> List[torch.Tensor]:
+             grad_output: torch.Tensor, *, check: bool = True,
+             weights_are_logits: bool = False) -> List[torch.Tensor]:
     """[grad_value, grad_sampling_locations, grad_attention_weights]: the first in value's
-    dtype, the others in coord_dtype's. check: as forward's."""
+    dtype, the others in coord_dtype's. check, weights_are_logits: as forward's (with logits,
+    the third is the gradient with respect to them)."""
     sizes, c_sizes, cdt, value, loc, w = _prepare(value, spatial_shapes, level_start_index,
                                                   sampling_locations, attention_weights, check)
     check_grad_output(sizes, grad_output.shape)
@@ -376,7 +381,7 @@ def backward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_inde
     grads = [torch.empty_like(value), torch.empty_like(loc), torch.empty_like(w)]
     pt = _per_thread
     a = pt.bwd
-    _fill(a, value.dtype, cdt, c_sizes, table, status, value, loc, w)
+    _fill(a, value.dtype, cdt, c_sizes, table, status, value, loc, w, weights_are_logits)
     a.grad_output = grad_output.data_ptr()
     a.grad_value = grads[0].data_ptr()
     a.grad_sampling_locations = grads[1].data_ptr()

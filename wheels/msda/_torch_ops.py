@@ -25,30 +25,36 @@ class MSDAFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
                 sampling_locations: Tensor, attention_weights: Tensor,
-                check: bool = True) -> Tensor:
+                check: bool = True, weights_are_logits: bool = False) -> Tensor:
         # check=False: ms_deform_attn has checked the dtypes and devices already.
         ctx.save_for_backward(value, spatial_shapes, level_start_index, sampling_locations,
                               attention_weights)
+        ctx.weights_are_logits = weights_are_logits
         return kernels.forward(value, spatial_shapes, level_start_index, sampling_locations,
-                               attention_weights, check=check)
+                               attention_weights, check=check,
+                               weights_are_logits=weights_are_logits)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_output: Tensor):
         # The forward checked these very tensors.
-        grad_value, grad_locations, grad_weights = kernels.backward(*ctx.saved_tensors,
-                                                                    grad_output, check=False)
-        return grad_value, None, None, grad_locations, grad_weights, None
+        grad_value, grad_locations, grad_weights = kernels.backward(
+            *ctx.saved_tensors, grad_output, check=False,
+            weights_are_logits=ctx.weights_are_logits)
+        return grad_value, None, None, grad_locations, grad_weights, None, None
 
 
-def _register_custom_op() -> OpFn:
-    """Defines msda::ms_deform_attn (and its backward, msda::ms_deform_attn_backward)."""
+def _register_custom_op(name: str, logits: bool) -> OpFn:
+    """Defines msda::NAME (and its backward, msda::NAME_backward): ms_deform_attn on weights,
+    or ms_deform_attn_logits on logits (the fused softmax). Two ops rather than a flag
+    argument: each schema stays five tensors, as torch versions without defaults in custom op
+    schemas take it."""
 
-    @torch.library.custom_op("msda::ms_deform_attn", mutates_args=())
+    @torch.library.custom_op(f"msda::{name}", mutates_args=())
     def forward_op(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
                    sampling_locations: Tensor, attention_weights: Tensor) -> Tensor:
         return kernels.forward(value, spatial_shapes, level_start_index, sampling_locations,
-                               attention_weights)
+                               attention_weights, weights_are_logits=logits)
 
     @forward_op.register_fake
     def _forward_fake(value, spatial_shapes, level_start_index, sampling_locations,
@@ -57,13 +63,13 @@ def _register_custom_op() -> OpFn:
                               sampling_locations.shape, attention_weights.shape)
         return value.new_empty(output_shape(sizes))
 
-    @torch.library.custom_op("msda::ms_deform_attn_backward", mutates_args=())
+    @torch.library.custom_op(f"msda::{name}_backward", mutates_args=())
     def backward_op(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
                     sampling_locations: Tensor, attention_weights: Tensor,
                     grad_output: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
         grad_value, grad_locations, grad_weights = kernels.backward(
             value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
-            grad_output)
+            grad_output, weights_are_logits=logits)
         return grad_value, grad_locations, grad_weights
 
     @backward_op.register_fake
@@ -93,7 +99,10 @@ def _register_custom_op() -> OpFn:
 # Feature test, not a version test: custom_op, register_fake and register_autograd came
 # together in torch 2.4.
 HAS_CUSTOM_OP: bool = hasattr(torch.library, "custom_op")
-_custom_op: Optional[OpFn] = _register_custom_op() if HAS_CUSTOM_OP else None
+_custom_op: Optional[OpFn] = (_register_custom_op("ms_deform_attn", False) if HAS_CUSTOM_OP
+                              else None)
+_custom_op_logits: Optional[OpFn] = (_register_custom_op("ms_deform_attn_logits", True)
+                                     if HAS_CUSTOM_OP else None)
 
 
 _is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling",
@@ -101,25 +110,33 @@ _is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "i
 
 
 def apply(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
-          sampling_locations: Tensor, attention_weights: Tensor) -> Tensor:
+          sampling_locations: Tensor, attention_weights: Tensor,
+          weights_are_logits: bool = False) -> Tensor:
     """The differentiable op on inputs already checked and cast (see ms_deform_attn): the custom
     op while torch.compile traces, the autograd.Function otherwise (the same kernels)."""
-    if _custom_op is not None and _is_compiling():
-        return _custom_op(value, spatial_shapes, level_start_index, sampling_locations,
-                          attention_weights)
+    op = _custom_op_logits if weights_are_logits else _custom_op
+    if op is not None and _is_compiling():
+        return op(value, spatial_shapes, level_start_index, sampling_locations,
+                  attention_weights)
     return MSDAFunction.apply(value, spatial_shapes, level_start_index, sampling_locations,
-                              attention_weights, False)
+                              attention_weights, False, weights_are_logits)
 
 
 def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
                    sampling_locations: Tensor, attention_weights: Tensor,
-                   im2col_step: int = 64) -> Tensor:
+                   im2col_step: int = 64, *, weights_are_logits: bool = False) -> Tensor:
     """Multi-scale deformable attention, differentiable in value, sampling_locations and
     attention_weights.
 
     value (N, S, M, D); spatial_shapes (L, 2) integer rows (H_l, W_l); level_start_index (L,);
     sampling_locations (N, Lq, M, L, P, 2) normalised (x, y); attention_weights
     (N, Lq, M, L, P). Returns (N, Lq, M * D) in value's dtype.
+
+    weights_are_logits=True: attention_weights are logits, and the op applies the softmax over
+    the L*P of each (n, q, m) inside the kernels (what Deformable-DETR does with
+    `softmax(x.view(N, Lq, M, L*P), -1)` before the op), with the gradient of the logits in
+    the backward; a row is softmaxed as torch.softmax does it (max-subtracted; a row with a NaN,
+    a +inf, or only -inf gives NaN), in f32 for f16 and bf16 inputs.
 
     With a float16 or bfloat16 value, sampling_locations and attention_weights in float32
     (as autocast gives them) are taken as they are, never rounded to 16 bits, and their
@@ -144,4 +161,5 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
     if attention_weights.dtype != cdt:
         attention_weights = attention_weights.to(cdt)
     return apply(value.contiguous(), spatial_shapes, level_start_index,
-                 sampling_locations.contiguous(), attention_weights.contiguous())
+                 sampling_locations.contiguous(), attention_weights.contiguous(),
+                 weights_are_logits)

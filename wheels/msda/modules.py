@@ -22,10 +22,13 @@ class MSDeformAttn(nn.Module):
 
     d_model: channels of queries and values; n_levels: feature levels; n_heads: attention
     heads (d_model must divide into them); n_points: sampling points per head and level.
+    fused_softmax (not in the original, off by default): the op applies the softmax over the
+    attention logits inside its kernels rather than a separate F.softmax before it; the same
+    function, parameters and checkpoints.
     """
 
     def __init__(self, d_model: int = 256, n_levels: int = 4, n_heads: int = 8,
-                 n_points: int = 4) -> None:
+                 n_points: int = 4, *, fused_softmax: bool = False) -> None:
         super().__init__()
         if d_model % n_heads != 0:
             raise ValueError(f"MSDeformAttn: d_model ({d_model}) is not a multiple of n_heads "
@@ -41,6 +44,7 @@ class MSDeformAttn(nn.Module):
         self.n_levels = n_levels
         self.n_heads = n_heads
         self.n_points = n_points
+        self.fused_softmax = fused_softmax
 
         self.sampling_offsets = nn.Linear(d_model, n_heads * n_levels * n_points * 2)
         self.attention_weights = nn.Linear(d_model, n_heads * n_levels * n_points)
@@ -93,9 +97,11 @@ class MSDeformAttn(nn.Module):
             n, n_queries, self.n_heads, self.n_levels, self.n_points, 2)
         weights = self.attention_weights(query).view(
             n, n_queries, self.n_heads, self.n_levels * self.n_points)
-        # Softmax over every point of every level of a head, jointly.
-        weights = F.softmax(weights, -1).view(
-            n, n_queries, self.n_heads, self.n_levels, self.n_points)
+        # Softmax over every point of every level of a head, jointly (in the op's kernels
+        # with fused_softmax).
+        if not self.fused_softmax:
+            weights = F.softmax(weights, -1)
+        weights = weights.view(n, n_queries, self.n_heads, self.n_levels, self.n_points)
 
         if reference_points.shape[-1] == 2:
             # Offsets are in pixels of each level: divide by (W_l, H_l) to normalise.
@@ -112,5 +118,5 @@ class MSDeformAttn(nn.Module):
             raise ValueError(f"MSDeformAttn: reference_points must end in 2 (points) or 4 "
                              f"(boxes), its shape is {tuple(reference_points.shape)}")
         output = ms_deform_attn(value, input_spatial_shapes, input_level_start_index, locations,
-                                weights, self.im2col_step)
+                                weights, self.im2col_step, weights_are_logits=self.fused_softmax)
         return self.output_proj(output)
