@@ -37,7 +37,7 @@ class Sizes(ctypes.Structure):
 class ForwardArgs(ctypes.Structure):
     _fields_ = [("dtype", ctypes.c_int), ("sizes", Sizes), ("spatial_shapes", ctypes.c_void_p),
                 ("level_start", ctypes.c_void_p), ("value", ctypes.c_void_p),
-                ("locations", ctypes.c_void_p), ("weights", ctypes.c_void_p),
+                ("locations", ctypes.c_void_p), ("attention_weights", ctypes.c_void_p),
                 ("output", ctypes.c_void_p),
                 # msda.h ABI 2: coordinates in dtype, level table on the host, no device status;
                 # ABI 3: weights (0: softmaxed weights, 1: logits, the fused softmax)
@@ -48,7 +48,7 @@ class ForwardArgs(ctypes.Structure):
 class BackwardArgs(ctypes.Structure):
     _fields_ = [("dtype", ctypes.c_int), ("sizes", Sizes), ("spatial_shapes", ctypes.c_void_p),
                 ("level_start", ctypes.c_void_p), ("value", ctypes.c_void_p),
-                ("locations", ctypes.c_void_p), ("weights", ctypes.c_void_p),
+                ("locations", ctypes.c_void_p), ("attention_weights", ctypes.c_void_p),
                 ("grad_output", ctypes.c_void_p), ("grad_value", ctypes.c_void_p),
                 ("grad_locations", ctypes.c_void_p), ("grad_weights", ctypes.c_void_p),
                 ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
