@@ -10,7 +10,10 @@ json_t *md_recipe_load(const char *name, md_error *err)
             continue;
         json_error_t jerr;
         json_t *doc = json_loadb(b->text, b->size, 0, &jerr);
-        if (!doc)
+        /* jansson leaves the reason empty when an allocation fails part way. */
+        if (!doc && (json_error_code(&jerr) == json_error_out_of_memory || !jerr.text[0]))
+            md_fail(err, MD_ERR_NOMEM, "out of memory reading the embedded recipe '%s'", name);
+        else if (!doc)
             md_fail(err, MD_ERR_INTERNAL, "embedded recipe '%s' is not valid JSON: line %d: %s",
                     name, jerr.line, jerr.text);
         return doc;
@@ -23,7 +26,7 @@ md_status md_recipe_parse(const char *name, md_status (*parse)(json_t *doc, md_e
 {
     json_t *doc = md_recipe_load(name, err);
     if (!doc)
-        return MD_ERR_INTERNAL;
+        return err ? err->code : MD_ERR_INTERNAL;
     md_status st = parse(doc, err);
     json_decref(doc);
     return st;

@@ -26,11 +26,12 @@ static const char *why(struct archive *ar, const char *fallback)
     return s ? s : fallback;
 }
 
-/* libarchive reports a failed allocation like damage, with errno ENOMEM beside it: that is not
- * a corrupt file, and must not be called one. */
+/* libarchive reports a failed allocation like damage: with ENOMEM as its error number, or (zlib's
+ * inflateInit, its own open) with none, where errno, cleared before the call, holds the failed
+ * malloc's ENOMEM. That is not a corrupt file, and must not be called one. */
 static bool out_of_memory(struct archive *ar)
 {
-    return archive_errno(ar) == ENOMEM;
+    return archive_errno(ar) == ENOMEM || errno == ENOMEM;
 }
 
 static md_status fail_nomem(struct archive *ar, const char *path, md_error *err)
@@ -126,6 +127,7 @@ static md_status open_taken_fd(int fd, const char *path, md_zip **out, md_error 
         md_zip_close(zip);
         return md_fail(err, MD_ERR_NOMEM, "cannot set up the zip reader for '%s': out of memory", path);
     }
+    errno = 0;
     if (archive_read_open1(zip->ar) != ARCHIVE_OK) {
         md_status st = out_of_memory(zip->ar) ? fail_nomem(zip->ar, path, err)
                        : md_fail(err, MD_ERR_FORMAT, "'%s' is not a readable zip archive: %s", path,
@@ -166,6 +168,7 @@ md_status md_zip_next(md_zip *zip, md_zip_member *member, bool *end, md_error *e
     free(zip->member);
     zip->member = NULL;
     struct archive_entry *entry = zip->entry;
+    errno = 0;
     int r = archive_read_next_header2(zip->ar, entry);
     if (r == ARCHIVE_EOF) {
         *end = true;
@@ -198,7 +201,7 @@ md_status md_zip_read(md_zip *zip, md_zip_sink sink, void *ctx, uint64_t *size, 
     uint64_t done = 0;
     md_status st = MD_OK;
     int r;
-    while ((r = archive_read_data_block(zip->ar, &block, &len, &offset)) == ARCHIVE_OK) {
+    while ((errno = 0, r = archive_read_data_block(zip->ar, &block, &len, &offset)) == ARCHIVE_OK) {
         /* Zip members are contiguous; a hole would mean a sparse entry, which zips are not. */
         if (offset < 0 || (uint64_t)offset != done) {
             st = md_fail(err, MD_ERR_FORMAT, "'%s': member '%s' is not contiguous", zip->path, name);
