@@ -19,7 +19,8 @@ while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
 case "${FAKE_NVCC_MODE:-ok}" in
   fail) echo "msda_kernels.cu(1): error: this nvcc was told to fail" >&2; exit 2 ;;
   kill) kill -9 $$ ;;
-  hang) exec sleep 600 ;;
+  # part of the output first: a compiler stopped mid-write, and a sign for the tests that it runs
+  hang) printf 'partial' > "$out"; exec sleep 600 ;;
   slow) sleep 3 ;;
 esac
 # the same bytes whatever the (temporary) output name, so that wheels from two runs compare

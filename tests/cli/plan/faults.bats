@@ -65,9 +65,13 @@ load fake-build
 
 @test "a build interrupted with SIGINT leaves no wheel and no cache entry; the next one succeeds" {
   set -m  # its own process group, as a terminal's Ctrl-C would reach
-  build FAKE_NVCC_MODE=hang > "$BATS_TEST_TMPDIR/int.log" 2>&1 &
+  # fd 3 (bats' own) closed: a process left behind must not hold the test open
+  build FAKE_NVCC_MODE=hang > "$BATS_TEST_TMPDIR/int.log" 2>&1 3>&- &
   pid=$!
-  for _ in $(seq 100); do [ -n "$(find "$CACHE" -name '*.tmp*' 2>/dev/null)" ] && break; sleep 0.1; done
+  # Ctrl-C once nvcc runs (its partial output is there): sent earlier, a build slowed down (under
+  # valgrind) could spawn nvcc after the signal, outside its reach, and leave it running
+  for _ in $(seq 600); do [ -n "$(find "$CACHE" -name '*.tmp*' 2>/dev/null)" ] && break; sleep 0.1; done
+  [ -n "$(find "$CACHE" -name '*.tmp*')" ] || { kill -KILL -- "-$pid"; echo "nvcc never started" >&2; return 1; }
   kill -INT -- "-$pid"
   wait "$pid" || true
   set +m
