@@ -1,5 +1,6 @@
 #include "recipes.h"
 
+#include <errno.h>
 #include <string.h>
 #include "recipes_data.h"
 
@@ -9,9 +10,11 @@ json_t *md_recipe_load(const char *name, md_error *err)
         if (strcmp(b->name, name) != 0)
             continue;
         json_error_t jerr;
+        errno = 0;
         json_t *doc = json_loadb(b->text, b->size, 0, &jerr);
-        /* jansson leaves the reason empty when an allocation fails part way. */
-        if (!doc && (json_error_code(&jerr) == json_error_out_of_memory || !jerr.text[0]))
+        /* jansson leaves the reason empty, or (its lexer) calls it a bad token, when an allocation
+         * fails part way; errno, cleared before, tells. */
+        if (!doc && (json_error_code(&jerr) == json_error_out_of_memory || !jerr.text[0] || errno == ENOMEM))
             md_fail(err, MD_ERR_NOMEM, "out of memory reading the embedded recipe '%s'", name);
         else if (!doc)
             md_fail(err, MD_ERR_INTERNAL, "embedded recipe '%s' is not valid JSON: line %d: %s",

@@ -25,10 +25,13 @@
  * processes this one spawns neither fail allocations nor overwrite the count.
  *
  * Wrapped writes: write, pwrite, pwrite64, writev, pwritev, pwritev64, copy_file_range and
- * sendfile, the calls libarchive's fd writer, the shell, cp and the linkers were seen making
- * (strace). A vector write that does not fit fails whole. Not seen: glibc's stdio writes through an
- * internal call that no preload can reach, so fwrite/fprintf are counted only when they reach one
- * of the calls above from outside glibc; writes through mmap are not counted either.
+ * sendfile. strace of a whole build (msda-doctor, the shell of the fake nvcc, gcc, as, ld) shows
+ * write(2) alone; the others are there for tools that use them (cp: copy_file_range). A vector
+ * write that does not fit fails whole. Not reached: glibc's stdio writes through an internal
+ * call that no preload can interpose, so what fwrite/fprintf write (as, ld, gcc) is neither
+ * counted nor refused, nor are writes through mmap: a real full file system (a small tmpfs)
+ * is the test for those. msda-doctor's own writes (the wheel, through write) and the shell's
+ * are reached.
  *
  * The allocator is glibc's, reached through its __libc_* entry points so that no dlsym (which
  * allocates) is needed on that path; free is not wrapped. Not for use with a sanitizer build,
