@@ -40,18 +40,21 @@ static bool hash_file(EVP_MD_CTX *ctx, const char *path)
     return ok;
 }
 
-/* The file and, recursively, the local headers it includes with #include "..." from DIR. */
-static void source_closure(const char *dir, const char *file, char (*list)[PATH_MAX], size_t *n)
+/* The file and, recursively, the local headers it includes with #include "..." from DIR. False
+ * when one that exists cannot be read (out of memory for its stream): a key without it would
+ * let a change to it reuse a stale object. */
+static bool source_closure(const char *dir, const char *file, char (*list)[PATH_MAX], size_t *n)
 {
     for (size_t i = 0; i < *n; i++)
         if (strcmp(list[i], file) == 0)
-            return;
+            return true;
     if (*n == MAX_SOURCES)
-        return;
+        return true;
     snprintf(list[(*n)++], PATH_MAX, "%s", file);
     FILE *f = fopen(file, "r");
     if (!f)
-        return;
+        return false;
+    bool ok = true;
     char line[1024];
     while (fgets(line, sizeof line, f)) {
         const char *p = line;
@@ -63,10 +66,13 @@ static void source_closure(const char *dir, const char *file, char (*list)[PATH_
         size_t len = strcspn(p, "\"");
         char inc[PATH_MAX];
         snprintf(inc, sizeof inc, "%s/%.*s", dir, (int)len, p);
-        if (access(inc, R_OK) == 0)
-            source_closure(dir, inc, list, n);
+        if (access(inc, R_OK) == 0 && !source_closure(dir, inc, list, n)) {
+            ok = false;
+            break;
+        }
     }
     fclose(f);
+    return ok;
 }
 
 bool md_content_key(const char *tool_version, char *const *argv, size_t skip_arg, const char *dir,
@@ -85,7 +91,7 @@ bool md_content_key(const char *tool_version, char *const *argv, size_t skip_arg
     size_t n = 0;
     bool ok = files != NULL;
     if (ok)
-        source_closure(dir, source, files, &n);
+        ok = source_closure(dir, source, files, &n);
     for (size_t i = 0; ok && i < n; i++)
         ok = hash_file(ctx, files[i]);
     if (ok && extra_file)
@@ -293,9 +299,10 @@ md_status md_steps_run(md_step_list *s, const char *log_dir, unsigned jobs, unsi
     return st;
 }
 
-void md_steps_move(md_step_list *s, md_build_step **steps, size_t *n_steps)
+bool md_steps_move(md_step_list *s, md_build_step **steps, size_t *n_steps)
 {
     md_build_step *grown = s->n ? realloc(*steps, (*n_steps + s->n) * sizeof *grown) : NULL;
+    bool ok = !s->n || grown;
     if (grown) {
         *steps = grown;
         memcpy(*steps + *n_steps, s->steps, s->n * sizeof *s->steps);
@@ -308,6 +315,7 @@ void md_steps_move(md_step_list *s, md_build_step **steps, size_t *n_steps)
         strv_free(s->envs[i]);
     free(s->steps);
     memset(s, 0, sizeof *s);
+    return ok;
 }
 
 void md_build_steps_free(md_build_step *steps, size_t n)
