@@ -25,8 +25,8 @@ fixtures: $(FIXTURES)/.stamp
 check-unit: $(UNIT_BIN) $(FIXTURES)/.stamp $(FAKE_LIBCUDA)
 	@MSDA_FIXTURES=$(FIXTURES) MSDA_FAKE_LIBCUDA=$(abspath $(FAKE_LIBCUDA)) CK_FORK=yes $(RUN_SUITE) unit check $(UNIT_BIN)
 
-check-cli: $(BUILD)/san/msda-doctor $(FIXTURES)/.stamp $(MAN_PAGE)
-	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) MSDA_FIXTURES=$(abspath $(FIXTURES)) MSDA_MAN_PAGE=$(abspath $(MAN_PAGE)) \
+check-cli: $(BUILD)/san/msda-doctor $(FIXTURES)/.stamp $(MAN_PAGE) msda-doctor $(INJECT_LIB)
+	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) MSDA_FIXTURES=$(abspath $(FIXTURES)) MSDA_MAN_PAGE=$(abspath $(MAN_PAGE)) $(FAULT_ENV) \
 	  $(RUN_SUITE) cli tap bats --tap tests/cli
 
 # The fake CUDA driver (tests/fakes/README.md), loaded through MSDA_LIBCUDA. Not sanitized: it
@@ -36,10 +36,19 @@ $(FAKE_LIBCUDA): tests/fakes/fakecuda.c | deps
 	$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -fvisibility=hidden -Wl,-soname,libcuda.so.1 \
 	  $(shell $(PKG_CONFIG) --cflags jansson) -o $@ $< $(shell $(PKG_CONFIG) --libs jansson) -pthread
 
+# The fault injector (tests/faults/inject.c): full disks and failing allocations, preloaded into
+# the release build by the fault tests (full-disk.bats, 30-alloc-failures.bats). A test helper,
+# never installed.
+INJECT_LIB := $(BUILD)/faults/inject.so
+$(INJECT_LIB): tests/faults/inject.c
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -o $@ $< -ldl
+FAULT_ENV = MSDA_INJECT=$(abspath $(INJECT_LIB)) MSDA_DOCTOR_RELEASE=$(abspath msda-doctor)
+
 CHECK_SUITES += plan
 .PHONY: check-plan
-check-plan: $(BUILD)/san/msda-doctor $(FAKE_LIBCUDA)
-	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) MSDA_FAKE_LIBCUDA=$(abspath $(FAKE_LIBCUDA)) \
+check-plan: $(BUILD)/san/msda-doctor $(FAKE_LIBCUDA) msda-doctor $(INJECT_LIB)
+	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) MSDA_FAKE_LIBCUDA=$(abspath $(FAKE_LIBCUDA)) $(FAULT_ENV) \
 	  $(RUN_SUITE) plan tap bats --tap tests/cli/plan
 
 CHECK_SUITES += wheels

@@ -252,6 +252,10 @@ int cmd_inspect(int argc, char **argv)
     }
 
     json_t *files = opt.json ? json_array() : NULL;
+    if (opt.json && !files) { /* not text in place of the JSON asked for */
+        md_inspection_free(&ins);
+        return md_cli_print_json(NULL);
+    }
     for (size_t i = 0; i < ins.count; i++) {
         const md_inspected *it = &ins.items[i];
         if (it->status != MD_OK) {

@@ -77,10 +77,24 @@ void md_cli_print_help(FILE *out, const md_command *command)
     fprintf(out, "\nRun '" PROGRAM " COMMAND --help' for a command's options; see msda-doctor(1).\n");
 }
 
+/* jansson's builders take a NULL (a failed allocation) as a value and leave the member out: a
+ * document missing parts would be printed as whole. Its allocations go through here instead,
+ * and a document built while one failed is not printed. */
+static bool json_alloc_failed;
+
+static void *json_alloc(size_t size)
+{
+    void *p = malloc(size);
+    if (!p)
+        json_alloc_failed = true;
+    return p;
+}
+
 int md_cli_print_json(json_t *doc)
 {
-    if (!doc) {
-        md_cli_error("out of memory");
+    if (!doc || json_alloc_failed) {
+        json_decref(doc);
+        md_cli_error("out of memory building the JSON output");
         return MD_EXIT_INTERNAL;
     }
     int rc = json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
@@ -178,6 +192,7 @@ int cmd_help(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    json_set_alloc_funcs(json_alloc, free);
     if (argc < 2)
         return md_cli_usage_error(NULL, "no command given");
     const char *first = argv[1];

@@ -362,10 +362,11 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
 end:
     if (lock_fd >= 0)
         close(lock_fd); /* releases the lock */
-    if (compile)
-        md_steps_move(compile, &result->steps, &result->n_steps);
-    if (pack)
-        md_steps_move(pack, &result->steps, &result->n_steps);
+    /* A list cut short would print a dry run's commands with some missing, as if complete. */
+    if (compile && !md_steps_move(compile, &result->steps, &result->n_steps) && st == MD_OK)
+        st = md_fail(err, MD_ERR_NOMEM, "out of memory");
+    if (pack && !md_steps_move(pack, &result->steps, &result->n_steps) && st == MD_OK)
+        st = md_fail(err, MD_ERR_NOMEM, "out of memory");
     free(compile);
     free(pack);
     strv_free(sources);

@@ -27,6 +27,11 @@ static bool add_platform(md_build_job *job, const char *name)
 /* SPEC "x86_64,aarch64"; NULL: this machine's, and the other where its cross compiler is. */
 static md_status choose_platforms(const char *spec, md_build_job *job, md_error *err)
 {
+    /* Loaded here, where its failure (out of memory) is an error: lazily, in md_platform_find,
+     * it would read as an unknown platform, a usage error. */
+    md_status st = md_platform_table_load(err);
+    if (st != MD_OK)
+        return st;
     if (!spec) {
         const char *host = md_host_platform();
         const char *other = strcmp(host, "x86_64") == 0 ? "aarch64" : "x86_64";

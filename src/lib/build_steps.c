@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "process.h"
+#include "write_all.h"
 
 #define MAX_SOURCES 64
 #define LOG_TAIL_BYTES 1500
@@ -39,18 +40,21 @@ static bool hash_file(EVP_MD_CTX *ctx, const char *path)
     return ok;
 }
 
-/* The file and, recursively, the local headers it includes with #include "..." from DIR. */
-static void source_closure(const char *dir, const char *file, char (*list)[PATH_MAX], size_t *n)
+/* The file and, recursively, the local headers it includes with #include "..." from DIR. False
+ * when one that exists cannot be read (out of memory for its stream): a key without it would
+ * let a change to it reuse a stale object. */
+static bool source_closure(const char *dir, const char *file, char (*list)[PATH_MAX], size_t *n)
 {
     for (size_t i = 0; i < *n; i++)
         if (strcmp(list[i], file) == 0)
-            return;
+            return true;
     if (*n == MAX_SOURCES)
-        return;
+        return true;
     snprintf(list[(*n)++], PATH_MAX, "%s", file);
     FILE *f = fopen(file, "r");
     if (!f)
-        return;
+        return false;
+    bool ok = true;
     char line[1024];
     while (fgets(line, sizeof line, f)) {
         const char *p = line;
@@ -62,10 +66,13 @@ static void source_closure(const char *dir, const char *file, char (*list)[PATH_
         size_t len = strcspn(p, "\"");
         char inc[PATH_MAX];
         snprintf(inc, sizeof inc, "%s/%.*s", dir, (int)len, p);
-        if (access(inc, R_OK) == 0)
-            source_closure(dir, inc, list, n);
+        if (access(inc, R_OK) == 0 && !source_closure(dir, inc, list, n)) {
+            ok = false;
+            break;
+        }
     }
     fclose(f);
+    return ok;
 }
 
 bool md_content_key(const char *tool_version, char *const *argv, size_t skip_arg, const char *dir,
@@ -84,7 +91,7 @@ bool md_content_key(const char *tool_version, char *const *argv, size_t skip_arg
     size_t n = 0;
     bool ok = files != NULL;
     if (ok)
-        source_closure(dir, source, files, &n);
+        ok = source_closure(dir, source, files, &n);
     for (size_t i = 0; ok && i < n; i++)
         ok = hash_file(ctx, files[i]);
     if (ok && extra_file)
@@ -162,6 +169,27 @@ static void log_tail(const char *log, char *out, size_t size)
             *p = ' ';
 }
 
+/* After a step failed: ENOSPC or EDQUOT when the folder its OUTPUT goes to has no room left, found
+ * by writing a probe there (removed at once); 0 otherwise. 64 KiB: less than any object or fatbin,
+ * so a disk that refuses it could not have taken the step's output either. */
+static int out_of_space(const char *output)
+{
+    static const char zeros[65536];
+    char probe[PATH_MAX + 32];
+    const char *slash = strrchr(output, '/');
+    snprintf(probe, sizeof probe, "%.*s/.space-probe-XXXXXX", slash ? (int)(slash - output) : 1,
+             slash ? output : ".");
+    int fd = mkstemp(probe);
+    if (fd < 0)
+        return errno == ENOSPC || errno == EDQUOT ? errno : 0;
+    unlink(probe);
+    int e = md_write_all(fd, zeros, sizeof zeros);
+    if (e == 0 && fsync(fd) != 0)
+        e = errno;
+    close(fd);
+    return e == ENOSPC || e == EDQUOT ? e : 0;
+}
+
 /* How a finished step failed, for the message: "exit 1", "killed by signal 9". */
 static void describe_status(int status, char *out, size_t size)
 {
@@ -237,8 +265,11 @@ md_status md_steps_run(md_step_list *s, const char *log_dir, unsigned jobs, unsi
         pids[i] = 0;
         md_build_step *step = &s->steps[i];
         snprintf(log, sizeof log, "%s/step-%zu.log", log_dir, i);
-        if (!timed_out[i] && WIFEXITED(status) && WEXITSTATUS(status) == 0 &&
-            (!s->tmp[i][0] || rename(s->tmp[i], step->output) == 0)) {
+        bool exited_ok = !timed_out[i] && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        int rename_errno = 0;
+        if (exited_ok && s->tmp[i][0] && rename(s->tmp[i], step->output) != 0)
+            rename_errno = errno;
+        if (exited_ok && !rename_errno) {
             counts->n_compiled += step->cacheable;
             continue;
         }
@@ -247,20 +278,31 @@ md_status md_steps_run(md_step_list *s, const char *log_dir, unsigned jobs, unsi
         if (st == MD_OK) {
             char tail[LOG_TAIL_BYTES + 1], how[48];
             log_tail(log, tail, sizeof tail);
-            if (timed_out[i])
-                snprintf(how, sizeof how, "did not finish in %u s (MSDA_BUILD_STEP_TIMEOUT)", timeout_s);
-            else
-                describe_status(status, how, sizeof how);
             snprintf(counts->failed_log, sizeof counts->failed_log, "%s", log);
-            st = md_fail(err, MD_ERR_BUILD, "%s failed, %s (log: %s): %s", step->what, how, log, tail);
+            int full = timed_out[i] ? 0 : out_of_space(step->output);
+            if (rename_errno)
+                st = md_fail(err, MD_ERR_BUILD, "%s: cannot store '%s': %s", step->what, step->output,
+                             strerror(rename_errno));
+            else if (full)
+                /* The compiler's own words may be lost: its log can be on the same full disk. */
+                st = md_fail(err, MD_ERR_BUILD, "%s failed: no room for '%s': %s (log: %s): %s", step->what,
+                             step->output, strerror(full), log, tail);
+            else {
+                if (timed_out[i])
+                    snprintf(how, sizeof how, "did not finish in %u s (MSDA_BUILD_STEP_TIMEOUT)", timeout_s);
+                else
+                    describe_status(status, how, sizeof how);
+                st = md_fail(err, MD_ERR_BUILD, "%s failed, %s (log: %s): %s", step->what, how, log, tail);
+            }
         }
     }
     return st;
 }
 
-void md_steps_move(md_step_list *s, md_build_step **steps, size_t *n_steps)
+bool md_steps_move(md_step_list *s, md_build_step **steps, size_t *n_steps)
 {
     md_build_step *grown = s->n ? realloc(*steps, (*n_steps + s->n) * sizeof *grown) : NULL;
+    bool ok = !s->n || grown;
     if (grown) {
         *steps = grown;
         memcpy(*steps + *n_steps, s->steps, s->n * sizeof *s->steps);
@@ -273,6 +315,7 @@ void md_steps_move(md_step_list *s, md_build_step **steps, size_t *n_steps)
         strv_free(s->envs[i]);
     free(s->steps);
     memset(s, 0, sizeof *s);
+    return ok;
 }
 
 void md_build_steps_free(md_build_step *steps, size_t n)

@@ -45,8 +45,9 @@ md_build_step *md_steps_add(md_step_list *s, strv *argv, char **env, const char 
 md_status md_steps_run(md_step_list *s, const char *log_dir, unsigned jobs, unsigned timeout_s,
                        md_step_counts *counts, md_error *err);
 
-/* Hands the steps' argument vectors to *STEPS (grown) and empties S. */
-void md_steps_move(md_step_list *s, md_build_step **steps, size_t *n_steps);
+/* Hands the steps' argument vectors to *STEPS (grown) and empties S. False when *STEPS could
+ * not grow (out of memory): S's steps are then freed, not handed over. */
+bool md_steps_move(md_step_list *s, md_build_step **steps, size_t *n_steps);
 
 void md_build_steps_free(md_build_step *steps, size_t n);
 

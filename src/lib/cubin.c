@@ -3,6 +3,7 @@
  * EIATTR_MAX_THREADS in .nv.info.<name>, static shared memory from .nv.shared.<name>. */
 #include "devcode.h"
 
+#include <errno.h>
 #include <gelf.h>
 #include <libelf.h>
 #include <stdlib.h>
@@ -166,13 +167,13 @@ md_status md_cubin_read(const uint8_t *data, size_t size, md_code_entry *e, md_e
         return md_fail(err, MD_ERR_INTERNAL, "libelf: %s", md_elf_why("version mismatch"));
     md_status st = MD_OK;
     kernel_list kernels = { .e = e };
+    errno = 0; /* md_elf_fail tells a failed allocation by it */
     /* libelf reads in place for native byte order and does not write to the image. */
     Elf *elf = elf_memory((char *)(uintptr_t)data, size);
     GElf_Ehdr ehdr;
     size_t shnum = 0, shstrndx = 0;
     if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &ehdr)) {
-        st = md_fail(err, MD_ERR_FORMAT, "corrupt cubin: %s",
-                     md_elf_why("not a valid ELF header (class, byte order or version)"));
+        st = md_elf_fail(err, "cubin", "not a valid ELF header (class, byte order or version)");
         goto end;
     }
     /* Headers, sections and names checked against the real size first: a truncated cubin or
@@ -199,7 +200,7 @@ md_status md_cubin_read(const uint8_t *data, size_t size, md_code_entry *e, md_e
         GElf_Shdr shdr;
         const char *name;
         if (!gelf_getshdr(scn, &shdr) || !(name = elf_strptr(elf, shstrndx, shdr.sh_name))) {
-            st = md_fail(err, MD_ERR_FORMAT, "corrupt cubin section header: %s", md_elf_why("unreadable"));
+            st = md_elf_fail(err, "cubin section header", "unreadable");
             goto end;
         }
         if (shdr.sh_type == SHT_SYMTAB) {

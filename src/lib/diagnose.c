@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "arch.h"
+#include "platform.h"
 #include "diag_internal.h"
 
 /* The same IDs and names the probes give their checks, for `diagnose --list`. */
@@ -20,7 +21,11 @@ const size_t md_diagnose_n_checks = sizeof md_diagnose_checks / sizeof md_diagno
 md_status md_diagnose_init(md_diagnosis *d, md_error *err)
 {
     memset(d, 0, sizeof *d);
+    /* The tables the fixes are filled from, loaded here where a failure is an error: loaded
+     * lazily later, a failed allocation would read as "unknown" and leave a <placeholder>. */
     md_status st = md_arch_table_load(err);
+    if (st == MD_OK)
+        st = md_platform_table_load(err);
     if (st != MD_OK)
         return st;
     d->machine = calloc(1, sizeof *d->machine);

@@ -1,6 +1,9 @@
 #include "elf_check.h"
 
+#include <errno.h>
+
 #include <gelf.h>
+#include <stdio.h>
 #include <string.h>
 
 #define SHT_CUDA_NOBITS 0x7000000au
@@ -9,6 +12,16 @@ const char *md_elf_why(const char *fallback)
 {
     int e = elf_errno();
     return e ? elf_errmsg(e) : fallback;
+}
+
+md_status md_elf_fail(md_error *err, const char *kind, const char *fallback)
+{
+    /* libelf calls its failed allocations errors of the file; only errno tells them apart. */
+    if (errno == ENOMEM) {
+        (void)elf_errno(); /* clears it */
+        return md_fail(err, MD_ERR_NOMEM, "out of memory reading the %s", kind);
+    }
+    return md_fail(err, MD_ERR_FORMAT, "corrupt %s: %s", kind, md_elf_why(fallback));
 }
 
 /* Whether [OFFSET, OFFSET + COUNT * ENTSIZE) lies inside SIZE bytes, without overflow. */
@@ -23,9 +36,11 @@ md_status md_elf_check(Elf *elf, size_t size, const char *kind, size_t *shnum_ou
                        size_t *shstrndx_out, md_error *err)
 {
     GElf_Ehdr ehdr;
-    if (!gelf_getehdr(elf, &ehdr))
-        return md_fail(err, MD_ERR_FORMAT, "corrupt %s header: %s", kind,
-                       md_elf_why("not a valid ELF header (class, byte order or version)"));
+    if (!gelf_getehdr(elf, &ehdr)) {
+        char what[64];
+        snprintf(what, sizeof what, "%s header", kind);
+        return md_elf_fail(err, what, "not a valid ELF header (class, byte order or version)");
+    }
     int cls = gelf_getclass(elf);
     uint64_t shdr_size = cls == ELFCLASS64 ? sizeof(Elf64_Shdr) : sizeof(Elf32_Shdr);
     uint64_t phdr_size = cls == ELFCLASS64 ? sizeof(Elf64_Phdr) : sizeof(Elf32_Phdr);

@@ -13,6 +13,11 @@
  * "no error" then, which explains nothing. */
 const char *md_elf_why(const char *fallback);
 
+/* Fails ERR for a libelf call that returned nothing: MD_ERR_NOMEM ("out of memory reading the
+ * KIND") when it failed to allocate (errno ENOMEM: callers clear errno before their libelf
+ * calls), else MD_ERR_FORMAT "corrupt KIND: " and libelf's reason or FALLBACK. */
+md_status md_elf_fail(md_error *err, const char *kind, const char *fallback);
+
 /* Checks the ELF ELF of SIZE bytes (opened with elf_memory): the section header table lies
  * inside the file with the entry size of its class; the section count and the section-name
  * table index are in range; every section but SHT_NOBITS lies inside the file; every name is

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 #include "bytes.h"
 
 #define FATBIN_MAGIC 0xBA55ED50u
@@ -54,6 +55,10 @@ static md_status decompress(const uint8_t *src, size_t src_size, md_code_entry *
         return md_fail(err, MD_ERR_NOMEM, "out of memory for a %llu-byte cubin", (unsigned long long)want);
     if (e->compression == MD_COMPRESS_ZSTD) {
         size_t got = ZSTD_decompress(buf, want, src, src_size);
+        if (ZSTD_isError(got) && ZSTD_getErrorCode(got) == ZSTD_error_memory_allocation) {
+            free(buf); /* zstd's own context could not be made: no fault of the file */
+            return md_fail(err, MD_ERR_NOMEM, "out of memory opening the sm_%u zstd payload", e->sm);
+        }
         if (ZSTD_isError(got) || got != want) {
             free(buf);
             return md_fail(err, MD_ERR_FORMAT, "sm_%u entry: corrupt zstd payload (%s)", e->sm,

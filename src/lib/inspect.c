@@ -65,11 +65,11 @@ static md_status read_host_elf(const uint8_t *data, size_t size, md_binary *bin,
     if (elf_version(EV_CURRENT) == EV_NONE)
         return md_fail(err, MD_ERR_INTERNAL, "libelf: %s", md_elf_why("version mismatch"));
     md_status st = MD_OK;
+    errno = 0; /* md_elf_fail tells a failed allocation by it */
     Elf *elf = elf_memory((char *)(uintptr_t)data, size);
     size_t shstrndx;
     if (!elf || elf_kind(elf) != ELF_K_ELF) {
-        st = md_fail(err, MD_ERR_FORMAT, "corrupt ELF file: %s",
-                     md_elf_why("not a valid ELF header (class, byte order or version)"));
+        st = md_elf_fail(err, "ELF file", "not a valid ELF header (class, byte order or version)");
         goto end;
     }
     /* A file cut short loses its section headers (they come last) or the data they describe;

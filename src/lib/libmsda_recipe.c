@@ -1,5 +1,6 @@
 #include "libmsda_recipe.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -87,7 +88,11 @@ md_status md_libmsda_recipe_load(const char *kernels_dir, md_libmsda_recipe *out
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", kernels_dir, MD_RECIPE_FILE);
     json_error_t jerr;
+    errno = 0;
     json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    /* jansson's lexer reports a failed allocation as a bad token: errno, cleared before, tells. */
+    if (!doc && (json_error_code(&jerr) == json_error_out_of_memory || errno == ENOMEM))
+        return md_fail(err, MD_ERR_NOMEM, "out of memory reading '%s'", path);
     if (!doc)
         return md_fail(err, jerr.line > 0 ? MD_ERR_FORMAT : MD_ERR_IO, "cannot read '%s': %s (line %d)", path,
                        jerr.text, jerr.line);

@@ -264,7 +264,20 @@ typedef struct {
     bool *cand;                                  /* per pattern, on the current line */
     md_log_line ring[MD_LOG_CONTEXT];            /* the last lines, for context */
     size_t ring_next, ring_count;
+    bool no_memory;                              /* a regexec could not allocate */
 } scan_state;
+
+/* A regexec that cannot allocate gives no answer, not "no match": a finding lost to it would be a
+ * log called clean. glibc's regexec returns REG_NOMATCH then (not REG_ESPACE), so errno, which
+ * the failed malloc set, tells. */
+static bool matches(const regex_t *re, const char *line, bool *no_memory)
+{
+    errno = 0;
+    int rc = regexec(re, line, 0, NULL, 0);
+    if (rc == REG_ESPACE || (rc != 0 && errno == ENOMEM))
+        *no_memory = true;
+    return rc == 0;
+}
 
 static void remember(md_log_line *dst, unsigned long long number, const char *text, size_t len)
 {
@@ -276,11 +289,11 @@ static void remember(md_log_line *dst, unsigned long long number, const char *te
 
 /* Marks in CAND the patterns that LINE may match: those one of whose literals it holds, and
  * the residual ones (when their alternation matches). Returns whether any is marked. */
-static bool candidates(const md_log_matcher *m, const char *line, size_t len, bool *cand)
+static bool candidates(const md_log_matcher *m, const char *line, size_t len, bool *cand, bool *no_memory)
 {
     bool any = false;
     memset(cand, 0, m->n_patterns * sizeof *cand);
-    if (m->n_residual && (!m->has_prefilter || regexec(&m->prefilter, line, 0, NULL, 0) == 0))
+    if (m->n_residual && (!m->has_prefilter || matches(&m->prefilter, line, no_memory)))
         for (size_t i = 0; i < m->n_patterns; i++)
             if (m->residual[i])
                 any = cand[i] = true;
@@ -302,11 +315,11 @@ static void match_line(scan_state *s, char *line, size_t len)
     md_log_result *r = s->r;
     const md_log_matcher *m = s->m;
     line[len] = '\0';
-    if (candidates(m, line, len, s->cand)) {
+    if (candidates(m, line, len, s->cand, &s->no_memory)) {
         memset(s->seen, 0, m->n_groups * sizeof *s->seen);
         for (size_t i = 0; i < m->n_patterns; i++) {
             size_t g = m->group_of[i];
-            if (!s->cand[i] || s->seen[g] || regexec(&m->patterns[i], line, 0, NULL, 0) != 0)
+            if (!s->cand[i] || s->seen[g] || !matches(&m->patterns[i], line, &s->no_memory))
                 continue;
             s->seen[g] = true;
             md_log_group_hits *h = &r->groups[g];
@@ -394,6 +407,8 @@ md_status md_log_scan(FILE *in, const char *name, const md_log_matcher *m, md_lo
             out->long_lines++;
         match_line(s, line, len);
     }
+    if (s->no_memory)
+        st = md_fail(err, MD_ERR_NOMEM, "out of memory matching the lines of '%s'", name);
 end:
     free(s);
     free(line);

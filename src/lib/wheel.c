@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include "platform.h"
 #include "product.h"
+#include "write_all.h"
 #include "zip_members.h"
 
 
@@ -309,6 +310,20 @@ end:
     return st;
 }
 
+/* Why libarchive could not write: its words are "Write error" for a failing write(2), so the
+ * system's reason (a full disk) comes from its errno. */
+static const char *write_why(struct archive *ar, const char *fallback)
+{
+    int e = archive_errno(ar);
+    /* libarchive files its own complaints under EILSEQ (bad format) and EINVAL (bad call) */
+    if (e > 0 && e != EILSEQ && e != EINVAL)
+        return strerror(e);
+    const char *s = archive_error_string(ar);
+    return s ? s : fallback;
+}
+
+/* Failures to put bytes into the wheel are a failed packaging step (MD_ERR_BUILD), as for the
+ * compilers: the output folder was usable, the writing into it went wrong (a full disk). */
 static md_status write_member(struct archive *ar, const char *path, const void *data, size_t size,
                               bool executable, time_t mtime, md_error *err)
 {
@@ -326,7 +341,7 @@ static md_status write_member(struct archive *ar, const char *path, const void *
     archive_entry_set_uid(entry, 0);
     archive_entry_set_gid(entry, 0);
     if (archive_write_header(ar, entry) != ARCHIVE_OK) {
-        st = md_fail(err, MD_ERR_IO, "cannot add '%s' to the wheel: %s", path, archive_error_string(ar));
+        st = md_fail(err, MD_ERR_BUILD, "cannot add '%s' to the wheel: %s", path, write_why(ar, "unknown error"));
         goto end;
     }
     const unsigned char *p = data;
@@ -334,15 +349,14 @@ static md_status write_member(struct archive *ar, const char *path, const void *
     while (left > 0) {
         la_ssize_t n = archive_write_data(ar, p, left);
         if (n <= 0) {
-            st = md_fail(err, MD_ERR_IO, "cannot write '%s' into the wheel: %s", path,
-                         archive_error_string(ar) ? archive_error_string(ar) : "short write");
+            st = md_fail(err, MD_ERR_BUILD, "cannot write '%s' into the wheel: %s", path, write_why(ar, "short write"));
             goto end;
         }
         p += n;
         left -= (size_t)n;
     }
     if (archive_write_finish_entry(ar) != ARCHIVE_OK)
-        st = md_fail(err, MD_ERR_IO, "cannot finish '%s' in the wheel: %s", path, archive_error_string(ar));
+        st = md_fail(err, MD_ERR_BUILD, "cannot finish '%s' in the wheel: %s", path, write_why(ar, "unknown error"));
 end:
     archive_entry_free(entry);
     return st;
@@ -491,7 +505,7 @@ end:
 
 /* Writes every member and RECORD into AR. */
 static md_status write_members(struct archive *ar, const member *m, size_t count, const char *record_path,
-                               time_t mtime, md_error *err)
+                               time_t mtime, const int *write_error, md_error *err)
 {
     text_buf record = { 0 };
     md_status st = MD_OK;
@@ -512,7 +526,7 @@ static md_status write_members(struct archive *ar, const member *m, size_t count
         if (st == MD_OK)
             st = write_member(ar, m[i].path, data ? data : "", size, m[i].executable, mtime, err);
         free(loaded);
-        if (st != MD_OK)
+        if (st != MD_OK || *write_error) /* a full disk: the rest would go nowhere */
             goto end;
         buf_printf(&record, "%s,sha256=%s,%zu\n", m[i].path, digest, size);
     }
@@ -527,32 +541,57 @@ end:
     return st;
 }
 
-/* Writes the archive into the open file FD. */
-static md_status write_archive(int fd, const member *m, size_t count, const char *record_path, time_t mtime,
-                               md_error *err)
+/* Where libarchive's bytes go. A failing write is recorded and the bytes are then taken as written:
+ * libarchive 3.6, told of a failed write, leaves its deflate stream allocated (a leak on every
+ * full disk), so it is let run to its end and the error is reported from here. */
+typedef struct {
+    int fd;
+    int error; /* errno of the first failed write; nothing is written after it */
+} wheel_sink;
+
+static la_ssize_t sink_write(struct archive *ar, void *ctx, const void *data, size_t len)
+{
+    (void)ar;
+    wheel_sink *sink = ctx;
+    if (!sink->error)
+        sink->error = md_write_all(sink->fd, data, len);
+    return (la_ssize_t)len;
+}
+
+/* Writes the archive into the open file FD; NAME (the wheel) is for messages. */
+static md_status write_archive(int fd, const char *name, const member *m, size_t count, const char *record_path,
+                               time_t mtime, md_error *err)
 {
     struct archive *ar = archive_write_new();
     if (!ar)
         return md_fail(err, MD_ERR_NOMEM, "out of memory");
     md_status st = MD_OK;
+    wheel_sink sink = { .fd = fd };
     /* No padding of the last block: a zip ends at its end-of-central-directory record. */
     if (archive_write_set_format_zip(ar) != ARCHIVE_OK ||
         archive_write_set_options(ar, "zip:compression=deflate") != ARCHIVE_OK ||
         archive_write_set_bytes_in_last_block(ar, 1) != ARCHIVE_OK ||
-        archive_write_open_fd(ar, fd) != ARCHIVE_OK) {
-        st = md_fail(err, MD_ERR_IO, "cannot start the zip writer: %s", archive_error_string(ar));
+        archive_write_open(ar, &sink, NULL, sink_write, NULL) != ARCHIVE_OK) {
+        st = md_fail(err, MD_ERR_NOMEM, "cannot start the zip writer: %s", write_why(ar, "out of memory"));
         goto end;
     }
     /* libarchive writes zip (DOS) dates in local time: in UTC, the same inputs give the same
      * bytes in every time zone. The caller's zone is put back afterwards. */
     const char *zone = getenv("TZ");
     char *saved_zone = zone ? strdup(zone) : NULL;
+    if (zone && !saved_zone) {
+        st = md_fail(err, MD_ERR_NOMEM, "out of memory");
+        goto end;
+    }
     setenv("TZ", "UTC", 1);
     tzset();
-    st = write_members(ar, m, count, record_path, mtime, err);
+    st = write_members(ar, m, count, record_path, mtime, &sink.error, err);
     /* Closing writes the central directory; its failure is a failed wheel. */
     if (archive_write_close(ar) != ARCHIVE_OK && st == MD_OK)
-        st = md_fail(err, MD_ERR_IO, "cannot finish the wheel: %s", archive_error_string(ar));
+        st = md_fail(err, MD_ERR_BUILD, "cannot finish the wheel: %s", write_why(ar, "unknown error"));
+    /* A failed write decides the message over what it made libarchive or the loop say. */
+    if (sink.error)
+        st = md_fail(err, MD_ERR_BUILD, "cannot write '%s': %s", name, strerror(sink.error));
     if (saved_zone)
         setenv("TZ", saved_zone, 1);
     else
@@ -608,18 +647,25 @@ md_status md_wheel_write(const md_wheel_spec *spec, char **written, md_error *er
         st = md_fail(err, MD_ERR_IO, "cannot create a file in '%s': %s", dir, strerror(errno));
         goto end;
     }
-    st = write_archive(fd, members, n_members, record_path, mtime, err);
+    st = write_archive(fd, final_path.text, members, n_members, record_path, mtime, err);
     if (st == MD_OK && fchmod(fd, 0644) != 0)
-        st = md_fail(err, MD_ERR_IO, "cannot set the mode of '%s': %s", temp_path.text, strerror(errno));
+        st = md_fail(err, MD_ERR_BUILD, "cannot set the mode of '%s': %s", temp_path.text, strerror(errno));
+    /* A full disk may show only here, when the file system allocates the blocks. */
     if (st == MD_OK && fsync(fd) != 0)
-        st = md_fail(err, MD_ERR_IO, "cannot write '%s': %s", temp_path.text, strerror(errno));
+        st = md_fail(err, MD_ERR_BUILD, "cannot write '%s': %s", temp_path.text, strerror(errno));
     if (close(fd) != 0 && st == MD_OK)
-        st = md_fail(err, MD_ERR_IO, "cannot write '%s': %s", temp_path.text, strerror(errno));
+        st = md_fail(err, MD_ERR_BUILD, "cannot write '%s': %s", temp_path.text, strerror(errno));
     if (st == MD_OK && rename(temp_path.text, final_path.text) != 0)
-        st = md_fail(err, MD_ERR_IO, "cannot rename '%s' to '%s': %s", temp_path.text, final_path.text,
+        st = md_fail(err, MD_ERR_BUILD, "cannot rename '%s' to '%s': %s", temp_path.text, final_path.text,
                      strerror(errno));
     if (st != MD_OK) {
         unlink(temp_path.text);
+        /* The member that failed is named already; the wheel it was going into is named first. */
+        if (err && !strstr(err->message, final_path.text)) {
+            char why[sizeof err->message];
+            snprintf(why, sizeof why, "%s", err->message);
+            md_fail(err, st, "'%s': %s", final_path.text, why);
+        }
         goto end;
     }
     if (written) {

@@ -6,44 +6,7 @@
 # the compiler; the host C and the link are real.
 bats_require_minimum_version 1.5.0
 
-ROOT="$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)"
-load ../host-cpu
-
-setup() {
-  FAKE="$BATS_TEST_TMPDIR/cuda-13.0"
-  mkdir -p "$FAKE/bin"
-  ln -s "$(dirname "$(dirname "$(realpath "$(command -v nvcc)")")")/include" "$FAKE/include"
-  cat > "$FAKE/bin/nvcc" <<'NVCC'
-#!/bin/sh
-case "$1" in
-  --version) echo "nvcc: NVIDIA (R) Cuda compiler driver"; echo "Cuda compilation tools, release 13.0, V13.0.0"; exit 0 ;;
-  --list-gpu-code) echo sm_80; echo sm_90; exit 0 ;;
-esac
-out=
-while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
-case "${FAKE_NVCC_MODE:-ok}" in
-  fail) echo "msda_kernels.cu(1): error: this nvcc was told to fail" >&2; exit 2 ;;
-  kill) kill -9 $$ ;;
-  hang) exec sleep 600 ;;
-  slow) sleep 3 ;;
-esac
-printf 'fatbin bytes of %s\n' "$out" > "$out"
-NVCC
-  chmod +x "$FAKE/bin/nvcc"
-  CACHE="$BATS_TEST_TMPDIR/cache" OUT="$BATS_TEST_TMPDIR/out"
-  SRC="$BATS_TEST_TMPDIR/src"
-  mkdir -p "$SRC" && ln -sfn "$ROOT/kernels" "$SRC/kernels" && ln -sfn "$ROOT/wheels" "$SRC/wheels"
-}
-
-build() {
-  env MSDA_TOOLKIT_PATHS="$FAKE" "$@" "$MSDA_DOCTOR" build --arch sm_90 --platform "$HOST_CPU" \
-      --source "$SRC" --cache "$CACHE" --out "$OUT"
-}
-
-# Nothing a failed step made is in the cache: no entry, no temporary file.
-cache_has_no_fatbin() {
-  [ -z "$(find "$CACHE" -name '*.fatbin*' 2>/dev/null)" ] || { find "$CACHE" -name '*.fatbin*' >&2; return 1; }
-}
+load fake-build
 
 @test "nvcc failing: exit 4 naming the step, its exit status and its error; nothing cached, no wheel" {
   run --separate-stderr build FAKE_NVCC_MODE=fail
@@ -102,9 +65,13 @@ cache_has_no_fatbin() {
 
 @test "a build interrupted with SIGINT leaves no wheel and no cache entry; the next one succeeds" {
   set -m  # its own process group, as a terminal's Ctrl-C would reach
-  build FAKE_NVCC_MODE=hang > "$BATS_TEST_TMPDIR/int.log" 2>&1 &
+  # fd 3 (bats' own) closed: a process left behind must not hold the test open
+  build FAKE_NVCC_MODE=hang > "$BATS_TEST_TMPDIR/int.log" 2>&1 3>&- &
   pid=$!
-  for _ in $(seq 100); do [ -n "$(find "$CACHE" -name '*.tmp*' 2>/dev/null)" ] && break; sleep 0.1; done
+  # Ctrl-C once nvcc runs (its partial output is there): sent earlier, a build slowed down (under
+  # valgrind) could spawn nvcc after the signal, outside its reach, and leave it running
+  for _ in $(seq 600); do [ -n "$(find "$CACHE" -name '*.tmp*' 2>/dev/null)" ] && break; sleep 0.1; done
+  [ -n "$(find "$CACHE" -name '*.tmp*')" ] || { kill -KILL -- "-$pid"; echo "nvcc never started" >&2; return 1; }
   kill -INT -- "-$pid"
   wait "$pid" || true
   set +m

@@ -1,0 +1,44 @@
+# The fake build of faults.bats and full-disk.bats: a fake nvcc (FAKE_NVCC_MODE) in a fake CUDA
+# 13.0 folder, the real host C compiler and link, a cache, an output folder and a source folder
+# of links to the kernels and the Python package.
+ROOT="$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)"
+load ../host-cpu
+
+setup() {
+  FAKE="$BATS_TEST_TMPDIR/cuda-13.0"
+  mkdir -p "$FAKE/bin"
+  ln -s "$(dirname "$(dirname "$(realpath "$(command -v nvcc)")")")/include" "$FAKE/include"
+  cat > "$FAKE/bin/nvcc" <<'NVCC'
+#!/bin/sh
+case "$1" in
+  --version) echo "nvcc: NVIDIA (R) Cuda compiler driver"; echo "Cuda compilation tools, release 13.0, V13.0.0"; exit 0 ;;
+  --list-gpu-code) echo sm_80; echo sm_90; exit 0 ;;
+esac
+out=
+while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
+case "${FAKE_NVCC_MODE:-ok}" in
+  fail) echo "msda_kernels.cu(1): error: this nvcc was told to fail" >&2; exit 2 ;;
+  kill) kill -9 $$ ;;
+  # part of the output first: a compiler stopped mid-write, and a sign for the tests that it runs
+  hang) printf 'partial' > "$out"; exec sleep 600 ;;
+  slow) sleep 3 ;;
+esac
+# the same bytes whatever the (temporary) output name, so that wheels from two runs compare
+printf 'fatbin bytes\n' > "$out"
+NVCC
+  chmod +x "$FAKE/bin/nvcc"
+  CACHE="$BATS_TEST_TMPDIR/cache" OUT="$BATS_TEST_TMPDIR/out"
+  SRC="$BATS_TEST_TMPDIR/src"
+  mkdir -p "$SRC" && ln -sfn "$ROOT/kernels" "$SRC/kernels" && ln -sfn "$ROOT/wheels" "$SRC/wheels"
+}
+
+build() {
+  env MSDA_TOOLKIT_PATHS="$FAKE" "$@" "$MSDA_DOCTOR" build --arch sm_90 --platform "$HOST_CPU" \
+      --source "$SRC" --cache "$CACHE" --out "$OUT"
+}
+
+# Nothing a failed step made is in the cache: no entry, no temporary file.
+cache_has_no_fatbin() {
+  [ -z "$(find "$CACHE" -name '*.fatbin*' 2>/dev/null)" ] || { find "$CACHE" -name '*.fatbin*' >&2; return 1; }
+}
+
