@@ -171,6 +171,8 @@ md_status md_regex_compile(regex_t *re, const char *pattern, int flags, md_statu
                        "copied out; simplify it",
                        what, pattern, strlen(pattern) > 60 ? "..." : "", MD_REGEX_MAX_NODES);
     int rc = regcomp(re, pattern, flags);
+    if (rc == REG_ESPACE) /* no memory: not the pattern's fault */
+        return md_fail(err, MD_ERR_NOMEM, "out of memory compiling the pattern of %s", what);
     if (rc != 0) {
         char why[128];
         regerror(rc, re, why, sizeof why);

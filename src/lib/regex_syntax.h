@@ -39,7 +39,8 @@ size_t md_regex_nodes(const char *pattern);
 
 /* regcomp(RE, PATTERN, FLAGS), after refusing a pattern that expands past MD_REGEX_MAX_NODES;
  * a refused pattern, or one regcomp rejects (its message is given), fails with CODE (the
- * caller's: MD_ERR_INTERNAL for the embedded recipes). WHAT names the pattern's place in the
+ * caller's: MD_ERR_INTERNAL for the embedded recipes); regcomp out of memory is MD_ERR_NOMEM.
+ * WHAT names the pattern's place in the
  * message (e.g. "signatures.json"). On success the caller regfree()s RE. */
 md_status md_regex_compile(regex_t *re, const char *pattern, int flags, md_status code, const char *what,
                            md_error *err);
