@@ -19,6 +19,16 @@ $(FIXTURES)/.stamp: tests/fixtures/make-fixtures $(wildcard tests/fixtures/src/*
 	NVCC=$(NVCC) tests/fixtures/make-fixtures $(FIXTURES)
 	@touch $@
 
+# The fault injector (tests/faults/inject.c): full disks and failing allocations, preloaded into
+# the release build by the fault tests (full-disk.bats, 30-alloc-failures.bats). A test helper,
+# never installed. Defined before check-cli and check-plan, whose prerequisite lists
+# make expands where they are read.
+INJECT_LIB := $(BUILD)/faults/inject.so
+$(INJECT_LIB): tests/faults/inject.c
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -o $@ $< -ldl
+FAULT_ENV = MSDA_INJECT=$(abspath $(INJECT_LIB)) MSDA_DOCTOR_RELEASE=$(abspath msda-doctor)
+
 .PHONY: check-unit check-cli fixtures
 fixtures: $(FIXTURES)/.stamp
 
@@ -36,14 +46,6 @@ $(FAKE_LIBCUDA): tests/fakes/fakecuda.c | deps
 	$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -fvisibility=hidden -Wl,-soname,libcuda.so.1 \
 	  $(shell $(PKG_CONFIG) --cflags jansson) -o $@ $< $(shell $(PKG_CONFIG) --libs jansson) -pthread
 
-# The fault injector (tests/faults/inject.c): full disks and failing allocations, preloaded into
-# the release build by the fault tests (full-disk.bats, 30-alloc-failures.bats). A test helper,
-# never installed.
-INJECT_LIB := $(BUILD)/faults/inject.so
-$(INJECT_LIB): tests/faults/inject.c
-	@mkdir -p $(@D)
-	$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -o $@ $< -ldl
-FAULT_ENV = MSDA_INJECT=$(abspath $(INJECT_LIB)) MSDA_DOCTOR_RELEASE=$(abspath msda-doctor)
 
 CHECK_SUITES += plan
 .PHONY: check-plan
