@@ -64,9 +64,14 @@ load fake-build
 }
 
 @test "a build interrupted with SIGINT leaves no wheel and no cache entry; the next one succeeds" {
-  set -m  # its own process group, as a terminal's Ctrl-C would reach
-  # fd 3 (bats' own) closed: a process left behind must not hold the test open
-  build FAKE_NVCC_MODE=hang > "$BATS_TEST_TMPDIR/int.log" 2>&1 3>&- &
+  # Its own session and process group, as a terminal's Ctrl-C would reach, and SIGINT at its
+  # default: a background job of a shell without job control starts with SIGINT ignored (and
+  # `set -m` gives no job control where there is no terminal, as in CI), so the build would
+  # finish its 600 s nvcc and store the partial output. fd 3 (bats' own) closed: a process left
+  # behind must not hold the test open.
+  setsid env --default-signal=INT MSDA_TOOLKIT_PATHS="$FAKE" FAKE_NVCC_MODE=hang "$MSDA_DOCTOR" build \
+      --arch sm_90 --platform "$HOST_CPU" --source "$SRC" --cache "$CACHE" --out "$OUT" \
+      > "$BATS_TEST_TMPDIR/int.log" 2>&1 3>&- &
   pid=$!
   # Ctrl-C once nvcc runs (its partial output is there): sent earlier, a build slowed down (under
   # valgrind) could spawn nvcc after the signal, outside its reach, and leave it running
@@ -74,7 +79,6 @@ load fake-build
   [ -n "$(find "$CACHE" -name '*.tmp*')" ] || { kill -KILL -- "-$pid"; echo "nvcc never started" >&2; return 1; }
   kill -INT -- "-$pid"
   wait "$pid" || true
-  set +m
   [ -z "$(find "$CACHE" -name '*.fatbin')" ]
   [ -z "$(ls "$OUT" 2>/dev/null)" ]
   run --separate-stderr build

@@ -10,10 +10,14 @@ bats_require_minimum_version 1.5.0
 
 load fake-build
 
-# The release msda-doctor with the injector; children (the fake nvcc) inherit the full disk.
-build_on_full_disk() {
+# Called in the test itself: a skip inside `run` only ends run's subshell, with status 0.
+needs_injector() {
   [ -n "${MSDA_INJECT:-}" ] && [ -n "${MSDA_DOCTOR_RELEASE:-}" ] ||
     skip "needs MSDA_INJECT and MSDA_DOCTOR_RELEASE (make check-plan sets them)"
+}
+
+# The release msda-doctor with the injector; children (the fake nvcc) inherit the full disk.
+build_on_full_disk() {
   env MSDA_TOOLKIT_PATHS="$FAKE" LD_PRELOAD="$MSDA_INJECT" "$@" "$MSDA_DOCTOR_RELEASE" build --arch sm_90 \
       --platform "$HOST_CPU" --source "$SRC" --cache "$CACHE" --out "$OUT"
 }
@@ -41,6 +45,7 @@ next_build_is_clean() {
 }
 
 @test "the cache's disk full while nvcc writes a fatbin: exit 4 naming the step, the entry and ENOSPC" {
+  needs_injector
   mkdir -p "$CACHE"
   run --separate-stderr build_on_full_disk MSDA_INJECT_WRITE_LIMIT=0 MSDA_INJECT_WRITE_DIR="$CACHE"
   [ "$status" -eq 4 ] || { echo "status $status: $stderr" >&2; return 1; }
@@ -52,6 +57,7 @@ next_build_is_clean() {
 }
 
 @test "the output disk full before and part way through the wheel: exit 4 naming the wheel and ENOSPC" {
+  needs_injector
   # 0: the first byte fails; 3000: the wheel is cut short inside a member (it is larger, below).
   for limit in 0 3000; do
     mkdir -p "$OUT"
