@@ -166,8 +166,8 @@ recipe_source() {
   make_fakes "13.0" "12"
   recipe_source '.ptx = ["oldest_of_newest_toolkit"]'
   run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run --json \
-      --platform x86_64 --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch all
-  [ "$status" -eq 0 ]
+      --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch all
+  [ "$status" -eq 0 ] || { echo "exit $status: $stderr" >&2; return 1; }
   [ "$(jq -r '[.plan.targets[] | select(.kind == "ptx") | .arch] | join(",")' <<<"$output")" = "compute_75" ]
 }
 
