@@ -22,6 +22,9 @@
 #ifndef MSDA_VECTOR_ATOMICS
 #define MSDA_VECTOR_ATOMICS 1
 #endif
+#ifndef MSDA_FORWARD_POINTS // 0: the forward ignores fast_path (for timing the general path)
+#define MSDA_FORWARD_POINTS 1
+#endif
 
 #if MSDA_MAX_THREADS < 32 || MSDA_MAX_THREADS > 1024 || MSDA_MAX_THREADS % 32 != 0
 #error "MSDA_MAX_THREADS must be a multiple of 32 from 32 to 1024"
@@ -32,6 +35,13 @@
 #define MSDA_ARCH (__CUDA_ARCH__ / 10)
 #else
 #define MSDA_ARCH 0
+#endif
+
+// Min resident blocks per SM of the forward kernels. On sm_90 five blocks of 256 (48 registers):
+// H100, enc_b2, fast path, forward 0.2699 / 0.1691 / 0.1747 ms (f32 / f16 / bf16) against
+// 0.2699 / 0.1777 / 0.1993 unbounded (54 registers in f16); other architectures unmeasured.
+#if !defined(MSDA_FORWARD_MIN_BLOCKS) && MSDA_ARCH >= 90 && MSDA_MAX_THREADS == 256
+#define MSDA_FORWARD_MIN_BLOCKS 5
 #endif
 
 // The strategies in effect. Why these per architecture (kernels/libmsda.json): bf16's 8-bit

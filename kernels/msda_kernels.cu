@@ -129,6 +129,107 @@ __device__ __forceinline__ void softmax_stats(const typename Cr::S *x, int LP, A
     for (int k = 0; k < LP; k++) sum += exp(to_acc<Cr>(x[k]) - mx);
 }
 
+// softmax_stats, computed by the `size` threads of a group together (sub: this thread's place in
+// it): each takes every size-th logit, and shuffles combine them, NaN kept as softmax_stats
+// keeps it. The butterfly leaves the same sums on every thread. Every thread of the warp calls it.
+template <class Cr, typename A>
+__device__ __forceinline__ void softmax_stats_group(const typename Cr::S *x, int LP, int sub, int size, A &mx,
+                                                    A &sum) {
+    mx = -(A)INFINITY;
+    for (int k = sub; k < LP; k += size) {
+        const A v = to_acc<Cr>(x[k]);
+        if (v > mx || v != v) mx = v;
+    }
+    for (int o = 1; o < size; o <<= 1) {
+        const A v = __shfl_xor_sync(0xffffffffu, mx, o);
+        if (v > mx || v != v) mx = v;
+    }
+    sum = (A)0;
+    for (int k = sub; k < LP; k += size) sum += exp(to_acc<Cr>(x[k]) - mx);
+    for (int o = 1; o < size; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+}
+
+// The forward where every level has P points (MSDA_FAST_POINTS: Deformable-DETR and the models
+// after it) and the launcher set p.fast_path. The layout is the general forward's below (lane i
+// of a group takes chunk i, so that a corner is one request of the group's whole row), with
+// less work a point: the point's level is the loop's, not counted out; offsets within a batch
+// element are 32-bit; a point's x and y are one load; the softmax statistics are shared by the
+// group. Parts split the levels (the launcher keeps parts <= L). On the H100, enc_b2, against
+// the general forward: 99 M instructions against 126 M (f16); unrolling the points (62 registers:
+// the compiler hoists their loads) was slower than this loop at 48 (MSDA_FORWARD_MIN_BLOCKS).
+// Per group the sums are taken in the general forward's order, so both give the same output
+// (but for the fused softmax, whose sum of exponentials the shuffles add in another order).
+template <class Tr, class Cr, int VEC, bool SOFTMAX, int P>
+__device__ __forceinline__ void forward_points(const msda_kparams &p, const level_table &lv, bool table_ok) {
+    typedef typename Tr::S S;
+    typedef typename Tr::A A;
+    typedef typename Cr::S C;
+    const int lanes = 1 << p.lanes_log2, parts = 1 << p.parts_log2;
+    const int group_log2 = p.lanes_log2 + p.parts_log2;
+    // The launcher checked that (2 S + 1) M D fits in 32 bits, which bounds every corner's
+    // offset within a batch element's value (W <= S in a consistent table).
+    const int32_t row = p.heads * p.channels;
+    const int LP = p.levels * P;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < p.threads; t += stride) {
+        const bool active = (t >> group_log2) < p.groups;
+        const int64_t group = active ? (t >> group_log2) : 0;
+        const int sub = (int)(t & ((1 << group_log2) - 1));
+        const int lane = sub & (lanes - 1), part = sub >> p.lanes_log2;
+        const int64_t nq = group / p.heads;
+        const int m = (int)(group - nq * p.heads);
+        const int64_t n = nq / p.queries;
+        const S *value = reinterpret_cast<const S *>(p.value) + (n * p.spatial * p.heads + m) * p.channels + lane * VEC;
+        const C *loc = reinterpret_cast<const C *>(p.locations) + group * LP * 2;
+        const C *wgt = reinterpret_cast<const C *>(p.weights) + group * LP;
+        A wmax = (A)0, wsum = (A)1;
+        if constexpr (SOFTMAX) softmax_stats_group<Cr>(wgt, LP, sub, 1 << group_log2, wmax, wsum);
+        A acc[VEC];
+#pragma unroll
+        for (int i = 0; i < VEC; i++) acc[i] = (A)0;
+        auto corner = [&](int32_t offset, bool in, A f) {
+            if (!in) return;
+            A v[VEC];
+            load_vec<Tr, VEC>(value + offset, v);
+#pragma unroll
+            for (int i = 0; i < VEC; i++) acc[i] += f * v[i];
+        };
+        if (active && table_ok) {
+            for (int l = part; l < p.levels; l += parts) {
+                const int H = lv.h[l], W = lv.w[l];
+                const int32_t first = (int32_t)lv.start[l] * row, down = W * row;
+#pragma unroll 1
+                for (int k = l * P; k < (l + 1) * P; k++) {
+                    A xy[2];
+                    load_vec<Cr, 2>(loc + 2 * k, xy);
+                    A a = to_acc<Cr>(wgt[k]);
+                    if constexpr (SOFTMAX) a = exp(a - wmax) / wsum;
+                    const A h = scale_shift(xy[1], H), w = scale_shift(xy[0], W);
+                    if (!(h > (A)-1 && w > (A)-1 && h < (A)H && w < (A)W)) continue;
+                    const A hf = floor(h), wf = floor(w);
+                    const int h0 = (int)hf, w0 = (int)wf;
+                    const A lh = h - hf, lw = w - wf, hh = (A)1 - lh, hw = (A)1 - lw;
+                    const bool top = h0 >= 0, bottom = h0 + 1 < H, left = w0 >= 0, right = w0 + 1 < W;
+                    const int32_t q = first + (h0 * W + w0) * row;
+                    corner(q, top && left, a * (hh * hw));
+                    corner(q + row, top && right, a * (hh * lw));
+                    corner(q + down, bottom && left, a * (lh * hw));
+                    corner(q + down + row, bottom && right, a * (lh * lw));
+                }
+            }
+        }
+        for (int o = lanes; o < (lanes << p.parts_log2); o <<= 1) {
+#pragma unroll
+            for (int i = 0; i < VEC; i++) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+        }
+        if (!table_ok) {
+#pragma unroll
+            for (int i = 0; i < VEC; i++) acc[i] = quiet_nan<A>();
+        }
+        if (active && part == 0) store_vec<Tr, VEC>(reinterpret_cast<S *>(p.output) + group * p.channels + lane * VEC, acc);
+    }
+}
+
 // The forward. A group is `lanes` x `parts` threads: lane i of part j sums points j, j + parts,
 // ... of chunks i, i + lanes, ...; the parts' sums are then added with shuffles. Splitting the
 // points shortens each thread's chain of dependent loads where there are too few (n, q, m) to
@@ -144,6 +245,12 @@ __device__ __forceinline__ void forward(const msda_kparams &p) {
     __shared__ level_table lv;
     // An inconsistent table: nothing is sampled, and every output element is NaN.
     const bool table_ok = load_levels(p, lv);
+#if MSDA_FORWARD_POINTS
+    if (p.fast_path) { // uniform: a launch parameter
+        forward_points<Tr, Cr, VEC, SOFTMAX, MSDA_FAST_POINTS>(p, lv, table_ok);
+        return;
+    }
+#endif
     const int lanes = 1 << p.lanes_log2, parts = 1 << p.parts_log2;
     const int group_log2 = p.lanes_log2 + p.parts_log2;
     const int64_t row = (int64_t)p.heads * p.channels; // elements between two spatial positions
@@ -429,6 +536,11 @@ template <class Tr> __device__ __forceinline__ void convert(const msda_kparams &
 } // namespace
 
 #define MSDA_KERNEL extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS)
+#ifdef MSDA_FORWARD_MIN_BLOCKS // resident blocks per SM the forward's registers must allow
+#define MSDA_FORWARD_KERNEL extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS, MSDA_FORWARD_MIN_BLOCKS)
+#else
+#define MSDA_FORWARD_KERNEL MSDA_KERNEL
+#endif
 // The all-buffer backward wants 1024 resident threads per SM (64 registers at most): with 72,
 // as ptxas gives it unbounded on sm_90, 768 fit; at 64 it does not spill there.
 #define MSDA_BUFFER_KERNEL extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS, MSDA_BUFFER_MIN_BLOCKS)
@@ -436,9 +548,9 @@ template <class Tr> __device__ __forceinline__ void convert(const msda_kparams &
 // NAME: the value type, and "c32" where the coordinates are f32 beside a 16-bit value. Each pair
 // comes with its fused-softmax twin, msda_{forward,backward}_softmax_NAME_vVEC.
 #define MSDA_KERNEL_PAIR(NAME, TR, CR, VEC)                                                                          \
-    MSDA_KERNEL msda_forward_##NAME##_v##VEC(const msda_kparams p) { forward<TR, CR, VEC>(p); }                    \
+    MSDA_FORWARD_KERNEL msda_forward_##NAME##_v##VEC(const msda_kparams p) { forward<TR, CR, VEC>(p); }            \
     MSDA_KERNEL msda_backward_##NAME##_v##VEC(const msda_kparams p) { backward<TR, CR, VEC>(p); }                  \
-    MSDA_KERNEL msda_forward_softmax_##NAME##_v##VEC(const msda_kparams p) { forward<TR, CR, VEC, true>(p); }      \
+    MSDA_FORWARD_KERNEL msda_forward_softmax_##NAME##_v##VEC(const msda_kparams p) { forward<TR, CR, VEC, true>(p); } \
     MSDA_KERNEL msda_backward_softmax_##NAME##_v##VEC(const msda_kparams p) { backward<TR, CR, VEC, false, true>(p); }
 #define MSDA_KERNEL_SET(NAME, TR, CR)                                                                                \
     MSDA_KERNEL_PAIR(NAME, TR, CR, 8)                                                                                \

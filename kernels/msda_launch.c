@@ -136,6 +136,14 @@ msda_status msda_cuda_loaded_fatbin(int *index, msda_error *err) {
     return st;
 }
 
+/* The forward's fast path (msda_kparams.fast_path) where the problem has its shape. */
+static void use_fast_path(const msda_problem *pb, const msda_forward_args *a, msda_kparams *kp) {
+    const size_t coord = pb->coord_f32 ? sizeof(float) : msda_dtype_size(pb->dtype);
+    kp->fast_path = pb->P == MSDA_FAST_POINTS && kp->chunks == 1 << kp->lanes_log2 &&
+                    aligned(a->sampling_locations, 2 * coord) &&
+                    (2 * pb->S + 1) * pb->M * pb->D <= INT32_MAX;
+}
+
 msda_status msda_forward_cuda(const msda_forward_args *a, void *stream, msda_error *err) {
     msda_problem pb;
     const msda_driver *drv;
@@ -154,9 +162,11 @@ msda_status msda_forward_cuda(const msda_forward_args *a, void *stream, msda_err
     kp.locations = (uint64_t)(uintptr_t)a->sampling_locations;
     kp.weights = (uint64_t)(uintptr_t)a->attention_weights;
     kp.output = (uint64_t)(uintptr_t)a->output;
-    /* Too few groups to fill the device twice over: split the points over more lanes. */
-    const int64_t fill = (int64_t)k->min_grid * k->block, LP = pb.L * pb.P;
-    while (kp.lanes_log2 + kp.parts_log2 < 5 && ((int64_t)2 << kp.parts_log2) <= LP &&
+    use_fast_path(&pb, a, &kp);
+    /* Too few groups to fill the device twice over: split the points (the fast path: the
+     * levels) over more lanes. */
+    const int64_t fill = (int64_t)k->min_grid * k->block, split = kp.fast_path ? pb.L : pb.L * pb.P;
+    while (kp.lanes_log2 + kp.parts_log2 < 5 && ((int64_t)2 << kp.parts_log2) <= split &&
            (kp.groups << (kp.lanes_log2 + kp.parts_log2)) < 2 * fill)
         kp.parts_log2++;
     kp.threads = ((kp.groups << (kp.lanes_log2 + kp.parts_log2)) + 31) / 32 * 32;
