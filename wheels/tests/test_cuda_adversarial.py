@@ -89,10 +89,12 @@ def _inputs(dtype, **kw):
 SPECIALS = [float("nan"), float("inf"), float("-inf"), 1e30, -1e30]
 
 
+# points=4 takes the forward's fast path (kernels/README.md, "Work layout"), 3 the general one.
+@pytest.mark.parametrize("points", [3, 4])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("special", SPECIALS, ids=["nan", "inf", "-inf", "1e30", "-1e30"])
-def test_special_sampling_locations(dtype, special):
-    value, shapes, starts, loc, w = _inputs(dtype)
+def test_special_sampling_locations(dtype, special, points):
+    value, shapes, starts, loc, w = _inputs(dtype, points=points)
     flat = loc.view(-1)
     flat[::7] = torch.tensor(special).to(dtype)  # x of some points, y of others; 1e30 is inf in f16
     _agree(value, shapes, starts, loc, w)
@@ -152,13 +154,24 @@ def _offset_by_one(t):
     return view
 
 
+@pytest.mark.parametrize("points", [3, 4])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("channels", [8, 32])  # vector widths of 2 to 8 elements if aligned
-def test_misaligned_tensors(dtype, channels):
-    value, shapes, starts, loc, w = _inputs(dtype, channels=channels, queries=33)
+def test_misaligned_tensors(dtype, channels, points):
+    value, shapes, starts, loc, w = _inputs(dtype, channels=channels, queries=33, points=points)
     cuda = [t.cuda() for t in (value, shapes, starts, loc, w)]
     for i in (0, 3, 4):
         cuda[i] = _offset_by_one(cuda[i])
+    _agree(value, shapes, starts, loc, w, cuda_args=cuda)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_locations_alone_misaligned(dtype):
+    # Four points a level, every other tensor aligned: only the pair alignment of x and y keeps
+    # the forward off its fast path, which reads a point's x and y in one load.
+    value, shapes, starts, loc, w = _inputs(dtype, channels=32, queries=33, points=4)
+    cuda = [t.cuda() for t in (value, shapes, starts, loc, w)]
+    cuda[3] = _offset_by_one(cuda[3])
     _agree(value, shapes, starts, loc, w, cuda_args=cuda)
 
 
