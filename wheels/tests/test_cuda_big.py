@@ -46,8 +46,11 @@ def _enough_memory():
     (torch.float16, 1, 3000),   # S*M*D = 2.3e9 in one batch element
     (torch.bfloat16, 1, 3000),  # the f32 buffer (mixed or all-buffer strategy) past 2**31
     (torch.float16, 2, 1500),   # batch 1 starts at 1.15e9 elements and ends past 2**31
+    # (2 S + 1) M D just under 2**31: the forward's fast path (32-bit offsets within a batch
+    # element), with batch 2 starting at 2.0e9 elements and ending past 2**31
+    (torch.float16, 3, 1300),
     (torch.float32, 1, 3000),   # 9.2 GB each: byte offsets past 2**33
-], ids=["f16", "bf16", "f16_batch2", "f32"])
+], ids=["f16", "bf16", "f16_batch2", "f16_batch3_fast_path", "f32"])
 def test_value_past_two_to_the_31(dtype, batch, height):
     width = 3000
     big, small = height * width, SMALL[0] * SMALL[1]
