@@ -22,7 +22,7 @@
 #ifndef MSDA_VECTOR_ATOMICS
 #define MSDA_VECTOR_ATOMICS 1
 #endif
-#ifndef MSDA_FORWARD_POINTS // 0: the forward ignores fast_path (for timing the general path)
+#ifndef MSDA_FORWARD_POINTS // 0: the points kernels run the general forward (for timing it)
 #define MSDA_FORWARD_POINTS 1
 #endif
 
@@ -37,11 +37,23 @@
 #define MSDA_ARCH 0
 #endif
 
-// Min resident blocks per SM of the forward kernels. On sm_90 five blocks of 256 (48 registers):
-// H100, enc_b2, fast path, forward 0.2699 / 0.1691 / 0.1747 ms (f32 / f16 / bf16) against
-// 0.2699 / 0.1777 / 0.1993 unbounded (54 registers in f16); other architectures unmeasured.
-#if !defined(MSDA_FORWARD_MIN_BLOCKS) && MSDA_ARCH >= 90 && MSDA_MAX_THREADS == 256
-#define MSDA_FORWARD_MIN_BLOCKS 5
+// Min resident blocks per SM of the forward's points kernels, by the size of the value's
+// elements (MSDA_POINTS_MIN_BLOCKS, if defined, for every type). On sm_90, blocks of 256:
+// - 16-bit, five (48 registers): H100, enc_b2, forward 0.1691 / 0.1747 ms (f16 / bf16) against
+//   0.1777 / 0.1993 unbounded (54 registers); H200, six (40 registers, 44 bytes spilled) was
+//   slower: f16 enc_b8 0.6319 against 0.6125 ms;
+// - f32, six (40 registers, no spill): H200, enc_b2 0.2351 / enc_b8 0.9173 ms against 0.2368 /
+//   0.9268 at five;
+// - f64 five (six spills). Other architectures: unbounded, unmeasured.
+#if MSDA_ARCH >= 90 && MSDA_MAX_THREADS == 256
+#define MSDA_POINTS_BLOCKS_BY_SIZE(bytes) ((bytes) == 4 ? 6 : 5)
+#else
+#define MSDA_POINTS_BLOCKS_BY_SIZE(bytes) 1
+#endif
+#ifdef MSDA_POINTS_MIN_BLOCKS
+#define MSDA_POINTS_BLOCKS(bytes) MSDA_POINTS_MIN_BLOCKS
+#else
+#define MSDA_POINTS_BLOCKS(bytes) MSDA_POINTS_BLOCKS_BY_SIZE(bytes)
 #endif
 
 // The strategies in effect. Why these per architecture (kernels/libmsda.json): bf16's 8-bit

@@ -149,41 +149,63 @@ __device__ __forceinline__ void softmax_stats_group(const typename Cr::S *x, int
     for (int o = 1; o < size; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
 }
 
+// Which (n, q, m) group, and which thread of it, thread t of the forward's grid-stride loop
+// is: a group is 1 << (lanes_log2 + parts_log2) consecutive threads, lane-major. Threads past
+// the last group are inactive and take group 0's place, so that they still reach the shuffles.
+struct group_place {
+    bool active;
+    int64_t group, n; // group = (n * Lq + q) * M + m
+    int m, sub, lane, part;
+};
+
+__device__ __forceinline__ group_place place_of(const msda_kparams &p, int64_t t) {
+    const int group_log2 = p.lanes_log2 + p.parts_log2;
+    group_place g;
+    g.active = (t >> group_log2) < p.groups;
+    g.group = g.active ? (t >> group_log2) : 0;
+    g.sub = (int)(t & ((1 << group_log2) - 1));
+    g.lane = g.sub & ((1 << p.lanes_log2) - 1);
+    g.part = g.sub >> p.lanes_log2;
+    const int64_t nq = g.group / p.heads;
+    g.m = (int)(g.group - nq * p.heads);
+    g.n = nq / p.queries;
+    return g;
+}
+
 // The forward where every level has P points (MSDA_FAST_POINTS: Deformable-DETR and the models
-// after it) and the launcher set p.fast_path. The layout is the general forward's below (lane i
+// after it), a kernel of its own (msda_forward_points_*), which the launcher takes where the
+// problem has that shape (msda_launch.c, use_points_kernel). The layout is the general forward's below (lane i
 // of a group takes chunk i, so that a corner is one request of the group's whole row), with
 // less work a point: the point's level is the loop's, not counted out; offsets within a batch
 // element are 32-bit; a point's x and y are one load; the softmax statistics are shared by the
 // group. Parts split the levels (the launcher keeps parts <= L). On the H100, enc_b2, against
 // the general forward: 99 M instructions against 126 M (f16); unrolling the points (62 registers:
-// the compiler hoists their loads) was slower than this loop at 48 (MSDA_FORWARD_MIN_BLOCKS).
+// the compiler hoists their loads) was slower than this loop at 48 (MSDA_POINTS_BLOCKS).
 // Per group the sums are taken in the general forward's order, so both give the same output
 // (but for the fused softmax, whose sum of exponentials the shuffles add in another order).
 template <class Tr, class Cr, int VEC, bool SOFTMAX, int P>
-__device__ __forceinline__ void forward_points(const msda_kparams &p, const level_table &lv, bool table_ok) {
+__device__ __forceinline__ void forward_points(const msda_kparams &p) {
     typedef typename Tr::S S;
     typedef typename Tr::A A;
     typedef typename Cr::S C;
+    __shared__ level_table lv;
+    const bool table_ok = load_levels(p, lv); // inconsistent: nothing sampled, NaN out
     const int lanes = 1 << p.lanes_log2, parts = 1 << p.parts_log2;
-    const int group_log2 = p.lanes_log2 + p.parts_log2;
     // The launcher checked that (2 S + 1) M D fits in 32 bits, which bounds every corner's
     // offset within a batch element's value (W <= S in a consistent table).
     const int32_t row = p.heads * p.channels;
     const int LP = p.levels * P;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < p.threads; t += stride) {
-        const bool active = (t >> group_log2) < p.groups;
-        const int64_t group = active ? (t >> group_log2) : 0;
-        const int sub = (int)(t & ((1 << group_log2) - 1));
-        const int lane = sub & (lanes - 1), part = sub >> p.lanes_log2;
-        const int64_t nq = group / p.heads;
-        const int m = (int)(group - nq * p.heads);
-        const int64_t n = nq / p.queries;
-        const S *value = reinterpret_cast<const S *>(p.value) + (n * p.spatial * p.heads + m) * p.channels + lane * VEC;
+        const group_place g = place_of(p, t);
+        const bool active = g.active;
+        const int64_t group = g.group;
+        const int lane = g.lane, part = g.part;
+        const S *value = reinterpret_cast<const S *>(p.value) + (g.n * p.spatial * p.heads + g.m) * p.channels + lane * VEC;
         const C *loc = reinterpret_cast<const C *>(p.locations) + group * LP * 2;
         const C *wgt = reinterpret_cast<const C *>(p.weights) + group * LP;
         A wmax = (A)0, wsum = (A)1;
-        if constexpr (SOFTMAX) softmax_stats_group<Cr>(wgt, LP, sub, 1 << group_log2, wmax, wsum);
+        if constexpr (SOFTMAX) softmax_stats_group<Cr>(wgt, LP, g.sub, lanes * parts, wmax, wsum);
         A acc[VEC];
 #pragma unroll
         for (int i = 0; i < VEC; i++) acc[i] = (A)0;
@@ -245,27 +267,17 @@ __device__ __forceinline__ void forward(const msda_kparams &p) {
     __shared__ level_table lv;
     // An inconsistent table: nothing is sampled, and every output element is NaN.
     const bool table_ok = load_levels(p, lv);
-#if MSDA_FORWARD_POINTS
-    if (p.fast_path) { // uniform: a launch parameter
-        forward_points<Tr, Cr, VEC, SOFTMAX, MSDA_FAST_POINTS>(p, lv, table_ok);
-        return;
-    }
-#endif
     const int lanes = 1 << p.lanes_log2, parts = 1 << p.parts_log2;
-    const int group_log2 = p.lanes_log2 + p.parts_log2;
     const int64_t row = (int64_t)p.heads * p.channels; // elements between two spatial positions
     const int LP = p.levels * p.points;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     // As in the backward: whole warps iterate together, so every lane reaches the shuffles.
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < p.threads; t += stride) {
-        const bool active = (t >> group_log2) < p.groups;
-        const int64_t group = active ? (t >> group_log2) : 0;
-        const int sub = (int)(t & ((1 << group_log2) - 1));
-        const int lane = sub & (lanes - 1), part = sub >> p.lanes_log2;
-        const int64_t nq = group / p.heads;
-        const int m = (int)(group - nq * p.heads);
-        const int64_t n = nq / p.queries;
-        const S *value = reinterpret_cast<const S *>(p.value) + (n * p.spatial * p.heads + m) * p.channels;
+        const group_place g = place_of(p, t);
+        const bool active = g.active;
+        const int64_t group = g.group;
+        const int lane = g.lane, part = g.part;
+        const S *value = reinterpret_cast<const S *>(p.value) + (g.n * p.spatial * p.heads + g.m) * p.channels;
         const C *loc = reinterpret_cast<const C *>(p.locations) + group * LP * 2;
         const C *wgt = reinterpret_cast<const C *>(p.weights) + group * LP;
         S *out = reinterpret_cast<S *>(p.output) + group * p.channels;
@@ -536,22 +548,31 @@ template <class Tr> __device__ __forceinline__ void convert(const msda_kparams &
 } // namespace
 
 #define MSDA_KERNEL extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS)
-#ifdef MSDA_FORWARD_MIN_BLOCKS // resident blocks per SM the forward's registers must allow
-#define MSDA_FORWARD_KERNEL extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS, MSDA_FORWARD_MIN_BLOCKS)
+// Resident blocks per SM that the points kernels' registers must allow (msda_device.cuh).
+#define MSDA_POINTS_KERNEL(TR)                                                                                       \
+    extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS, MSDA_POINTS_BLOCKS(sizeof(TR::S)))
+// MSDA_FORWARD_POINTS=0: the points kernels run the general forward (to time one against the other).
+#if MSDA_FORWARD_POINTS
+#define MSDA_POINTS_BODY(TR, CR, VEC, SOFTMAX) forward_points<TR, CR, VEC, SOFTMAX, MSDA_FAST_POINTS>(p)
 #else
-#define MSDA_FORWARD_KERNEL MSDA_KERNEL
+#define MSDA_POINTS_BODY(TR, CR, VEC, SOFTMAX) forward<TR, CR, VEC, SOFTMAX>(p)
 #endif
 // The all-buffer backward wants 1024 resident threads per SM (64 registers at most): with 72,
 // as ptxas gives it unbounded on sm_90, 768 fit; at 64 it does not spill there.
 #define MSDA_BUFFER_KERNEL extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS, MSDA_BUFFER_MIN_BLOCKS)
 
 // NAME: the value type, and "c32" where the coordinates are f32 beside a 16-bit value. Each pair
-// comes with its fused-softmax twin, msda_{forward,backward}_softmax_NAME_vVEC.
+// comes with its fused-softmax twin, msda_{forward,backward}_softmax_NAME_vVEC, and each forward
+// with its points twin, msda_forward_points_[softmax_]NAME_vVEC (msda_module.c names them so).
 #define MSDA_KERNEL_PAIR(NAME, TR, CR, VEC)                                                                          \
-    MSDA_FORWARD_KERNEL msda_forward_##NAME##_v##VEC(const msda_kparams p) { forward<TR, CR, VEC>(p); }            \
+    MSDA_KERNEL msda_forward_##NAME##_v##VEC(const msda_kparams p) { forward<TR, CR, VEC>(p); }                    \
     MSDA_KERNEL msda_backward_##NAME##_v##VEC(const msda_kparams p) { backward<TR, CR, VEC>(p); }                  \
-    MSDA_FORWARD_KERNEL msda_forward_softmax_##NAME##_v##VEC(const msda_kparams p) { forward<TR, CR, VEC, true>(p); } \
-    MSDA_KERNEL msda_backward_softmax_##NAME##_v##VEC(const msda_kparams p) { backward<TR, CR, VEC, false, true>(p); }
+    MSDA_KERNEL msda_forward_softmax_##NAME##_v##VEC(const msda_kparams p) { forward<TR, CR, VEC, true>(p); }      \
+    MSDA_KERNEL msda_backward_softmax_##NAME##_v##VEC(const msda_kparams p) { backward<TR, CR, VEC, false, true>(p); } \
+    MSDA_POINTS_KERNEL(TR) msda_forward_points_##NAME##_v##VEC(const msda_kparams p) { MSDA_POINTS_BODY(TR, CR, VEC, false); } \
+    MSDA_POINTS_KERNEL(TR) msda_forward_points_softmax_##NAME##_v##VEC(const msda_kparams p) {                     \
+        MSDA_POINTS_BODY(TR, CR, VEC, true);                                                                         \
+    }
 #define MSDA_KERNEL_SET(NAME, TR, CR)                                                                                \
     MSDA_KERNEL_PAIR(NAME, TR, CR, 8)                                                                                \
     MSDA_KERNEL_PAIR(NAME, TR, CR, 4)                                                                                \

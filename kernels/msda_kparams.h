@@ -28,10 +28,7 @@ typedef struct msda_kparams {
     int32_t lanes_log2;        /* lanes over a head's chunks: 1 << lanes_log2 */
     int32_t parts_log2;        /* forward: the L*P points split over 1 << parts_log2 lanes; a
                                   group is 1 << (lanes_log2 + parts_log2) <= 32 threads */
-    int32_t fast_path;         /* forward: MSDA_FAST_POINTS points a level, one chunk a lane
-                                  (chunks == lanes), x and y of a point
-                                  aligned as a pair, (2 S + 1) M D < 2^31, parts <= L: the
-                                  forward_points path of msda_kernels.cu */
+    int32_t reserved;          /* 0 */
     uint64_t buffer;           /* float*, (N, buffer_spatial, M, D): the f32 part of a 16-bit
                                   value gradient (strategies f32 buffer and mixed), else 0 */
     int64_t buffer_start;      /* first spatial position the buffer covers */
@@ -64,9 +61,9 @@ typedef struct msda_device_config {
     int32_t vector_atomics;
 } msda_device_config;
 
-#define MSDA_DEVICE_ABI 6 /* 5: the fused-softmax kernels; 6: fast_path */
+#define MSDA_DEVICE_ABI 7 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels */
 
-/* The points a level of the forward's fast path (fast_path). */
+/* The points a level of the forward's points kernels (msda_forward_points_*). */
 #define MSDA_FAST_POINTS 4
 
 /* Half-precision atomic strategies of the backward's value gradient. */

@@ -136,12 +136,15 @@ msda_status msda_cuda_loaded_fatbin(int *index, msda_error *err) {
     return st;
 }
 
-/* The forward's fast path (msda_kparams.fast_path) where the problem has its shape. */
-static void use_fast_path(const msda_problem *pb, const msda_forward_args *a, msda_kparams *kp) {
+/* Whether the forward's points kernel (msda_kernels.cu, forward_points) takes the problem:
+ * MSDA_FAST_POINTS points a level, one chunk a lane, x and y of a point aligned as a pair,
+ * and (2 S + 1) M D < 2^31, which its 32-bit offsets need. With the widest vectors: 16-bit
+ * values in 8-byte vectors (twice the lanes, 40 registers, 6 blocks an SM) took 0.199 ms
+ * against 0.161 in 16-byte ones (H200, enc_b2 f16, kernels/PERF.md). */
+static int use_points_kernel(const msda_problem *pb, const msda_forward_args *a, const msda_kparams *kp) {
     const size_t coord = pb->coord_f32 ? sizeof(float) : msda_dtype_size(pb->dtype);
-    kp->fast_path = pb->P == MSDA_FAST_POINTS && kp->chunks == 1 << kp->lanes_log2 &&
-                    aligned(a->sampling_locations, 2 * coord) &&
-                    (2 * pb->S + 1) * pb->M * pb->D <= INT32_MAX;
+    return pb->P == MSDA_FAST_POINTS && kp->chunks == 1 << kp->lanes_log2 &&
+           aligned(a->sampling_locations, 2 * coord) && (2 * pb->S + 1) * pb->M * pb->D <= INT32_MAX;
 }
 
 msda_status msda_forward_cuda(const msda_forward_args *a, void *stream, msda_error *err) {
@@ -154,18 +157,18 @@ msda_status msda_forward_cuda(const msda_forward_args *a, void *stream, msda_err
 
     const void *const ptrs[] = {a->value, a->output};
     const vec_kernels *v = pick_vec(&pb, 8, ptrs, 2);
-    const msda_kernel *k = &mod->kernels[v->fwd];
-    if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
     msda_kparams kp;
     fill_params(&pb, v->vec, a->spatial_shapes, a->level_start, a->device_status, &kp);
+    const int points = use_points_kernel(&pb, a, &kp);
     kp.value = (uint64_t)(uintptr_t)a->value;
     kp.locations = (uint64_t)(uintptr_t)a->sampling_locations;
     kp.weights = (uint64_t)(uintptr_t)a->attention_weights;
     kp.output = (uint64_t)(uintptr_t)a->output;
-    use_fast_path(&pb, a, &kp);
-    /* Too few groups to fill the device twice over: split the points (the fast path: the
+    const msda_kernel *k = points ? &mod->points[v->fwd] : &mod->kernels[v->fwd];
+    if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
+    /* Too few groups to fill the device twice over: split the points (the points kernel: the
      * levels) over more lanes. */
-    const int64_t fill = (int64_t)k->min_grid * k->block, split = kp.fast_path ? pb.L : pb.L * pb.P;
+    const int64_t fill = (int64_t)k->min_grid * k->block, split = points ? pb.L : pb.L * pb.P;
     while (kp.lanes_log2 + kp.parts_log2 < 5 && ((int64_t)2 << kp.parts_log2) <= split &&
            (kp.groups << (kp.lanes_log2 + kp.parts_log2)) < 2 * fill)
         kp.parts_log2++;

@@ -1,6 +1,7 @@
 /* Loading the embedded device code once per CUDA context, thread-safely. */
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "msda_module.h"
 #include "msda_internal.h"
@@ -72,6 +73,17 @@ static const char *const kernel_names[K_COUNT] = {
     [K_SBWDBUF_BF16C32_V1] = "msda_backward_softmax_bf16c32_buffer_v1",
 };
 
+/* Each forward kernel msda_forward_REST has a points twin, msda_forward_points_REST
+ * (msda_kernels.cu): the same launch, for problems of the forward's fast path. */
+#define FORWARD_PREFIX "msda_forward_"
+#define POINTS_PREFIX "msda_forward_points_"
+static char points_names[K_COUNT][64];
+static int points_named; /* under modules_lock */
+
+static int is_forward(msda_kernel_id k) {
+    return strncmp(kernel_names[k], FORWARD_PREFIX, strlen(FORWARD_PREFIX)) == 0;
+}
+
 static pthread_mutex_t modules_lock = PTHREAD_MUTEX_INITIALIZER;
 static msda_module modules[MSDA_MAX_CONTEXTS];
 static int module_count;
@@ -122,6 +134,29 @@ static int context_cc(const msda_driver *drv) {
     return major * 10 + minor;
 }
 
+/* Looks kn->name up in the module, with its launch size. */
+static msda_status load_kernel(const msda_driver *drv, CUmodule module, msda_kernel *kn, msda_error *err) {
+    CUresult r = drv->ModuleGetFunction(&kn->fn, module, kn->name);
+    if (r != CUDA_SUCCESS) {
+        kn->fn = NULL;
+        return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, kn->name);
+    }
+    /* The block size that gives the most resident threads for this kernel's registers on this
+     * device, never over its own launch limit: the launch cannot run out of resources. */
+    int min_grid = 0, block = 0, limit = 0;
+    r = drv->FuncGetAttribute(&limit, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kn->fn);
+    if (r == CUDA_SUCCESS) r = drv->OccupancyMaxPotentialBlockSize(&min_grid, &block, kn->fn, NULL, 0, limit);
+    if (r != CUDA_SUCCESS) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, kn->name);
+    block -= block % 32;
+    if (block < 32 || limit < 32) {
+        return msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE,
+                         "%s cannot run a whole warp per block on this device (limit %d)", kn->name, limit);
+    }
+    kn->block = block;
+    kn->min_grid = min_grid > 0 ? min_grid : 1;
+    return MSDA_OK;
+}
+
 /* Tries the embedded fatbins in order (build puts the best first); the driver picks the SASS or
  * PTX of the device's architecture inside one. Fatbins whose headers say they hold nothing the
  * device can run are skipped: each failed cuModuleLoadData is an API error that tools such as
@@ -157,27 +192,13 @@ static msda_status load_module(const msda_driver *drv, msda_module *m, msda_erro
                          "device code ABI %d, the library expects %d", m->config.abi, MSDA_DEVICE_ABI);
 
     for (int k = 0; k < K_COUNT; k++) {
-        msda_kernel *kn = &m->kernels[k];
-        kn->name = kernel_names[k];
-        kn->fn = NULL;
-        if (!kernel_built(&m->config, (msda_kernel_id)k)) continue; /* never asked: no API error */
-        r = drv->ModuleGetFunction(&kn->fn, m->module, kn->name);
-        if (r != CUDA_SUCCESS) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, kn->name);
-        /* The block size that gives the most resident threads for this kernel's registers on
-         * this device, never over its own launch limit: the launch cannot run out of resources. */
-        int min_grid = 0, block = 0, limit = 0;
-        r = drv->FuncGetAttribute(&limit, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kn->fn);
-        if (r == CUDA_SUCCESS)
-            r = drv->OccupancyMaxPotentialBlockSize(&min_grid, &block, kn->fn, NULL, 0, limit);
-        if (r != CUDA_SUCCESS) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, kn->name);
-        block -= block % 32;
-        if (block < 32 || limit < 32) {
-            return msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE,
-                             "%s cannot run a whole warp per block on this device (limit %d)",
-                             kn->name, limit);
-        }
-        kn->block = block;
-        kn->min_grid = min_grid > 0 ? min_grid : 1;
+        const int built = kernel_built(&m->config, (msda_kernel_id)k);
+        m->kernels[k] = (msda_kernel){.name = kernel_names[k]};
+        m->points[k] = (msda_kernel){.name = is_forward((msda_kernel_id)k) ? points_names[k] : NULL};
+        if (!built) continue; /* never asked: no API error */
+        msda_status st = load_kernel(drv, m->module, &m->kernels[k], err);
+        if (st == MSDA_OK && m->points[k].name) st = load_kernel(drv, m->module, &m->points[k], err);
+        if (st != MSDA_OK) return st;
     }
     return MSDA_OK;
 }
@@ -204,6 +225,14 @@ msda_status msda_module_get(const msda_driver *drv, const msda_module **out, msd
             st = msda_fail(err, MSDA_ERR_TOO_MANY_CONTEXTS, "more than %d CUDA contexts",
                            MSDA_MAX_CONTEXTS);
         } else {
+            if (!points_named) {
+                points_named = 1;
+                for (int k = 0; k < K_COUNT; k++) {
+                    if (is_forward((msda_kernel_id)k))
+                        snprintf(points_names[k], sizeof points_names[k], "%s%s", POINTS_PREFIX,
+                                 kernel_names[k] + strlen(FORWARD_PREFIX));
+                }
+            }
             msda_module *m = &modules[i];
             *m = (msda_module){.ctx = ctx, .ctx_id = id};
             st = load_module(drv, m, err);

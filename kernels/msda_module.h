@@ -45,6 +45,9 @@ typedef struct msda_module {
     int fatbin;                /* index of the embedded fatbin that loaded */
     msda_device_config config;
     msda_kernel kernels[K_COUNT];
+    /* The points twin of each forward kernel (msda_forward_points_*; name NULL for the others):
+     * the forward's fast path. */
+    msda_kernel points[K_COUNT];
 } msda_module;
 
 /* The module of the calling thread's current context, loaded on first use. The pointer stays
