@@ -79,12 +79,15 @@ def coord_dtype(value: torch.dtype, locations: torch.dtype, weights: torch.dtype
 
 
 # ---- shapes ------------------------------------------------------------------------------------
-_sizes_cache: Dict[tuple, Tuple[Sizes, _Sizes]] = {}
+# check_forward's sizes and their ctypes struct: what sizes_of returns, and what a caller that
+# has prepared the inputs hands forward and backward (their `prepared`).
+Prepared = Tuple[Sizes, _Sizes]
+_sizes_cache: Dict[tuple, Prepared] = {}
 
 
 def sizes_of(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
              sampling_locations: torch.Tensor, attention_weights: torch.Tensor
-             ) -> Tuple[Sizes, _Sizes]:
+             ) -> Prepared:
     """check_forward's sizes and their ctypes struct, cached per combination of shapes."""
     key = (value.shape, spatial_shapes.shape, level_start_index.shape, sampling_locations.shape,
            attention_weights.shape)
@@ -326,14 +329,30 @@ def _table_for(spatial_shapes: torch.Tensor, level_start_index: torch.Tensor, si
     return table, index, 0
 
 
+def _prepared(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
+              sampling_locations: torch.Tensor, attention_weights: torch.Tensor, check: bool,
+              prepared: Optional[Prepared]):
+    """_prepare's result, or, where the caller has prepared the inputs already (prepared: their
+    sizes_of; locations and weights cast to coord_dtype, all three contiguous), the same
+    without doing it again: the op's eager calls check once per call, not once a layer."""
+    if prepared is None:
+        return _prepare(value, spatial_shapes, level_start_index, sampling_locations,
+                        attention_weights, check)
+    return (prepared[0], prepared[1], sampling_locations.dtype, value, sampling_locations,
+            attention_weights)
+
+
 def forward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
             sampling_locations: torch.Tensor, attention_weights: torch.Tensor, *,
-            check: bool = True, weights_are_logits: bool = False) -> torch.Tensor:
+            check: bool = True, weights_are_logits: bool = False,
+            prepared: Optional[Prepared] = None) -> torch.Tensor:
     """The op's output (N, Lq, M * D) in value's dtype, on value's device. Records no autograd
     graph (its result never requires grad). check=False: check_dtypes has passed already.
-    weights_are_logits: the kernels softmax attention_weights over each (n, q, m)'s L*P."""
-    sizes, c_sizes, cdt, value, loc, w = _prepare(value, spatial_shapes, level_start_index,
-                                                  sampling_locations, attention_weights, check)
+    weights_are_logits: the kernels softmax attention_weights over each (n, q, m)'s L*P.
+    prepared: see _prepared."""
+    sizes, c_sizes, cdt, value, loc, w = _prepared(value, spatial_shapes, level_start_index,
+                                                   sampling_locations, attention_weights, check,
+                                                   prepared)
     shape = output_shape(sizes)
     if sizes.empty:
         return value.new_zeros(shape)
@@ -360,12 +379,14 @@ _workspace_cache: Dict[tuple, int] = {}
 def backward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
              sampling_locations: torch.Tensor, attention_weights: torch.Tensor,
              grad_output: torch.Tensor, *, check: bool = True,
-             weights_are_logits: bool = False) -> List[torch.Tensor]:
+             weights_are_logits: bool = False,
+             prepared: Optional[Prepared] = None) -> List[torch.Tensor]:
     """[grad_value, grad_sampling_locations, grad_attention_weights]: the first in value's
-    dtype, the others in coord_dtype's. check, weights_are_logits: as forward's (with logits,
-    the third is the gradient with respect to them)."""
-    sizes, c_sizes, cdt, value, loc, w = _prepare(value, spatial_shapes, level_start_index,
-                                                  sampling_locations, attention_weights, check)
+    dtype, the others in coord_dtype's. check, weights_are_logits, prepared: as forward's (with
+    logits, the third is the gradient with respect to them)."""
+    sizes, c_sizes, cdt, value, loc, w = _prepared(value, spatial_shapes, level_start_index,
+                                                   sampling_locations, attention_weights, check,
+                                                   prepared)
     check_grad_output(sizes, grad_output.shape)
     device = value.device
     if grad_output.device != device:

@@ -25,23 +25,26 @@ class MSDAFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
                 sampling_locations: Tensor, attention_weights: Tensor,
-                check: bool = True, weights_are_logits: bool = False) -> Tensor:
-        # check=False: ms_deform_attn has checked the dtypes and devices already.
+                check: bool = True, weights_are_logits: bool = False,
+                prepared: Optional[kernels.Prepared] = None) -> Tensor:
+        # check=False: the dtypes and devices are checked already; prepared (from
+        # ms_deform_attn): the rest too (kernels.forward's `prepared`).
         ctx.save_for_backward(value, spatial_shapes, level_start_index, sampling_locations,
                               attention_weights)
         ctx.weights_are_logits = weights_are_logits
+        ctx.prepared = prepared
         return kernels.forward(value, spatial_shapes, level_start_index, sampling_locations,
                                attention_weights, check=check,
-                               weights_are_logits=weights_are_logits)
+                               weights_are_logits=weights_are_logits, prepared=prepared)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_output: Tensor):
-        # The forward checked these very tensors.
+        # The forward's very tensors (checked, and prepared where they were then).
         grad_value, grad_locations, grad_weights = kernels.backward(
             *ctx.saved_tensors, grad_output, check=False,
-            weights_are_logits=ctx.weights_are_logits)
-        return grad_value, None, None, grad_locations, grad_weights, None, None
+            weights_are_logits=ctx.weights_are_logits, prepared=ctx.prepared)
+        return grad_value, None, None, grad_locations, grad_weights, None, None, None
 
 
 def _register_custom_op(name: str, logits: bool) -> OpFn:
@@ -111,15 +114,17 @@ _is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "i
 
 def apply(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
           sampling_locations: Tensor, attention_weights: Tensor,
-          weights_are_logits: bool = False) -> Tensor:
-    """The differentiable op on inputs already checked and cast (see ms_deform_attn): the custom
-    op while torch.compile traces, the autograd.Function otherwise (the same kernels)."""
+          weights_are_logits: bool, prepared: Optional[kernels.Prepared]) -> Tensor:
+    """The differentiable op on inputs already checked, cast and made contiguous (see
+    ms_deform_attn): the custom op while torch.compile traces (prepared None: sizes are
+    symbolic then), the autograd.Function otherwise (the same kernels)."""
     op = _custom_op_logits if weights_are_logits else _custom_op
-    if op is not None and _is_compiling():
+    if prepared is None:
+        assert op is not None  # only while compiling, which needs custom_op
         return op(value, spatial_shapes, level_start_index, sampling_locations,
                   attention_weights)
     return MSDAFunction.apply(value, spatial_shapes, level_start_index, sampling_locations,
-                              attention_weights, False, weights_are_logits)
+                              attention_weights, False, weights_are_logits, prepared)
 
 
 def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
@@ -148,12 +153,13 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
     del im2col_step
     kernels.check_dtypes(value, spatial_shapes, level_start_index, sampling_locations,
                          attention_weights)
-    if _is_compiling():  # symbolic sizes: nothing to cache them by
+    prepared: Optional[kernels.Prepared] = None
+    if _is_compiling() and HAS_CUSTOM_OP:  # symbolic sizes: nothing to cache them by
         check_forward(value.shape, spatial_shapes.shape, level_start_index.shape,
                       sampling_locations.shape, attention_weights.shape)
     else:
-        kernels.sizes_of(value, spatial_shapes, level_start_index, sampling_locations,
-                         attention_weights)
+        prepared = kernels.sizes_of(value, spatial_shapes, level_start_index,
+                                    sampling_locations, attention_weights)
     # Cast here rather than inside the op, so that autograd casts the gradients back.
     cdt = kernels.coord_dtype(value.dtype, sampling_locations.dtype, attention_weights.dtype)
     if sampling_locations.dtype != cdt:
@@ -162,4 +168,4 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
         attention_weights = attention_weights.to(cdt)
     return apply(value.contiguous(), spatial_shapes, level_start_index,
                  sampling_locations.contiguous(), attention_weights.contiguous(),
-                 weights_are_logits)
+                 weights_are_logits, prepared)
