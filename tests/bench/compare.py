@@ -12,6 +12,9 @@ Implementations, each called the way its users call it, through autograd:
          (N, Lq, M, L*P*2 + L*P) in value's dtype, the softmax fused into the kernel
   gs     the op in plain PyTorch (grid_sample per level), as Deformable-DETR's
          ms_deform_attn_core_pytorch computes it
+  floor  torch's own cost for such an op: an autograd.Function on msda's inputs that only
+         allocates its result and gradients (no kernel, no checks): what any op called
+         through a Python autograd.Function costs at least, eager (timed, not compared)
 All get the same value, locations and attention: the logits are drawn once, msda/orig/gs get
 their softmax, msdasm and dcnv4 the logits themselves.
 
@@ -31,7 +34,7 @@ import torch.nn.functional as F
 from bench import CASES, LEVELS, D, L, M, P, S, capture_graph, median_ms, msda_grid_sample, rel
 
 TOLS = {torch.float64: 1e-10, torch.float32: 2e-3, torch.float16: 3e-2, torch.bfloat16: 3e-2}
-IMPLS = ("msda", "msda32", "msdasm", "orig", "dcnv4", "gs")
+IMPLS = ("msda", "msda32", "msdasm", "orig", "dcnv4", "gs", "floor")
 DTYPE_OF = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -79,6 +82,20 @@ class Impl:
         return self.fn(*self.leaves)
 
 
+class _Floor(torch.autograd.Function):
+    """The floor row: allocation only, as an op's autograd.Function does at the least."""
+
+    @staticmethod
+    def forward(ctx, value, shapes, starts, loc, attn):
+        ctx.save_for_backward(value, loc, attn)
+        return value.new_empty(value.shape[0], loc.shape[1], value.shape[2] * value.shape[3])
+
+    @staticmethod
+    def backward(ctx, grad):
+        value, loc, attn = ctx.saved_tensors
+        return torch.empty_like(value), None, None, torch.empty_like(loc), torch.empty_like(attn)
+
+
 def implementations(peers, value, loc, logits, dtype):
     """{name: Impl or reason}: each one's leaves, in dtype, requiring grad."""
     shapes = torch.tensor(LEVELS, device=value.device)
@@ -112,6 +129,8 @@ def implementations(peers, value, loc, logits, dtype):
         out["dcnv4"] = Impl("dcnv4", lambda v, sla: dcnv4_fn.apply(v, shapes, starts, sla, 64, P),
                             [leaf(value), leaf(packed)])
     out["gs"] = Impl("gs", msda_grid_sample, [leaf(value), leaf(loc), leaf(attn)])
+    out["floor"] = Impl("floor", lambda v, l, a: _Floor.apply(v, shapes_host, starts_host, l, a),
+                        [leaf(value), leaf(loc), leaf(attn)])
     return out
 
 
@@ -270,6 +289,12 @@ def run(peers, missing, dtypes, reps, warmup, kinds=("random", "realistic")):
                     if name not in impls:
                         continue
                     impl = impls[name]
+                    if name == "floor":  # its results are not computed: timed only
+                        times, note = timings(impl, g, reps, warmup)
+                        rows.append(dict(kind=kind, dtype=dt_name, impl=name, t=times, errs=None,
+                                         agree=True, note=note))
+                        print(f"  {case} {kind} {dt_name} {name}: {fmt_times(times)}", flush=True)
+                        continue
                     try:
                         errs, note = agreement(impl, ref_mixed if name == "msda32" else ref, g)
                         agree = agrees(errs, dtype)
@@ -320,7 +345,7 @@ def print_table(case, N, Lq, rows):
             a, b = r["t"][k], base["t"][k] if base else None
             ratio.append(f"{a / b:.2f}" if a and b else "-")
         errs = max_diff(r["errs"])
-        agree = verdict(r["errs"], DTYPE_OF[r["dtype"]])
+        agree = "-" if r["impl"] == "floor" else verdict(r["errs"], DTYPE_OF[r["dtype"]])
         print(f"{r['kind']:<10} {r['dtype']:<5} {r['impl']:<6} " +
               " ".join(f"{x:>9.4f}" if x is not None else f"{'-':>9}" for x in r["t"]) +
               f" {ratio[0]:>16} {ratio[1]:>16} {agree:>7}  {errs:.1e}"
@@ -340,7 +365,8 @@ def print_table(case, N, Lq, rows):
                              f"vs {r['t'][2]:.4f}, f+b {fused['t'][3]:.4f} vs {r['t'][3]:.4f})", ok))
     print("x msda: this row's time over msda's (same locations and dtype); f+b: forward + backward "
           "through autograd; graph: GPU time per call in a replayed CUDA graph; msdasm: msda with "
-          "the softmax fused (logits in), to set beside dcnv4")
+          "the softmax fused (logits in), to set beside dcnv4; floor: an autograd.Function that only "
+          "allocates (torch's own cost, the least any Python op's eager call takes)")
     print("agree: ok; DIFF (a difference past the dtype's tolerance); NaN (a non-finite output or gradient,"
           " named in the note); no grad (no gradient for an input); fwd ok (the backward failed); failed;"
           " max rel. diff: the largest finite one")
