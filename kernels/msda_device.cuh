@@ -37,23 +37,17 @@
 #define MSDA_ARCH 0
 #endif
 
-// Min resident blocks per SM of the forward's points kernels, by the size of the value's
-// elements (MSDA_POINTS_MIN_BLOCKS, if defined, for every type). On sm_90, blocks of 256:
-// - 16-bit, five (48 registers): H100, enc_b2, forward 0.1691 / 0.1747 ms (f16 / bf16) against
-//   0.1777 / 0.1993 unbounded (54 registers); H200, six (40 registers, 44 bytes spilled) was
-//   slower: f16 enc_b8 0.6319 against 0.6125 ms;
-// - f32, six (40 registers, no spill): H200, enc_b2 0.2351 / enc_b8 0.9173 ms against 0.2368 /
-//   0.9268 at five;
-// - f64 five (six spills). Other architectures: unbounded, unmeasured.
+// Min resident blocks per SM of the forward's points kernels (MSDA_POINTS_MIN_BLOCKS overrides).
+// On sm_90, blocks of 256, four (64 registers): with a point's four corner loads in flight
+// together the kernels need 61-64 registers, and at five they spill (68 bytes in f16). H200,
+// graph ms, enc_b2 forward, four / five blocks: f16 0.1337 / 0.1566, bf16 0.1420 / 0.1583, f32
+// 0.2335 / 0.2369 (kernels/PERF.md). Other architectures: unbounded, unmeasured.
+#ifndef MSDA_POINTS_MIN_BLOCKS
 #if MSDA_ARCH >= 90 && MSDA_MAX_THREADS == 256
-#define MSDA_POINTS_BLOCKS_BY_SIZE(bytes) ((bytes) == 4 ? 6 : 5)
+#define MSDA_POINTS_MIN_BLOCKS 4
 #else
-#define MSDA_POINTS_BLOCKS_BY_SIZE(bytes) 1
+#define MSDA_POINTS_MIN_BLOCKS 1
 #endif
-#ifdef MSDA_POINTS_MIN_BLOCKS
-#define MSDA_POINTS_BLOCKS(bytes) MSDA_POINTS_MIN_BLOCKS
-#else
-#define MSDA_POINTS_BLOCKS(bytes) MSDA_POINTS_BLOCKS_BY_SIZE(bytes)
 #endif
 
 // The strategies in effect. Why these per architecture (kernels/libmsda.json): bf16's 8-bit
@@ -84,17 +78,25 @@
 namespace msda {
 
 // Element types: S is the storage, A the accumulation type, G where the value gradient goes.
+// backward_loads_first: the backward issues a point's four corner loads before using any
+// (msda_kernels.cu, backward). H200, graph ms, enc_b2 / dec_b2_q900 backward, loads first
+// against in turn: f16 0.711 / 0.0398 against 0.757 / 0.0444 (125 registers against 98); f32
+// 0.807 / 0.0737 against 0.838 / 0.0679; bf16 0.933 / 0.0513 against 0.799 / 0.0584 (its
+// coarse levels go through the f32 buffer). Taken where it won on every shape measured: f16 on
+// sm_90; other architectures unmeasured.
 struct f32_t {
     typedef float S;
     typedef float A;
     typedef float G;
     static constexpr bool buffered = false;
+    static constexpr bool backward_loads_first = false;
 };
 struct f64_t {
     typedef double S;
     typedef double A;
     typedef double G;
     static constexpr bool buffered = false;
+    static constexpr bool backward_loads_first = false;
 };
 // `buffered`: some levels' value gradient goes to an f32 buffer (msda_kparams.buffer_levels).
 struct f16_t {
@@ -103,6 +105,7 @@ struct f16_t {
     typedef unsigned short G;
     static constexpr int strategy = MSDA_F16_STRATEGY;
     static constexpr bool buffered = strategy == MSDA_ATOMIC_F32_BUFFER || strategy == MSDA_ATOMIC_MIXED;
+    static constexpr bool backward_loads_first = MSDA_ARCH >= 90;
 };
 struct bf16_t {
     typedef unsigned short S;
@@ -110,6 +113,7 @@ struct bf16_t {
     typedef unsigned short G;
     static constexpr int strategy = MSDA_BF16_STRATEGY;
     static constexpr bool buffered = strategy == MSDA_ATOMIC_F32_BUFFER || strategy == MSDA_ATOMIC_MIXED;
+    static constexpr bool backward_loads_first = false;
 };
 
 __device__ __forceinline__ float bits_to_f16(unsigned short b) { return __half2float(__ushort_as_half(b)); }
@@ -162,6 +166,28 @@ __device__ __forceinline__ void load_vec(const typename Tr::S *p, typename Tr::A
         S s[VEC];
     } u;
     u.r = __ldg(reinterpret_cast<const R *>(p));
+#pragma unroll
+    for (int i = 0; i < VEC; i++) out[i] = to_acc<Tr>(u.s[i]);
+}
+
+// load_vec in two steps, so that several loads can be in flight before any is used: the raw
+// bytes (load_raw), then the elements in the accumulation type (unpack_raw).
+template <class Tr, int VEC> struct vec_of {
+    typedef typename raw_of<VEC * sizeof(typename Tr::S)>::type raw;
+};
+
+template <class Tr, int VEC>
+__device__ __forceinline__ typename vec_of<Tr, VEC>::raw load_raw(const typename Tr::S *p) {
+    return __ldg(reinterpret_cast<const typename vec_of<Tr, VEC>::raw *>(p));
+}
+
+template <class Tr, int VEC>
+__device__ __forceinline__ void unpack_raw(typename vec_of<Tr, VEC>::raw r, typename Tr::A (&out)[VEC]) {
+    union {
+        typename vec_of<Tr, VEC>::raw r;
+        typename Tr::S s[VEC];
+    } u;
+    u.r = r;
 #pragma unroll
     for (int i = 0; i < VEC; i++) out[i] = to_acc<Tr>(u.s[i]);
 }

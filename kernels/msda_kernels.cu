@@ -180,7 +180,8 @@ __device__ __forceinline__ group_place place_of(const msda_kparams &p, int64_t t
 // element are 32-bit; a point's x and y are one load; the softmax statistics are shared by the
 // group. Parts split the levels (the launcher keeps parts <= L). On the H100, enc_b2, against
 // the general forward: 99 M instructions against 126 M (f16); unrolling the points (62 registers:
-// the compiler hoists their loads) was slower than this loop at 48 (MSDA_POINTS_BLOCKS).
+// the compiler hoists their loads) was slower than this loop. A point's four corners are loaded
+// before any is used, which the registers bound (MSDA_POINTS_MIN_BLOCKS) must leave room for.
 // Per group the sums are taken in the general forward's order, so both give the same output
 // (but for the fused softmax, whose sum of exponentials the shuffles add in another order).
 template <class Tr, class Cr, int VEC, bool SOFTMAX, int P>
@@ -209,13 +210,6 @@ __device__ __forceinline__ void forward_points(const msda_kparams &p) {
         A acc[VEC];
 #pragma unroll
         for (int i = 0; i < VEC; i++) acc[i] = (A)0;
-        auto corner = [&](int32_t offset, bool in, A f) {
-            if (!in) return;
-            A v[VEC];
-            load_vec<Tr, VEC>(value + offset, v);
-#pragma unroll
-            for (int i = 0; i < VEC; i++) acc[i] += f * v[i];
-        };
         if (active && table_ok) {
             for (int l = part; l < p.levels; l += parts) {
                 const int H = lv.h[l], W = lv.w[l];
@@ -232,11 +226,25 @@ __device__ __forceinline__ void forward_points(const msda_kparams &p) {
                     const int h0 = (int)hf, w0 = (int)wf;
                     const A lh = h - hf, lw = w - wf, hh = (A)1 - lh, hw = (A)1 - lw;
                     const bool top = h0 >= 0, bottom = h0 + 1 < H, left = w0 >= 0, right = w0 + 1 < W;
+                    const bool in[4] = {top && left, top && right, bottom && left, bottom && right};
                     const int32_t q = first + (h0 * W + w0) * row;
-                    corner(q, top && left, a * (hh * hw));
-                    corner(q + row, top && right, a * (hh * lw));
-                    corner(q + down, bottom && left, a * (lh * hw));
-                    corner(q + down + row, bottom && right, a * (lh * lw));
+                    const int32_t at[4] = {q, q + row, q + down, q + down + row};
+                    // The four corners' loads first, then their sums: consumed as they came, each
+                    // load waited for the one before (one L2 round trip a corner, in the SASS).
+                    typename vec_of<Tr, VEC>::raw raw[4];
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        if (in[j]) raw[j] = load_raw<Tr, VEC>(value + at[j]);
+                    }
+                    const A f[4] = {a * (hh * hw), a * (hh * lw), a * (lh * hw), a * (lh * lw)};
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        if (!in[j]) continue;
+                        A v[VEC];
+                        unpack_raw<Tr, VEC>(raw[j], v);
+#pragma unroll
+                        for (int i = 0; i < VEC; i++) acc[i] += f[j] * v[i];
+                    }
                 }
             }
         }
@@ -451,6 +459,18 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                         } else {
                             load_vec<Tr, VEC>(gout + c * VEC, g);
                         }
+                        // Tr::backward_loads_first: the four corners' loads before any atomic (an
+                        // atomic's asm is a memory clobber, so a load after it cannot be issued
+                        // before it), at the cost of registers; else each corner's load in turn.
+                        // Not in the all-buffer kernel, bounded at 64 registers: it would spill.
+                        constexpr bool loads_first = Tr::backward_loads_first && !ALL_BUFFER;
+                        typename vec_of<Tr, VEC>::raw raw[4];
+                        if constexpr (loads_first) {
+#pragma unroll
+                            for (int j = 0; j < 4; j++) {
+                                if (b.in[j]) raw[j] = load_raw<Tr, VEC>(value + lstart + b.off[j] * row + c * VEC);
+                            }
+                        }
                         A dot[4];
 #pragma unroll
                         for (int j = 0; j < 4; j++) {
@@ -458,7 +478,8 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                             if (!b.in[j]) continue;
                             const int64_t at = lstart + b.off[j] * row + c * VEC;
                             A v[VEC], add[VEC];
-                            load_vec<Tr, VEC>(value + at, v);
+                            if constexpr (!loads_first) raw[j] = load_raw<Tr, VEC>(value + at);
+                            unpack_raw<Tr, VEC>(raw[j], v);
                             const A f = a * b.wt[j];
 #pragma unroll
                             for (int i = 0; i < VEC; i++) {
@@ -549,8 +570,7 @@ template <class Tr> __device__ __forceinline__ void convert(const msda_kparams &
 
 #define MSDA_KERNEL extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS)
 // Resident blocks per SM that the points kernels' registers must allow (msda_device.cuh).
-#define MSDA_POINTS_KERNEL(TR)                                                                                       \
-    extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS, MSDA_POINTS_BLOCKS(sizeof(TR::S)))
+#define MSDA_POINTS_KERNEL extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS, MSDA_POINTS_MIN_BLOCKS)
 // MSDA_FORWARD_POINTS=0: the points kernels run the general forward (to time one against the other).
 #if MSDA_FORWARD_POINTS
 #define MSDA_POINTS_BODY(TR, CR, VEC, SOFTMAX) forward_points<TR, CR, VEC, SOFTMAX, MSDA_FAST_POINTS>(p)
@@ -569,8 +589,8 @@ template <class Tr> __device__ __forceinline__ void convert(const msda_kparams &
     MSDA_KERNEL msda_backward_##NAME##_v##VEC(const msda_kparams p) { backward<TR, CR, VEC>(p); }                  \
     MSDA_KERNEL msda_forward_softmax_##NAME##_v##VEC(const msda_kparams p) { forward<TR, CR, VEC, true>(p); }      \
     MSDA_KERNEL msda_backward_softmax_##NAME##_v##VEC(const msda_kparams p) { backward<TR, CR, VEC, false, true>(p); } \
-    MSDA_POINTS_KERNEL(TR) msda_forward_points_##NAME##_v##VEC(const msda_kparams p) { MSDA_POINTS_BODY(TR, CR, VEC, false); } \
-    MSDA_POINTS_KERNEL(TR) msda_forward_points_softmax_##NAME##_v##VEC(const msda_kparams p) {                     \
+    MSDA_POINTS_KERNEL msda_forward_points_##NAME##_v##VEC(const msda_kparams p) { MSDA_POINTS_BODY(TR, CR, VEC, false); } \
+    MSDA_POINTS_KERNEL msda_forward_points_softmax_##NAME##_v##VEC(const msda_kparams p) {                         \
         MSDA_POINTS_BODY(TR, CR, VEC, true);                                                                         \
     }
 #define MSDA_KERNEL_SET(NAME, TR, CR)                                                                                \
