@@ -175,6 +175,22 @@ def capture_graph(fn, calls):
     return graph
 
 
+class AllocOnlyOp(torch.autograd.Function):
+    """What torch alone costs for an op of the MSDA signature: an autograd.Function that only
+    allocates its result and gradients (no kernel, no checks), the floor under any Python op's
+    eager call. overhead.py and compare.py's `floor` row time it."""
+
+    @staticmethod
+    def forward(ctx, value, shapes, starts, loc, attn):
+        ctx.save_for_backward(value, loc, attn)
+        return value.new_empty(value.shape[0], loc.shape[1], value.shape[2] * value.shape[3])
+
+    @staticmethod
+    def backward(ctx, grad):
+        value, loc, attn = ctx.saved_tensors
+        return torch.empty_like(value), None, None, torch.empty_like(loc), torch.empty_like(attn)
+
+
 def graph_ms(fn, reps, warmup, calls=20):
     """GPU time of one call: a CUDA graph of `calls` calls, replayed, divided."""
     return median_ms(capture_graph(fn, calls).replay, reps, warmup) / calls

@@ -31,7 +31,8 @@ import statistics
 import torch
 import torch.nn.functional as F
 
-from bench import CASES, LEVELS, D, L, M, P, S, capture_graph, median_ms, msda_grid_sample, rel
+from bench import (CASES, LEVELS, D, L, M, P, S, AllocOnlyOp, capture_graph, median_ms,
+                   msda_grid_sample, rel)
 
 TOLS = {torch.float64: 1e-10, torch.float32: 2e-3, torch.float16: 3e-2, torch.bfloat16: 3e-2}
 IMPLS = ("msda", "msda32", "msdasm", "orig", "dcnv4", "gs", "floor")
@@ -82,20 +83,6 @@ class Impl:
         return self.fn(*self.leaves)
 
 
-class _Floor(torch.autograd.Function):
-    """The floor row: allocation only, as an op's autograd.Function does at the least."""
-
-    @staticmethod
-    def forward(ctx, value, shapes, starts, loc, attn):
-        ctx.save_for_backward(value, loc, attn)
-        return value.new_empty(value.shape[0], loc.shape[1], value.shape[2] * value.shape[3])
-
-    @staticmethod
-    def backward(ctx, grad):
-        value, loc, attn = ctx.saved_tensors
-        return torch.empty_like(value), None, None, torch.empty_like(loc), torch.empty_like(attn)
-
-
 def implementations(peers, value, loc, logits, dtype):
     """{name: Impl or reason}: each one's leaves, in dtype, requiring grad."""
     shapes = torch.tensor(LEVELS, device=value.device)
@@ -129,8 +116,8 @@ def implementations(peers, value, loc, logits, dtype):
         out["dcnv4"] = Impl("dcnv4", lambda v, sla: dcnv4_fn.apply(v, shapes, starts, sla, 64, P),
                             [leaf(value), leaf(packed)])
     out["gs"] = Impl("gs", msda_grid_sample, [leaf(value), leaf(loc), leaf(attn)])
-    out["floor"] = Impl("floor", lambda v, l, a: _Floor.apply(v, shapes_host, starts_host, l, a),
-                        [leaf(value), leaf(loc), leaf(attn)])
+    floor = lambda v, l, a: AllocOnlyOp.apply(v, shapes_host, starts_host, l, a)
+    out["floor"] = Impl("floor", floor, [leaf(value), leaf(loc), leaf(attn)])
     return out
 
 

@@ -25,7 +25,7 @@ import torch
 import msda
 from msda import _library
 
-from bench import capture_graph
+from bench import AllocOnlyOp, capture_graph
 
 LEVELS = [(100, 134), (50, 67), (25, 34), (13, 17)]
 SHAPES = {"tiny": dict(levels=[(2, 2), (1, 1)], N=1, Lq=1, M=1, D=4, P=1),
@@ -96,21 +96,6 @@ def graph_us(fn, calls=20, rounds=30):
     return statistics.median(times)
 
 
-class _Floor(torch.autograd.Function):
-    """What torch alone costs for an op of these tensors: an autograd.Function that only
-    allocates its results (the floor under any wrapper)."""
-
-    @staticmethod
-    def forward(ctx, value, shapes, starts, loc, w):
-        ctx.save_for_backward(value, loc, w)
-        return value.new_empty(value.shape[0], loc.shape[1], value.shape[2] * value.shape[3])
-
-    @staticmethod
-    def backward(ctx, grad):
-        value, loc, w = ctx.saved_tensors
-        return torch.empty_like(value), None, None, torch.empty_like(loc), torch.empty_like(w)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -147,10 +132,10 @@ def main():
 
     def floor_fwd():
         with torch.no_grad():
-            _Floor.apply(value, shapes, starts, loc, w)
+            AllocOnlyOp.apply(value, shapes, starts, loc, w)
 
     def floor_fwd_bwd():
-        _Floor.apply(leaves[0], shapes, starts, leaves[1], leaves[2]).backward(gout)
+        AllocOnlyOp.apply(leaves[0], shapes, starts, leaves[1], leaves[2]).backward(gout)
     rows.append(("torch floor (empty op)", timed(floor_fwd), timed(floor_fwd_bwd)))
     rows.append(("full", timed(fwd), timed(fwd_bwd)))
     no_launch()
