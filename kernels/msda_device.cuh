@@ -155,27 +155,14 @@ template <> struct raw_of<8> { typedef uint2 type; };
 template <> struct raw_of<4> { typedef unsigned int type; };
 template <> struct raw_of<2> { typedef unsigned short type; };
 
-// VEC consecutive elements, read through the read-only path in one access of VEC*sizeof(S)
-// bytes (the launcher only picks VEC > 1 when D and every pointer allow that alignment).
-template <class Tr, int VEC>
-__device__ __forceinline__ void load_vec(const typename Tr::S *p, typename Tr::A (&out)[VEC]) {
-    typedef typename Tr::S S;
-    typedef typename raw_of<VEC * sizeof(S)>::type R;
-    union {
-        R r;
-        S s[VEC];
-    } u;
-    u.r = __ldg(reinterpret_cast<const R *>(p));
-#pragma unroll
-    for (int i = 0; i < VEC; i++) out[i] = to_acc<Tr>(u.s[i]);
-}
-
-// load_vec in two steps, so that several loads can be in flight before any is used: the raw
-// bytes (load_raw), then the elements in the accumulation type (unpack_raw).
+// A vector of VEC elements as raw bytes: one access of VEC*sizeof(S) bytes (the launcher only
+// picks VEC > 1 when D and every pointer allow that alignment).
 template <class Tr, int VEC> struct vec_of {
     typedef typename raw_of<VEC * sizeof(typename Tr::S)>::type raw;
 };
 
+// Read through the read-only path. load_raw and unpack_raw apart let several loads be in
+// flight before any is used; load_vec is both at once.
 template <class Tr, int VEC>
 __device__ __forceinline__ typename vec_of<Tr, VEC>::raw load_raw(const typename Tr::S *p) {
     return __ldg(reinterpret_cast<const typename vec_of<Tr, VEC>::raw *>(p));
@@ -190,6 +177,11 @@ __device__ __forceinline__ void unpack_raw(typename vec_of<Tr, VEC>::raw r, type
     u.r = r;
 #pragma unroll
     for (int i = 0; i < VEC; i++) out[i] = to_acc<Tr>(u.s[i]);
+}
+
+template <class Tr, int VEC>
+__device__ __forceinline__ void load_vec(const typename Tr::S *p, typename Tr::A (&out)[VEC]) {
+    unpack_raw<Tr, VEC>(load_raw<Tr, VEC>(p), out);
 }
 
 template <class Tr, int VEC>
