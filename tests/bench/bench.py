@@ -8,7 +8,8 @@ Every comparison is between timings of this run; no figure from elsewhere is a t
 
 Times are CUDA-event medians after warm-up, two ways: "graph" replays a CUDA graph of 20 calls
 and divides (the GPU time of one call), "call" brackets each call with events (launch overhead
-from Python included, as a user calling from PyTorch sees it). "floor" is the bytes the op must move (each input
+from Python included, as a user calling from PyTorch sees it). "sm" is the graph time of the fused op
+(attention logits in, softmaxed in the kernel). "floor" is the bytes the op must move (each input
 read once, each output written once) over the device-to-device copy bandwidth measured here.
 Prints one table at the end; exits non-zero if libmsda disagrees with grid_sample or a call fails.
 """
@@ -91,11 +92,12 @@ class Msda:
         if status != 0:
             raise RuntimeError(f"{what}: status {status}: {err.message.decode()}")
 
-    def forward_fn(self, code, value, loc, attn, out):
+    def forward_fn(self, code, value, loc, attn, out, weights=0):
+        """The forward call; weights=1: attn holds logits, softmaxed in the kernel (the fused op)."""
         N, Sv, Mh, Dh = value.shape
         args = ForwardArgs(code, Sizes(N, Sv, Mh, Dh, loc.shape[1], L, P),
                            ctypes.cast(self.shapes, ctypes.c_void_p), ctypes.cast(self.starts, ctypes.c_void_p),
-                           value.data_ptr(), loc.data_ptr(), attn.data_ptr(), out.data_ptr())
+                           value.data_ptr(), loc.data_ptr(), attn.data_ptr(), out.data_ptr(), weights=weights)
         err = Error()
 
         def run():
@@ -103,13 +105,13 @@ class Msda:
             self._check(self.lib.msda_forward_cuda(ctypes.byref(args), stream, ctypes.byref(err)), err, "forward")
         return run
 
-    def backward_fn(self, code, value, loc, attn, gout, gv, gl, ga):
+    def backward_fn(self, code, value, loc, attn, gout, gv, gl, ga, weights=0):
         """The backward call, with a workspace from torch's allocator where the library wants one."""
         N, Sv, Mh, Dh = value.shape
         args = BackwardArgs(code, Sizes(N, Sv, Mh, Dh, loc.shape[1], L, P),
                             ctypes.cast(self.shapes, ctypes.c_void_p), ctypes.cast(self.starts, ctypes.c_void_p),
                             value.data_ptr(), loc.data_ptr(), attn.data_ptr(), gout.data_ptr(),
-                            gv.data_ptr(), gl.data_ptr(), ga.data_ptr(), None, 0)
+                            gv.data_ptr(), gl.data_ptr(), ga.data_ptr(), None, 0, weights=weights)
         err = Error()
         need = ctypes.c_size_t(0)
         self._check(self.lib.msda_backward_cuda_workspace(ctypes.byref(args), ctypes.byref(need), ctypes.byref(err)),
@@ -212,7 +214,9 @@ def bench_case(lib, name, N, Lq, dt_name, dtype, code, args, bw):
     g = torch.Generator(device="cuda").manual_seed(1234)
     value = torch.randn(N, S, M, D, device="cuda", generator=g).to(dtype)
     loc = torch.rand(N, Lq, M, L, P, 2, device="cuda", generator=g).to(dtype)
-    attn = torch.rand(N, Lq, M, L * P, device="cuda", generator=g).softmax(-1).view(N, Lq, M, L, P).to(dtype)
+    raw = torch.rand(N, Lq, M, L * P, device="cuda", generator=g)
+    attn = raw.softmax(-1).view(N, Lq, M, L, P).to(dtype)
+    logits = raw.view(N, Lq, M, L, P).to(dtype)  # the fused op's input: attn is their softmax
     gout = torch.randn(N, Lq, M * D, device="cuda", generator=g).to(dtype)
     out = torch.empty(N, Lq, M * D, device="cuda", dtype=dtype)
     gv, gl, ga = torch.empty_like(value), torch.empty_like(loc), torch.empty_like(attn)
@@ -223,6 +227,14 @@ def bench_case(lib, name, N, Lq, dt_name, dtype, code, args, bw):
     c_bwd = median_ms(bwd, args.reps, args.warmup)
     t_fwd = graph_ms(fwd, args.reps, args.warmup)
     t_bwd = graph_ms(bwd, args.reps, args.warmup)
+    # The fused op (the softmax of the logits in the kernel), GPU time only; its output checked below.
+    # (Its gradients are kept: capturing a graph empties torch's cache, which unmaps freed blocks.)
+    out_sm = torch.empty_like(out)
+    gv_sm, gl_sm, ga_sm = torch.empty_like(value), torch.empty_like(loc), torch.empty_like(logits)
+    fwd_sm = lib.forward_fn(code, value, loc, logits, out_sm, weights=1)
+    bwd_sm = lib.backward_fn(code, value, loc, logits, gout, gv_sm, gl_sm, ga_sm, weights=1)
+    t_sfwd = graph_ms(fwd_sm, args.reps, args.warmup)
+    t_sbwd = graph_ms(bwd_sm, args.reps, args.warmup)
 
     # Agreement: the grid_sample version in f32 (f64 for f64) on the same inputs, with autograd.
     up = torch.float64 if dtype == torch.float64 else torch.float32
@@ -231,8 +243,9 @@ def bench_case(lib, name, N, Lq, dt_name, dtype, code, args, bw):
     ref.backward(gout.to(up))
     fwd()
     bwd()
+    fwd_sm()
     torch.cuda.synchronize()
-    errs = [rel(out, ref.detach()), rel(gv, vr.grad), rel(gl, lr.grad), rel(ga, ar.grad)]
+    errs = [rel(out, ref.detach()), rel(gv, vr.grad), rel(gl, lr.grad), rel(ga, ar.grad), rel(out_sm, ref.detach())]
     # The grid_sample version in this dtype, for the timings.
     vr, lr, ar = (t.clone().requires_grad_(True) for t in (value, loc, attn))
     with torch.no_grad():
@@ -248,7 +261,8 @@ def bench_case(lib, name, N, Lq, dt_name, dtype, code, args, bw):
     eb = value.element_size()
     fwd_bytes = eb * (value.numel() + loc.numel() + attn.numel() + out.numel())
     bwd_bytes = eb * (value.numel() + loc.numel() + attn.numel() + gout.numel() + gv.numel() + gl.numel() + ga.numel())
-    return dict(case=name, dtype=dt_name, fwd=t_fwd, bwd=t_bwd, cfwd=c_fwd, cbwd=c_bwd, tfwd=t_tfwd, tbwd=t_tbwd,
+    return dict(case=name, dtype=dt_name, fwd=t_fwd, bwd=t_bwd, sfwd=t_sfwd, sbwd=t_sbwd, cfwd=c_fwd, cbwd=c_bwd,
+                tfwd=t_tfwd, tbwd=t_tbwd,
                 floor_fwd=fwd_bytes / bw * 1e3, floor_bwd=bwd_bytes / bw * 1e3, errs=errs)
 
 
@@ -262,7 +276,9 @@ def kernel_table(lib, args, wanted, bw):
             r = bench_case(lib, name, N, Lq, dt_name, dtype, code, args, bw)
             # The location gradient jumps at pixel boundaries; grid_sample rounds the pixel
             # coordinate differently in f32, so a few points land on the other side of one.
-            tols = {"f64": [1e-10] * 4, "f32": [1e-4, 1e-4, 2e-3, 1e-4]}.get(dt_name, [3e-2] * 4)
+            # The fifth: the fused op's output, from the logits rounded to dtype where attn is the
+            # softmax rounded to dtype.
+            tols = {"f64": [1e-10] * 5, "f32": [1e-4, 1e-4, 2e-3, 1e-4, 1e-4]}.get(dt_name, [3e-2] * 5)
             r["agree"] = all(e < t for e, t in zip(r["errs"], tols))
             if not r["agree"]:
                 bad.append(f"{name} {dt_name}: relative differences {r['errs']}")
@@ -271,7 +287,8 @@ def kernel_table(lib, args, wanted, bw):
                   f"differences to grid_sample {['%.1e' % e for e in r['errs']]}", flush=True)
 
     print()
-    hdr = (f"{'case':<12} {'dtype':<5} {'fwd graph':>9} {'bwd graph':>9} {'fwd call':>9} {'bwd call':>9} "
+    hdr = (f"{'case':<12} {'dtype':<5} {'fwd graph':>9} {'bwd graph':>9} {'sm fwd':>8} {'sm bwd':>8} "
+           f"{'fwd call':>9} {'bwd call':>9} "
            f"{'gs fwd':>8} {'gs bwd':>8} {'floor fwd':>9} {'floor bwd':>9} {'target':>7} {'vs gs':>6}")
     print(hdr)
     print("-" * len(hdr))
@@ -284,10 +301,12 @@ def kernel_table(lib, args, wanted, bw):
             verdicts.append((f"{r['case']} {r['dtype']} faster than f32 (graph)", ok))
         else:
             target = "-"
-        print(f"{r['case']:<12} {r['dtype']:<5} {r['fwd']:>9.4f} {r['bwd']:>9.4f} {r['cfwd']:>9.4f} {r['cbwd']:>9.4f} "
+        print(f"{r['case']:<12} {r['dtype']:<5} {r['fwd']:>9.4f} {r['bwd']:>9.4f} {r['sfwd']:>8.4f} {r['sbwd']:>8.4f} "
+              f"{r['cfwd']:>9.4f} {r['cbwd']:>9.4f} "
               f"{r['tfwd']:>8.3f} {r['tbwd']:>8.3f} {r['floor_fwd']:>9.4f} {r['floor_bwd']:>9.4f} "
               f"{target:>7} {'ok' if r['agree'] else 'DIFF':>6}")
-    print("ms; graph: GPU time per call (CUDA graph of 20 calls); call: events around each call from Python;")
+    print("ms; graph: GPU time per call (CUDA graph of 20 calls); sm: the fused softmax op (logits), graph;")
+    print("call: events around each call from Python;")
     print("gs: the grid_sample version (events around each call); medians of %d after %d warm-up;" % (args.reps, args.warmup))
     print("floor: bytes moved / measured copy bandwidth; target: f16/bf16 against f32 (graph); vs gs: agreement")
     print("with grid_sample in f32/f64; against the original op: --peers (same-run timings)")
