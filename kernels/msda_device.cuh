@@ -25,6 +25,9 @@
 #ifndef MSDA_FORWARD_POINTS // 0: the points kernels run the general forward (for timing it)
 #define MSDA_FORWARD_POINTS 1
 #endif
+#ifndef MSDA_SPREAD_GRADS // 0: lane 0 stores every point's location and weight gradients (for timing)
+#define MSDA_SPREAD_GRADS 1
+#endif
 
 #if MSDA_MAX_THREADS < 32 || MSDA_MAX_THREADS > 1024 || MSDA_MAX_THREADS % 32 != 0
 #error "MSDA_MAX_THREADS must be a multiple of 32 from 32 to 1024"

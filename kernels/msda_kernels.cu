@@ -374,10 +374,11 @@ template <typename A> __device__ __forceinline__ A group_sum(A v, int lanes) {
 // (N, S, M, D): a kernel without the native path, so with fewer registers (on sm_90: 94 with
 // both paths, 72 without, 64 under MSDA_BUFFER_MIN_BLOCKS; at 94, half the threads were
 // resident and the bf16 encoder backward took 17% longer).
-// SOFTMAX: the weights are logits (msda.h, MSDA_WEIGHTS_LOGITS). Lane 0 writes each point's
-// gradient g with respect to the softmaxed weight into grad_weights, less c = the first point's
-// g, while every lane sums s = sum_k w_k (g_k - c) from the group-summed g; at the end of the
-// group lane 0 turns its own stores into w * ((g - c) - s) = w * (g - sum_k w_k g_k) in place.
+// SOFTMAX: the weights are logits (msda.h, MSDA_WEIGHTS_LOGITS). Each point's gradient g with
+// respect to the softmaxed weight is stored into grad_weights, less c = the first point's g,
+// while every lane sums s = sum_k w_k (g_k - c) from the group-summed g; at the end of the group
+// the lane that stored a point turns its store into w * ((g - c) - s) = w * (g - sum_k w_k g_k)
+// in place.
 // No register array of L*P, whose size is not known at compile time; subtracting c first keeps
 // the g the row shares out of the 16-bit rounding of the stores (a row of g near 10 with a
 // spread of 1 lost 1.8e-2 relative in bf16 without it, 2e-3 with). The plain instantiations are
@@ -390,6 +391,7 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
     typedef typename Cr::S C;
     static_assert(sizeof(typename Cr::A) == sizeof(A), "one accumulation type");
     __shared__ level_table lv;
+    __shared__ A staged[3 * MSDA_MAX_THREADS];
     // An inconsistent table: nothing is sampled or added (grad_value stays as the launcher
     // zeroed it), and the location and weight gradients are NaN.
     const bool table_ok = load_levels(p, lv);
@@ -398,6 +400,13 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
     const int64_t row = (int64_t)p.heads * p.channels;
     const int LP = p.levels * p.points;
     const bool one_chunk = p.chunks <= lanes;
+    // Lane k stores point k's location and weight gradients, a level's at once: for each of the
+    // three, one store request a group a level rather than one a point, each writing a few bytes
+    // of a sector. Lane 0 leaves each point's three in shared memory (`staged`, its group's
+    // slots; registers held across the points took the f32 kernel from 64 to 79 on sm_90), and
+    // lane k takes point k's after the level. Lane 0 stores them all itself where a group has
+    // fewer lanes than a level has points.
+    const bool spread_grads = MSDA_SPREAD_GRADS && lanes >= p.points;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     if (!table_ok) { // uniform across the block
         const C nan = from_acc<Cr>(quiet_nan<A>());
@@ -511,17 +520,37 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                     d_weight -= gfirst;
                     wdot += a * d_weight; // a NaN weight makes the row NaN, as torch's
                 }
-                if (active && lane == 0) {
-                    // dw/dx = W and dh/dy = H; zero for points outside, as the forward ignores them.
-                    gloc[2 * lp] = from_acc<Cr>(inside ? a * d_lw * (A)W : (A)0);
-                    gloc[2 * lp + 1] = from_acc<Cr>(inside ? a * d_lh * (A)H : (A)0);
+                // dw/dx = W and dh/dy = H; zero for points outside, as the forward ignores them.
+                const A d_x = inside ? a * d_lw * (A)W : (A)0, d_y = inside ? a * d_lh * (A)H : (A)0;
+                if (spread_grads) {
+                    if (lane == 0) {
+                        A *st = staged + 3 * (threadIdx.x + k);
+                        st[0] = d_x, st[1] = d_y, st[2] = d_weight;
+                    }
+                } else if (active && lane == 0) {
+                    gloc[2 * lp] = from_acc<Cr>(d_x);
+                    gloc[2 * lp + 1] = from_acc<Cr>(d_y);
                     gwgt[lp] = from_acc<Cr>(d_weight);
                 }
             }
+            if (spread_grads) {
+                __syncwarp();
+                if (active && lane < p.points) {
+                    const int at = lp - p.points + lane;
+                    const A *st = staged + 3 * threadIdx.x;
+                    gloc[2 * at] = from_acc<Cr>(st[0]);
+                    gloc[2 * at + 1] = from_acc<Cr>(st[1]);
+                    gwgt[at] = from_acc<Cr>(st[2]);
+                }
+                __syncwarp();
+            }
         }
         if constexpr (SOFTMAX) {
-            if (active && lane == 0) {
-                for (int k = 0; k < LP; k++) {
+            // Each lane rewrites the gradients it stored itself (spread_grads: its own point of
+            // every level), so no lane reads another's stores.
+            if (active && (spread_grads ? lane < p.points : lane == 0)) {
+                const int first = spread_grads ? lane : 0, step = spread_grads ? p.points : 1;
+                for (int k = first; k < LP; k += step) {
                     const A w = exp(to_acc<Cr>(wgt[k]) - wmax) / wsum;
                     gwgt[k] = from_acc<Cr>(w * (to_acc<Cr>(gwgt[k]) - wdot));
                 }
