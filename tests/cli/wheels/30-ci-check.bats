@@ -8,8 +8,10 @@ CHECK="$ROOT/tests/ci/check-wheels"
 
 setup_file() {
   export DIST="$BATS_FILE_TMPDIR/dist" CACHE="$ROOT/build/test-build-cache"
+  # On failure, the error (the log's end) rather than the plan's 30 lines before it: CI shows
+  # only part of a long output.
   ( cd "$ROOT" && "$MSDA_DOCTOR" build --arch all --platform x86_64,aarch64 --out "$DIST" --cache "$CACHE" \
-      > "$BATS_FILE_TMPDIR/build.log" 2>&1 ) || { cat "$BATS_FILE_TMPDIR/build.log" >&2; return 1; }
+      > "$BATS_FILE_TMPDIR/build.log" 2>&1 ) || { tail -n 3 "$BATS_FILE_TMPDIR/build.log" >&2; return 1; }
   TOOLKITS=$( ( cd "$ROOT" && "$MSDA_DOCTOR" build --dry-run --json --arch all --platform x86_64 --cache "$CACHE" ) |
               jq -r '.plan.toolkits[] | "--toolkit " + .version' | tr '\n' ' ')
   export TOOLKITS
