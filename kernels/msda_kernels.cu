@@ -172,16 +172,75 @@ __device__ __forceinline__ group_place place_of(const msda_kparams &p, int64_t t
     return g;
 }
 
+// A sampling point as the forward's points kernel uses it: its corners' weights (the attention
+// weight folded in), the first corner's byte offset from the lane's place in the value, and
+// which corners lie inside the map (bit j: corner j; none for a point outside it).
+template <typename A> struct point_setup {
+    A f[4];
+    uint32_t q, in;
+};
+
+// Where point k of level (H, W) falls; `first` is the level's byte offset, `row` the bytes
+// between two spatial positions. Offsets are unsigned 32-bit: the launcher checked that a
+// batch element's value is under 2^32 bytes, so an inside corner's offset is exact (an outside
+// one may wrap, and is never loaded).
+template <class Cr, typename A, bool SOFTMAX>
+__device__ __forceinline__ point_setup<A> setup_point(const typename Cr::S *loc, const typename Cr::S *wgt, int k,
+                                                      int H, int W, uint32_t first, uint32_t row, A wmax, A wsum) {
+    point_setup<A> s = {{(A)0, (A)0, (A)0, (A)0}, 0u, 0u};
+    A xy[2];
+    load_vec<Cr, 2>(loc + 2 * k, xy);
+    A a = to_acc<Cr>(wgt[k]);
+    if constexpr (SOFTMAX) a = exp(a - wmax) / wsum;
+    const A h = scale_shift(xy[1], H), w = scale_shift(xy[0], W);
+    if (!(h > (A)-1 && w > (A)-1 && h < (A)H && w < (A)W)) return s;
+    const A hf = floor(h), wf = floor(w);
+    const int h0 = (int)hf, w0 = (int)wf;
+    const A lh = h - hf, lw = w - wf, hh = (A)1 - lh, hw = (A)1 - lw;
+    const bool top = h0 >= 0, bottom = h0 + 1 < H, left = w0 >= 0, right = w0 + 1 < W;
+    s.in = (top && left) | (top && right) << 1 | (bottom && left) << 2 | (bottom && right) << 3;
+    s.q = first + (uint32_t)(h0 * W + w0) * row;
+    s.f[0] = a * (hh * hw);
+    s.f[1] = a * (hh * lw);
+    s.f[2] = a * (lh * hw);
+    s.f[3] = a * (lh * lw);
+    return s;
+}
+
+// A point's four corners added to acc: their loads first, then their sums (consumed as they
+// came, each load waited for the one before: one L2 round trip a corner, in the SASS).
+template <class Tr, int VEC, typename A>
+__device__ __forceinline__ void add_corners(const char *value, const point_setup<A> &s, uint32_t row, uint32_t down,
+                                            A (&acc)[VEC]) {
+    const uint32_t at[4] = {s.q, s.q + row, s.q + down, s.q + down + row};
+    typename vec_of<Tr, VEC>::raw raw[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        if (s.in >> j & 1) raw[j] = load_raw<Tr, VEC>(reinterpret_cast<const typename Tr::S *>(value + at[j]));
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        if (!(s.in >> j & 1)) continue;
+        A v[VEC];
+        unpack_raw<Tr, VEC>(raw[j], v);
+#pragma unroll
+        for (int i = 0; i < VEC; i++) acc[i] += s.f[j] * v[i];
+    }
+}
+
 // The forward where every level has P points (MSDA_FAST_POINTS: Deformable-DETR and the models
 // after it), a kernel of its own (msda_forward_points_*), which the launcher takes where the
-// problem has that shape (msda_launch.c, use_points_kernel). The layout is the general forward's below (lane i
-// of a group takes chunk i, so that a corner is one request of the group's whole row), with
-// less work a point: the point's level is the loop's, not counted out; offsets within a batch
-// element are 32-bit; a point's x and y are one load; the softmax statistics are shared by the
-// group. Parts split the levels (the launcher keeps parts <= L). On the H100, enc_b2, against
-// the general forward: 99 M instructions against 126 M (f16); unrolling the points (62 registers:
-// the compiler hoists their loads) was slower than this loop. A point's four corners are loaded
+// problem has that shape (msda_launch.c, use_points_kernel). The layout is the general forward's
+// below (lane i of a group takes chunk i, so that a corner is one request of the group's whole
+// row), with less work a point: the point's level is the loop's, not counted out; offsets are
+// 32-bit bytes; a point's x and y are one load; the softmax statistics are shared by the group.
+// Parts split the levels (the launcher keeps parts <= L). A point's four corners are loaded
 // before any is used, which the registers bound (MSDA_POINTS_MIN_BLOCKS) must leave room for.
+//
+// 16-bit values (issue-bound: kernels/PERF.md) share each point's set-up: in a round of
+// min(lanes, P) points lane r computes point r's, and the group's lanes take it from there by
+// shuffles, a sixth of the instructions of computing it (H200, enc_b8 f16 5% faster, the fused
+// softmax's 10%). f32 and f64, L2-bound, lose by the shuffles' wait: each lane computes each point.
 // Per group the sums are taken in the general forward's order, so both give the same output
 // (but for the fused softmax, whose sum of exponentials the shuffles add in another order).
 template <class Tr, class Cr, int VEC, bool SOFTMAX, int P>
@@ -189,20 +248,20 @@ __device__ __forceinline__ void forward_points(const msda_kparams &p) {
     typedef typename Tr::S S;
     typedef typename Tr::A A;
     typedef typename Cr::S C;
+    constexpr bool share_setup = sizeof(S) == 2;
     __shared__ level_table lv;
     const bool table_ok = load_levels(p, lv); // inconsistent: nothing sampled, NaN out
     const int lanes = 1 << p.lanes_log2, parts = 1 << p.parts_log2;
-    // The launcher checked that (2 S + 1) M D fits in 32 bits, which bounds every corner's
-    // offset within a batch element's value (W <= S in a consistent table).
-    const int32_t row = p.heads * p.channels;
+    const uint32_t row = (uint32_t)(p.heads * p.channels * sizeof(S));
     const int LP = p.levels * P;
+    const int round = lanes < P ? lanes : P;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < p.threads; t += stride) {
         const group_place g = place_of(p, t);
-        const bool active = g.active;
-        const int64_t group = g.group;
+        const int64_t group = g.group; // an inactive thread works on group 0 and stores nothing
         const int lane = g.lane, part = g.part;
-        const S *value = reinterpret_cast<const S *>(p.value) + (g.n * p.spatial * p.heads + g.m) * p.channels + lane * VEC;
+        const char *value = reinterpret_cast<const char *>(
+            reinterpret_cast<const S *>(p.value) + (g.n * p.spatial * p.heads + g.m) * p.channels + lane * VEC);
         const C *loc = reinterpret_cast<const C *>(p.locations) + group * LP * 2;
         const C *wgt = reinterpret_cast<const C *>(p.weights) + group * LP;
         A wmax = (A)0, wsum = (A)1;
@@ -210,41 +269,33 @@ __device__ __forceinline__ void forward_points(const msda_kparams &p) {
         A acc[VEC];
 #pragma unroll
         for (int i = 0; i < VEC; i++) acc[i] = (A)0;
-        if (active && table_ok) {
-            for (int l = part; l < p.levels; l += parts) {
-                const int H = lv.h[l], W = lv.w[l];
-                const int32_t first = (int32_t)lv.start[l] * row, down = W * row;
+        // Every lane of the warp takes the same trips through the loops (the shuffles need
+        // them all): a part without a level l in this trip computes nothing for it.
+        for (int l0 = 0; table_ok && l0 < p.levels; l0 += parts) {
+            const int l = l0 + part;
+            const bool has_level = l < p.levels;
+            const int H = has_level ? lv.h[l] : 1, W = has_level ? lv.w[l] : 1;
+            const uint32_t first = has_level ? (uint32_t)lv.start[l] * row : 0u, down = (uint32_t)W * row;
+            if constexpr (share_setup) {
+                for (int k0 = l * P; k0 < l * P + P; k0 += round) {
+                    point_setup<A> mine = {{(A)0, (A)0, (A)0, (A)0}, 0u, 0u};
+                    if (has_level)
+                        mine = setup_point<Cr, A, SOFTMAX>(loc, wgt, k0 + (lane & (round - 1)), H, W, first, row, wmax, wsum);
 #pragma unroll 1
-                for (int k = l * P; k < (l + 1) * P; k++) {
-                    A xy[2];
-                    load_vec<Cr, 2>(loc + 2 * k, xy);
-                    A a = to_acc<Cr>(wgt[k]);
-                    if constexpr (SOFTMAX) a = exp(a - wmax) / wsum;
-                    const A h = scale_shift(xy[1], H), w = scale_shift(xy[0], W);
-                    if (!(h > (A)-1 && w > (A)-1 && h < (A)H && w < (A)W)) continue;
-                    const A hf = floor(h), wf = floor(w);
-                    const int h0 = (int)hf, w0 = (int)wf;
-                    const A lh = h - hf, lw = w - wf, hh = (A)1 - lh, hw = (A)1 - lw;
-                    const bool top = h0 >= 0, bottom = h0 + 1 < H, left = w0 >= 0, right = w0 + 1 < W;
-                    const bool in[4] = {top && left, top && right, bottom && left, bottom && right};
-                    const int32_t q = first + (h0 * W + w0) * row;
-                    const int32_t at[4] = {q, q + row, q + down, q + down + row};
-                    // The four corners' loads first, then their sums: consumed as they came, each
-                    // load waited for the one before (one L2 round trip a corner, in the SASS).
-                    typename vec_of<Tr, VEC>::raw raw[4];
+                    for (int r = 0; r < round; r++) {
+                        point_setup<A> s;
+                        s.in = __shfl_sync(0xffffffffu, mine.in, r, lanes);
+                        s.q = __shfl_sync(0xffffffffu, mine.q, r, lanes);
 #pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        if (in[j]) raw[j] = load_raw<Tr, VEC>(value + at[j]);
+                        for (int j = 0; j < 4; j++) s.f[j] = __shfl_sync(0xffffffffu, mine.f[j], r, lanes);
+                        if (s.in) add_corners<Tr, VEC>(value, s, row, down, acc);
                     }
-                    const A f[4] = {a * (hh * hw), a * (hh * lw), a * (lh * hw), a * (lh * lw)};
-#pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        if (!in[j]) continue;
-                        A v[VEC];
-                        unpack_raw<Tr, VEC>(raw[j], v);
-#pragma unroll
-                        for (int i = 0; i < VEC; i++) acc[i] += f[j] * v[i];
-                    }
+                }
+            } else if (has_level) {
+#pragma unroll 1
+                for (int k = l * P; k < l * P + P; k++) {
+                    const point_setup<A> s = setup_point<Cr, A, SOFTMAX>(loc, wgt, k, H, W, first, row, wmax, wsum);
+                    if (s.in) add_corners<Tr, VEC>(value, s, row, down, acc);
                 }
             }
         }
@@ -256,7 +307,7 @@ __device__ __forceinline__ void forward_points(const msda_kparams &p) {
 #pragma unroll
             for (int i = 0; i < VEC; i++) acc[i] = quiet_nan<A>();
         }
-        if (active && part == 0) store_vec<Tr, VEC>(reinterpret_cast<S *>(p.output) + group * p.channels + lane * VEC, acc);
+        if (g.active && part == 0) store_vec<Tr, VEC>(reinterpret_cast<S *>(p.output) + group * p.channels + lane * VEC, acc);
     }
 }
 

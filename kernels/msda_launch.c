@@ -138,13 +138,14 @@ msda_status msda_cuda_loaded_fatbin(int *index, msda_error *err) {
 
 /* Whether the forward's points kernel (msda_kernels.cu, forward_points) takes the problem:
  * MSDA_FAST_POINTS points a level, one chunk a lane, x and y of a point aligned as a pair,
- * and (2 S + 1) M D < 2^31, which its 32-bit offsets need. With the widest vectors: 16-bit
+ * and a batch element's value (S M D elements) under 2^32 bytes, which its 32-bit offsets need. With the widest vectors: 16-bit
  * values in 8-byte vectors (twice the lanes, 40 registers, 6 blocks an SM) took 0.199 ms
  * against 0.161 in 16-byte ones (H200, enc_b2 f16, kernels/PERF.md). */
 static int use_points_kernel(const msda_problem *pb, const msda_forward_args *a, const msda_kparams *kp) {
     const size_t coord = pb->coord_f32 ? sizeof(float) : msda_dtype_size(pb->dtype);
     return pb->P == MSDA_FAST_POINTS && kp->chunks == 1 << kp->lanes_log2 &&
-           aligned(a->sampling_locations, 2 * coord) && (2 * pb->S + 1) * pb->M * pb->D <= INT32_MAX;
+           aligned(a->sampling_locations, 2 * coord) &&
+           (uint64_t)pb->S * pb->M * pb->D * msda_dtype_size(pb->dtype) <= UINT32_MAX;
 }
 
 msda_status msda_forward_cuda(const msda_forward_args *a, void *stream, msda_error *err) {

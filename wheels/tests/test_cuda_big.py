@@ -1,7 +1,7 @@
 """More than 2**31 elements in `value` and in its gradient (about 4.6 GB each in 16 bits): the
 element offsets the kernels form past that point (batch base, level start, corner offset,
 the f32 buffer and its conversion) must be 64-bit. Run only where MSDA_TEST_BIG=1 and the GPU
-has the memory (tests/gpu/gpu-machine extra does both); up to about 30 GB (f32).
+has the memory (tests/gpu/gpu-machine big does both); up to about 30 GB (f32).
 
 The sampling points all land in the last rows of the big level and in a small level placed
 after it, so the exact answer needs only those rows: the test cuts them out into a small
@@ -46,11 +46,12 @@ def _enough_memory():
     (torch.float16, 1, 3000),   # S*M*D = 2.3e9 in one batch element
     (torch.bfloat16, 1, 3000),  # the f32 buffer (mixed or all-buffer strategy) past 2**31
     (torch.float16, 2, 1500),   # batch 1 starts at 1.15e9 elements and ends past 2**31
-    # (2 S + 1) M D just under 2**31: the forward's fast path (32-bit offsets within a batch
-    # element), with batch 2 starting at 2.0e9 elements and ending past 2**31
-    (torch.float16, 3, 1300),
+    # A batch element of 4.15e9 bytes, just under 2**32: the forward's points kernel (32-bit
+    # unsigned byte offsets within a batch element, here past 2**31), batch 1 ending past 2**32
+    (torch.float16, 2, 2700),
+    (torch.float32, 3, 1300),   # the same in f32: 4.0e9 bytes a batch element, 12 GB in all
     (torch.float32, 1, 3000),   # 9.2 GB each: byte offsets past 2**33
-], ids=["f16", "bf16", "f16_batch2", "f16_batch3_fast_path", "f32"])
+], ids=["f16", "bf16", "f16_batch2", "f16_fast_path", "f32_fast_path", "f32"])
 def test_value_past_two_to_the_31(dtype, batch, height):
     width = 3000
     big, small = height * width, SMALL[0] * SMALL[1]
