@@ -192,18 +192,14 @@ __device__ __forceinline__ point_setup<A> setup_point(const typename Cr::S *loc,
     load_vec<Cr, 2>(loc + 2 * k, xy);
     A a = to_acc<Cr>(wgt[k]);
     if constexpr (SOFTMAX) a = exp(a - wmax) / wsum;
-    const A h = scale_shift(xy[1], H), w = scale_shift(xy[0], W);
-    if (!(h > (A)-1 && w > (A)-1 && h < (A)H && w < (A)W)) return s;
-    const A hf = floor(h), wf = floor(w);
-    const int h0 = (int)hf, w0 = (int)wf;
-    const A lh = h - hf, lw = w - wf, hh = (A)1 - lh, hw = (A)1 - lw;
-    const bool top = h0 >= 0, bottom = h0 + 1 < H, left = w0 >= 0, right = w0 + 1 < W;
-    s.in = (top && left) | (top && right) << 1 | (bottom && left) << 2 | (bottom && right) << 3;
-    s.q = first + (uint32_t)(h0 * W + w0) * row;
-    s.f[0] = a * (hh * hw);
-    s.f[1] = a * (hh * lw);
-    s.f[2] = a * (lh * hw);
-    s.f[3] = a * (lh * lw);
+    bilinear<A> b;
+    if (!locate(xy[0], xy[1], H, W, b)) return s;
+    s.q = first + (uint32_t)b.off[0] * row; // off[0] = h0 W + w0, taken modulo 2^32 as every offset
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        s.in |= (uint32_t)b.in[j] << j;
+        s.f[j] = a * b.wt[j];
+    }
     return s;
 }
 

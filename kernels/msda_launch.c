@@ -138,8 +138,8 @@ msda_status msda_cuda_loaded_fatbin(int *index, msda_error *err) {
 
 /* Whether the forward's points kernel (msda_kernels.cu, forward_points) takes the problem:
  * MSDA_FAST_POINTS points a level, one chunk a lane, x and y of a point aligned as a pair,
- * and a batch element's value (S M D elements) under 2^32 bytes, which its 32-bit offsets need. With the widest vectors: 16-bit
- * values in 8-byte vectors (twice the lanes, 40 registers, 6 blocks an SM) took 0.199 ms
+ * and a batch element's value (S M D elements) under 2^32 bytes, which its 32-bit offsets
+ * need. With the widest vectors: 16-bit values in 8-byte vectors (twice the lanes, 40 registers, 6 blocks an SM) took 0.199 ms
  * against 0.161 in 16-byte ones (H200, enc_b2 f16, kernels/PERF.md). */
 static int use_points_kernel(const msda_problem *pb, const msda_forward_args *a, const msda_kparams *kp) {
     const size_t coord = pb->coord_f32 ? sizeof(float) : msda_dtype_size(pb->dtype);
