@@ -249,8 +249,9 @@ MSDA_API msda_status msda_backward_cuda(const msda_backward_args *args, void *st
 
 /* Sets *bytes to the device workspace msda_backward_cuda wants for these arguments in the
  * current context: up to N*S*M*D*4 where the loaded device code sums this dtype's value gradient
- * in an f32 buffer (f16 and bf16 by default; MSDA_*_ATOMIC=3 or 4: the levels the buffer covers, all of
- * them when the table is on the device), else 0. Validates and loads like the call. */
+ * in an f32 buffer (f16 and bf16 by default; MSDA_*_ATOMIC=3 or 4: the buffered levels; with the
+ * table on the device, what any table of these sizes can need), else 0. Validates and loads
+ * like the call. */
 MSDA_API msda_status msda_backward_cuda_workspace(const msda_backward_args *args, size_t *bytes,
                                                   msda_error *err);
 

@@ -9,6 +9,7 @@
 
 #include "msda.h" // the statuses an inconsistent device level table is reported with
 #include "msda_kparams.h"
+#include "msda_plan.h"
 
 // The per-architecture knobs come from the build (kernels/libmsda.json, through `msda-doctor
 // build`), never from defaults here: one owner decides them, for the wheel and the tests alike.

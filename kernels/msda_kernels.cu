@@ -64,6 +64,10 @@ struct level_table {
     int64_t start[MSDA_KP_MAX_LEVELS];
     int32_t shape_ok[MSDA_KP_MAX_LEVELS]; // a table in device memory: H, W from 1 to 2^31 - 1
     int status;                            // MSDA_OK, or why the table is inconsistent
+    // The 16-bit backward's f32 buffer (plan_buffer): which levels it holds, each level's H * W,
+    // and the buffer row where each buffered level starts.
+    uint32_t buffered;
+    int64_t hw[MSDA_KP_MAX_LEVELS], buffer_base[MSDA_KP_MAX_LEVELS];
 };
 
 // Fills t from the parameters, or from device memory (msda.h, MSDA_DEVICE), which is checked
@@ -111,6 +115,30 @@ __device__ __forceinline__ bool load_levels(const msda_kparams &p, level_table &
     }
     __syncthreads();
     return t.status == MSDA_OK;
+}
+
+// The buffered levels and where each starts in the buffer (msda_plan.h), uniform across the
+// block: the launcher's plan (p.buffer_levels) for a table in host memory, or, for one in device
+// memory, the same rule on the table itself (p.buffer_max_adds > 0), within the buffer's
+// p.buffer_spatial rows. None where the table is inconsistent. Every thread must call this.
+__device__ __forceinline__ void plan_buffer(const msda_kparams &p, level_table &t, bool table_ok) {
+    if (threadIdx.x == 0) {
+        for (int l = 0; l < p.levels; l++) t.hw[l] = table_ok ? (int64_t)t.h[l] * t.w[l] : 0;
+        uint32_t set = 0;
+        if (table_ok && p.buffer_max_adds > 0) {
+            set = msda_plan_levels(p.levels, t.hw, p.queries, p.points, p.buffer_max_adds, p.buffer_spatial,
+                                   t.buffer_base);
+        } else {
+            set = table_ok ? p.buffer_levels : 0u;
+            int64_t at = 0;
+            for (int l = 0; l < p.levels; l++) {
+                t.buffer_base[l] = at;
+                if ((set >> l) & 1u) at += t.hw[l];
+            }
+        }
+        t.buffered = set;
+    }
+    __syncthreads();
 }
 
 // The softmax over a group's L*P logits (msda.h, MSDA_WEIGHTS_LOGITS): its max and the sum of
@@ -442,6 +470,7 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
     // An inconsistent table: nothing is sampled or added (grad_value stays as the launcher
     // zeroed it), and the location and weight gradients are NaN.
     const bool table_ok = load_levels(p, lv);
+    if constexpr (Tr::buffered && !ALL_BUFFER) plan_buffer(p, lv, table_ok);
     C *gloc_all = reinterpret_cast<C *>(p.grad_locations), *gwgt_all = reinterpret_cast<C *>(p.grad_weights);
     const int lanes = 1 << p.lanes_log2;
     const int64_t row = (int64_t)p.heads * p.channels;
@@ -493,8 +522,8 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
         for (int l = 0; l < p.levels; l++) {
             const int H = lv.h[l], W = lv.w[l];
             const int64_t lstart = lv.start[l] * row;
-            const bool to_buffer = Tr::buffered && ((p.buffer_levels >> l) & 1u);
-            const int64_t bstart = (lv.start[l] - p.buffer_start) * row;
+            const bool to_buffer = Tr::buffered && !ALL_BUFFER && ((lv.buffered >> l) & 1u);
+            const int64_t bstart = Tr::buffered && !ALL_BUFFER ? lv.buffer_base[l] * row : 0;
             for (int k = 0; k < p.points; k++, lp++) {
                 A d_weight = (A)0, d_lw = (A)0, d_lh = (A)0, a = (A)0;
                 bilinear<A> b;
@@ -607,18 +636,35 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
 }
 
 // The f32 buffer of the 16-bit backward, (N, buffer_spatial, M, D), rounded into its place in
-// the gradient, (N, S, M, D) from spatial position buffer_start; p.threads is its size.
+// the gradient, (N, S, M, D); p.threads is the buffer's size. Where it holds every level
+// (p.buffer_levels all of them) its rows are the spatial positions; else each buffered level's
+// rows follow the previous one's (plan_buffer) and rows past the last are not used.
 // p.chunks elements a thread, 8 or 4 where M * D and the gradient's alignment allow (the
 // launcher checks): one 16- or 8-byte store, and one division per vector. One element a thread,
 // with a 64-bit division each, took 35 us of enc_b2's 0.84 ms bf16 backward on the H200.
 template <class Tr, int VEC> __device__ __forceinline__ void convert_vec(const msda_kparams &p) {
+    __shared__ level_table lv;
     const float *src = reinterpret_cast<const float *>(p.buffer);
     typename Tr::S *dst = reinterpret_cast<typename Tr::S *>(p.output);
     const int64_t row = (int64_t)p.heads * p.channels;
     const int64_t per_n = p.buffer_spatial * row;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x * VEC;
+    const bool every_level = p.buffer_levels == msda_all_levels(p.levels); // uniform: a parameter
+    if (!every_level) {
+        plan_buffer(p, lv, load_levels(p, lv));
+        if (!lv.buffered) return; // nothing in the buffer, or an inconsistent table
+    }
     for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC; i < p.threads; i += stride) {
         const int64_t n = i / per_n, rest = i - n * per_n;
+        int64_t to = n * p.spatial * row + rest;
+        if (!every_level) {
+            const int64_t r = rest / row;
+            int l = 0;
+            while (l < p.levels && !(((lv.buffered >> l) & 1u) && r - lv.buffer_base[l] < lv.hw[l]))
+                l++;
+            if (l == p.levels) continue; // a row past the buffered levels' (the host's bound)
+            to += (lv.start[l] - lv.buffer_base[l]) * row;
+        }
         float v[VEC];
         if constexpr (VEC == 1) {
             v[0] = src[i];
@@ -629,7 +675,7 @@ template <class Tr, int VEC> __device__ __forceinline__ void convert_vec(const m
                 v[k] = f.x, v[k + 1] = f.y, v[k + 2] = f.z, v[k + 3] = f.w;
             }
         }
-        store_vec<Tr, VEC>(dst + (n * p.spatial + p.buffer_start) * row + rest, v);
+        store_vec<Tr, VEC>(dst + to, v);
     }
 }
 

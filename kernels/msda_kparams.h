@@ -28,11 +28,13 @@ typedef struct msda_kparams {
     int32_t lanes_log2;        /* lanes over a head's chunks: 1 << lanes_log2 */
     int32_t parts_log2;        /* forward: the L*P points split over 1 << parts_log2 lanes; a
                                   group is 1 << (lanes_log2 + parts_log2) <= 32 threads */
-    int32_t reserved;          /* 0 */
+    int32_t buffer_max_adds;   /* > 0: the kernels choose the buffered levels themselves from a
+                                  level table in device memory, by msda_plan_levels with this
+                                  limit; 0: buffer_levels says which */
     uint64_t buffer;           /* float*, (N, buffer_spatial, M, D): the f32 part of a 16-bit
                                   value gradient (strategies f32 buffer and mixed), else 0 */
-    int64_t buffer_start;      /* first spatial position the buffer covers */
-    int64_t buffer_spatial;    /* spatial positions it covers */
+    int64_t buffer_spatial;    /* its rows: the buffered levels' positions, packed in level
+                                  order (msda_plan.h); S where it holds every level */
     uint32_t buffer_levels;    /* bit l: level l's gradient goes to the buffer */
     int32_t pair_exchange;     /* 16-bit, 8 elements a lane, chunks == lanes >= 2: lane pairs swap
                                   halves so that each f32 `red` fills whole 32-byte sectors */
@@ -61,7 +63,8 @@ typedef struct msda_device_config {
     int32_t vector_atomics;
 } msda_device_config;
 
-#define MSDA_DEVICE_ABI 7 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels */
+#define MSDA_DEVICE_ABI 8 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
+                             8: the buffer's levels planned on the device, packed */
 
 /* The points a level of the forward's points kernels (msda_forward_points_*). */
 #define MSDA_FAST_POINTS 4

@@ -5,6 +5,7 @@
 
 #include "msda_internal.h"
 #include "msda_module.h"
+#include "msda_plan.h"
 
 /* The vector widths of each dtype's kernels, widest first, with their ids; the last is 1. */
 typedef struct {
@@ -211,56 +212,48 @@ static int backward_strategy(const msda_module *mod, msda_dtype dtype) {
                                 : MSDA_ATOMIC_NATIVE;
 }
 
-/* Mixed strategy: native 16-bit atomics on a level where on average at most this many points
- * add to each value element (Lq * P * 4 corners / (H * W)); the f32 buffer beyond. The error of
- * a native sum grows about as the square root of that count times the type's rounding step;
- * 32 keeps bf16 under ~0.6e-2 even if every level sat at the limit (README.md). f16's step is 8
- * times finer. Measured on an H200 (bench.py, enc_b2, grad_value against f32, backward ms):
- * every level native 3.0e-3 / 0.540 (over issue 11's 2e-3), f16 limit 1024: 1.5e-3 / 0.677,
- * 256: 8.0e-4 / 0.755, 32 (every level buffered): 2.1e-4 / 0.793. 256 keeps a margin of 2.5. */
+/* The mixed strategy's limit (msda_plan.h, msda_level_buffered). Measured on an H200 (bench.py,
+ * enc_b2, f16, grad_value against f32, backward ms): every level native 3.0e-3 / 0.540 (over
+ * issue 11's 2e-3), limit 1024: 1.5e-3 / 0.677, 256: 8.0e-4 / 0.755, 32 (every level buffered):
+ * 2.1e-4 / 0.793; 256 keeps a margin of 2.5. bf16's step is 8 times coarser: 32 keeps it under
+ * ~0.6e-2 even if every level sat at the limit (README.md). */
 #define F16_MIXED_MAX_ADDS 256
 #define BF16_MIXED_MAX_ADDS 32
-static double mixed_max_adds(msda_dtype dtype) {
+static int32_t buffer_max_adds(msda_dtype dtype, int strategy) {
+    if (strategy == MSDA_ATOMIC_F32_BUFFER) return 0; /* every level */
     return dtype == MSDA_F16 ? F16_MIXED_MAX_ADDS : BF16_MIXED_MAX_ADDS;
 }
 
-/* Which levels' value gradient goes to the f32 buffer: one contiguous range of spatial
- * positions, so that one conversion pass covers it. */
+/* The f32 buffer of the 16-bit backward (msda_plan.h). */
 typedef struct buffer_plan {
-    uint32_t levels;
-    int64_t start, spatial;
+    uint32_t levels;   /* the buffered levels where the host knows them (0: none, or planned
+                          by the kernels) */
+    int32_t max_adds;  /* > 0: the kernels plan from the device table with this limit */
+    int64_t spatial;   /* the buffer's rows per batch element; 0: no buffer */
+    int every_level;   /* it holds every level, rows = spatial positions: the all-buffer kernel,
+                          which writes every element of grad_value */
 } buffer_plan;
 
 static buffer_plan plan_buffer(const msda_problem *pb, int strategy) {
-    buffer_plan bp = {0, 0, 0};
+    buffer_plan bp = {0, 0, 0, 0};
     if (strategy != MSDA_ATOMIC_F32_BUFFER && strategy != MSDA_ATOMIC_MIXED) return bp;
-    if (pb->table_on_device) { /* the levels' sizes are not known here: buffer them all */
-        bp.levels = (uint32_t)((1ull << pb->L) - 1);
-        bp.spatial = pb->S;
+    const int32_t max_adds = buffer_max_adds(pb->dtype, strategy);
+    const uint32_t all = msda_all_levels(pb->L);
+    if (pb->table_on_device) { /* the kernels plan from the table: room for any table */
+        if (max_adds == 0 || msda_every_level_buffered(pb->L, pb->S, pb->Lq, pb->P, max_adds)) {
+            bp.levels = all, bp.spatial = pb->S, bp.every_level = 1;
+        } else {
+            bp.spatial = msda_buffer_rows_bound(pb->L, pb->S, pb->Lq, pb->P, max_adds);
+            bp.max_adds = bp.spatial ? max_adds : 0;
+        }
         return bp;
     }
-    int64_t lo = -1, hi = -1;
-    for (int64_t l = 0; l < pb->L; l++) {
-        const int64_t hw = pb->level_h[l] * pb->level_w[l], end = pb->level_start[l] + hw;
-        const double adds = (double)pb->Lq * (double)pb->P * 4.0 / (double)hw;
-        if (strategy == MSDA_ATOMIC_F32_BUFFER || adds > mixed_max_adds(pb->dtype)) {
-            if (lo < 0 || pb->level_start[l] < lo) lo = pb->level_start[l];
-            if (end > hi) hi = end;
-        }
-    }
-    if (lo < 0) return bp;
-    /* Measured on an H200 (bf16, DETR shapes): where the native levels are a minority (an
-     * encoder: 1 of 4), buffering every level and 4 elements a lane is faster than mixing;
-     * where they are the majority (a decoder: 3 of 4), mixing with 8 elements a lane is. */
-    int native = 0;
+    int64_t hw[MSDA_MAX_LEVELS], base[MSDA_MAX_LEVELS];
+    for (int64_t l = 0; l < pb->L; l++) hw[l] = pb->level_h[l] * pb->level_w[l];
+    bp.levels = msda_plan_levels(pb->L, hw, pb->Lq, pb->P, max_adds, pb->S, base);
     for (int64_t l = 0; l < pb->L; l++)
-        native += !(pb->level_start[l] >= lo && pb->level_start[l] + pb->level_h[l] * pb->level_w[l] <= hi);
-    if (2 * native < pb->L) lo = 0, hi = pb->S;
-    for (int64_t l = 0; l < pb->L; l++)
-        if (pb->level_start[l] >= lo && pb->level_start[l] + pb->level_h[l] * pb->level_w[l] <= hi)
-            bp.levels |= 1u << l;
-    bp.start = lo;
-    bp.spatial = hi - lo;
+        if ((bp.levels >> l) & 1u) bp.spatial += hw[l];
+    bp.every_level = bp.levels == all;
     return bp;
 }
 
@@ -296,16 +289,15 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
      * `red`s of the buffered levels fill whole sectors, which needs one chunk per lane. With
      * every level buffered, or no pairing, 4 elements: one f32 `red` beside its neighbours'. */
     const void *const ptrs[] = {a->value, a->grad_output, a->grad_value};
-    const uint32_t all_levels = (uint32_t)((1ull << pb.L) - 1);
-    const vec_kernels *v = pick_vec(&pb, bp.levels == all_levels ? 4 : 8, ptrs, 3);
+    const vec_kernels *v = pick_vec(&pb, bp.every_level ? 4 : 8, ptrs, 3);
     int pairing = 0;
-    if (bp.levels && v->vec == 8) {
+    if (bp.spatial && v->vec == 8) {
         const int64_t chunks = pb.D / 8;
         pairing = chunks >= 2 && chunks <= 32 && (chunks & (chunks - 1)) == 0;
         if (!pairing) v = pick_vec(&pb, 4, ptrs, 3);
     }
     msda_kernel_id kid = v->bwd;
-    if (bp.levels == all_levels) /* the kernel without the native path (fewer registers) */
+    if (bp.every_level) /* the kernel without the native path (fewer registers) */
         kid = all_buffer_kernels[pb.logits][pb.dtype == MSDA_BF16][pb.coord_f32][v->vec != 4];
     const msda_kernel *k = &mod->kernels[kid];
     if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
@@ -320,12 +312,12 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     kp.grad_weights = (uint64_t)(uintptr_t)a->grad_attention_weights;
 
     CUresult r;
-    if (bp.spatial < pb.S) { /* the buffer's conversion writes its own range */
+    if (!bp.every_level) { /* native levels add to it; the conversion writes only its own */
         r = drv->MemsetD8Async((CUdeviceptr)(uintptr_t)a->grad_value, 0,
                                (size_t)pb.value_elems * msda_dtype_size(pb.dtype), stream);
         if (r != CUDA_SUCCESS) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "zeroing grad_value");
     }
-    if (!bp.levels) return launch(drv, k, &kp, stream, err);
+    if (!bp.spatial) return launch(drv, k, &kp, stream, err);
 
     /* Some levels summed in an f32 buffer, then rounded once into grad_value. */
     const msda_kernel *conv = &mod->kernels[pb.dtype == MSDA_F16 ? K_CONVERT_F16 : K_CONVERT_BF16];
@@ -345,21 +337,19 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     r = drv->MemsetD8Async(buf, 0, bytes, stream);
     if (r != CUDA_SUCCESS) st = msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "zeroing the f32 gradient buffer");
     kp.buffer = (uint64_t)buf;
-    kp.buffer_start = bp.start;
     kp.buffer_spatial = bp.spatial;
     kp.buffer_levels = bp.levels;
+    kp.buffer_max_adds = bp.max_adds;
     kp.pair_exchange = pairing;
     if (st == MSDA_OK) st = launch(drv, k, &kp, stream, err);
     if (st == MSDA_OK) {
-        msda_kparams cp;
-        memset(&cp, 0, sizeof cp);
+        msda_kparams cp; /* the table and the plan as the backward had them */
+        fill_params(&pb, 1, a->spatial_shapes, a->level_start, a->device_status, &cp);
         cp.buffer = (uint64_t)buf;
         cp.output = (uint64_t)(uintptr_t)a->grad_value;
-        cp.spatial = pb.S;
-        cp.heads = (int32_t)pb.M;
-        cp.channels = (int32_t)pb.D;
-        cp.buffer_start = bp.start;
         cp.buffer_spatial = bp.spatial;
+        cp.buffer_levels = bp.levels;
+        cp.buffer_max_adds = bp.max_adds;
         cp.threads = (int64_t)(bytes / sizeof(float));
         /* Vectors of 8 or 4 never straddle an n (M * D is a multiple), and land aligned. */
         const int64_t row = pb.M * pb.D;

@@ -1,8 +1,8 @@
 """bench.py --peers: msda against its peers on the same inputs, one table per shape.
 
 Implementations, each called the way its users call it, through autograd:
-  msda   msda.ms_deform_attn (the wheel's Python op over the library under test; level table on
-         the host, as the op keeps it)
+  msda   msda.ms_deform_attn (the wheel's Python op over the library under test; the level
+         table on the GPU, as models keep it and as the peers get it)
   msda32 the same with f32 locations and weights beside an f16/bf16 value (mixed precision, as a
          model under autocast calls it; f16/bf16 only), against a reference with f32 locations
   msdasm msda.ms_deform_attn(..., weights_are_logits=True): the logits in value's dtype, the
@@ -94,13 +94,13 @@ def implementations(peers, value, loc, logits, dtype):
     leaf = lambda t: t.to(dtype).detach().requires_grad_(True)
     out = {}
     import msda
-    op = lambda v, l, a: msda.ms_deform_attn(v, shapes_host, starts_host, l, a)
+    op = lambda v, l, a: msda.ms_deform_attn(v, shapes, starts, l, a)
     out["msda"] = Impl("msda", op, [leaf(value), leaf(loc), leaf(attn)])
     if dtype in (torch.float16, torch.bfloat16):
         f32 = lambda t: t.float().detach().requires_grad_(True)
         out["msda32"] = Impl("msda32", op, [leaf(value), f32(loc),
                                             f32(logits.softmax(-1).view(*logits.shape[:3], L, P))])
-    fused = lambda v, l, z: msda.ms_deform_attn(v, shapes_host, starts_host, l, z,
+    fused = lambda v, l, z: msda.ms_deform_attn(v, shapes, starts, l, z,
                                                 weights_are_logits=True)
     out["msdasm"] = Impl("msdasm", fused, [leaf(value), leaf(loc),
                                            leaf(logits.view(*logits.shape[:3], L, P))])

@@ -26,14 +26,13 @@ NL = len(LEVELS)
 def core_fn(name, peers, shapes, starts):
     """(value, locations, logits) -> output (N, Lq, C) for one core."""
     import msda
-    shapes_host, starts_host = shapes.cpu(), starts.cpu()
 
     def weights(z):
         return F.softmax(z, -1).view(*z.shape[:3], NL, POINTS)
     if name == "msda":
-        return lambda v, l, z: msda.ms_deform_attn(v, shapes_host, starts_host, l, weights(z))
+        return lambda v, l, z: msda.ms_deform_attn(v, shapes, starts, l, weights(z))
     if name == "msdasm":
-        return lambda v, l, z: msda.ms_deform_attn(v, shapes_host, starts_host, l,
+        return lambda v, l, z: msda.ms_deform_attn(v, shapes, starts, l,
                                                    z.view(*z.shape[:3], NL, POINTS),
                                                    weights_are_logits=True)
     if name == "orig":

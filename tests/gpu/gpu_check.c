@@ -286,20 +286,30 @@ static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream s
     free_inputs(&x);
 }
 
+/* Whether element k of an array of dtype t is a NaN. */
+static int is_nan_at(const void *data, size_t k, msda_dtype t) {
+    if (t == MSDA_F32) return isnan(((const float *)data)[k]);
+    if (t == MSDA_F64) return isnan(((const double *)data)[k]);
+    const uint16_t h = ((const uint16_t *)data)[k];
+    return t == MSDA_F16 ? (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) : (h & 0x7f80u) == 0x7f80u && (h & 0x7fu);
+}
+
 /* An inconsistent level table in device memory (level_start[2] off by one): the kernels index
  * nothing (compute-sanitizer's memcheck runs this too), write NaN to the output and to the
- * location and weight gradients, and store MSDA_ERR_LEVEL_START in device_status. */
-static void check_bad_device_table(const char *label, CUstream stream) {
+ * location and weight gradients, and store MSDA_ERR_LEVEL_START in device_status. In f16 and
+ * bf16 the backward's kernels plan the f32 buffer from that table: none, and the value gradient
+ * stays zero. */
+static void check_bad_device_table(const char *label, msda_dtype t, CUstream stream) {
     const gcase *g = &small_cases[0];
     int64_t starts[4] = {0, 130, 165, 177}; /* right: 0, 130, 165, 177; made wrong below */
     starts[2] += 1;
     int64_t S = 0;
     for (int64_t l = 0; l < g->L; l++) S += g->shapes[2 * l] * g->shapes[2 * l + 1];
-    msda_forward_args f = {.dtype = MSDA_F32, .sizes = {g->N, S, g->M, g->D, g->Lq, g->L, g->P},
+    msda_forward_args f = {.dtype = t, .sizes = {g->N, S, g->M, g->D, g->Lq, g->L, g->P},
                            .spatial_shapes = g->shapes, .level_start = starts};
     tensors x;
-    make_inputs(&f, MSDA_F32, 0, &x);
-    const size_t eb = 4;
+    make_inputs(&f, t, 0, &x);
+    const size_t eb = x.eb;
     CUdeviceptr d_value = upload(x.value, (size_t)x.n_value * eb), d_loc = upload(x.loc, (size_t)x.n_attn * 2 * eb);
     CUdeviceptr d_attn = upload(x.attn, (size_t)x.n_attn * eb), d_gout = upload(x.gout, (size_t)x.n_out * eb);
     CUdeviceptr d_shapes = upload(g->shapes, (size_t)g->L * 2 * sizeof(int64_t));
@@ -318,7 +328,7 @@ static void check_bad_device_table(const char *label, CUstream stream) {
     f.device_status = (int32_t *)(uintptr_t)d_status;
     f.value = (void *)(uintptr_t)d_value, f.sampling_locations = (void *)(uintptr_t)d_loc;
     f.attention_weights = (void *)(uintptr_t)d_attn, f.output = (void *)(uintptr_t)d_out;
-    msda_backward_args b = {.dtype = MSDA_F32, .sizes = f.sizes, .spatial_shapes = f.spatial_shapes,
+    msda_backward_args b = {.dtype = t, .sizes = f.sizes, .spatial_shapes = f.spatial_shapes,
                             .level_start = f.level_start, .level_table = MSDA_DEVICE,
                             .device_status = f.device_status, .value = f.value,
                             .sampling_locations = f.sampling_locations, .attention_weights = f.attention_weights,
@@ -331,18 +341,19 @@ static void check_bad_device_table(const char *label, CUstream stream) {
     CHECK_CU(cuStreamSynchronize(stream));
     int32_t status = 0;
     CHECK_CU(cuMemcpyDtoH(&status, d_status, sizeof status));
-    float *host = host_alloc(sizes[1]);
+    size_t largest = 0;
+    for (int i = 0; i < 4; i++) largest = sizes[i] > largest ? sizes[i] : largest;
+    unsigned char *host = host_alloc(largest);
     int all_nan[4] = {1, 1, 1, 1}, gv_zero = 1;
     for (int i = 0; i < 4; i++) {
         CHECK_CU(cuMemcpyDtoH(host, *zeroed[i], sizes[i]));
-        for (size_t k = 0; k < sizes[i] / eb; k++) {
-            all_nan[i] &= isnan(host[k]);
-            if (i == 1) gv_zero &= host[k] == 0.0f;
-        }
+        for (size_t k = 0; k < sizes[i] / eb; k++) all_nan[i] &= is_nan_at(host, k, t);
+        if (i == 1)
+            for (size_t k = 0; k < sizes[i]; k++) gv_zero &= host[k] == 0;
     }
     ok = ok && status == MSDA_ERR_LEVEL_START && all_nan[0] && gv_zero && all_nan[2] && all_nan[3];
     printf("%-10s %-18s %-5s %3s %3s  device_status %d, output %s, grad_value %s, grad_loc/attn %s  %s\n", label,
-           "bad_device_table", "f32", "-", "-", (int)status, all_nan[0] ? "NaN" : "not NaN",
+           "bad_device_table", dtype_name(t), "-", "-", (int)status, all_nan[0] ? "NaN" : "not NaN",
            gv_zero ? "zero" : "not zero", all_nan[2] && all_nan[3] ? "NaN" : "not NaN", ok ? "PASS" : "FAIL");
     ok ? passes++ : failures++;
     CUdeviceptr all[] = {d_value, d_loc, d_attn, d_gout, d_shapes, d_starts, d_status, d_out, d_gv, d_gl, d_ga};
@@ -423,7 +434,8 @@ int main(int argc, char **argv) {
         run_case(label, &cases[small ? 0 : 2], (msda_dtype)t, stream, 1, 0, MSDA_WEIGHTS_LOGITS);
         run_case(label, &cases[0], (msda_dtype)t, stream, 0, 1, MSDA_WEIGHTS_LOGITS);
     }
-    if (want[MSDA_F32]) check_bad_device_table(label, stream);
+    for (int t = 0; t < 4; t++)
+        if (want[t] && t != MSDA_F64) check_bad_device_table(label, (msda_dtype)t, stream);
     if (!small) {
         check_no_context(label);
         /* A second context on device 0, and every other device: the device code is loaded

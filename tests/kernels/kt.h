@@ -66,5 +66,6 @@ TCase *kt_tcase_gradcheck(void);
 TCase *kt_tcase_api(void);
 TCase *kt_tcase_half(void);
 TCase *kt_tcase_softmax(void);
+TCase *kt_tcase_plan(void);
 
 #endif

@@ -48,8 +48,9 @@ def test_no_host_sync_with_the_table_on_the_gpu():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_device_and_host_tables_agree(dtype):
-    # bf16 (and f16 where built so) buffers every level's value gradient in f32 with a device
-    # table, where a host table may mix: both within the dtype's tolerance of each other.
+    # A 16-bit value gradient: the kernels choose the f32 buffer's levels from a device table by
+    # the rule the launcher applies to a host table (kernels/msda_plan.h); f16 here buffers
+    # levels 2 and 3 and adds 0 and 1 natively, bf16 buffers every level.
     value, shapes, starts, loc, w = _inputs(101, dtype=dtype, batch=2, queries=900)
     grad_out = torch.randn(2, 900, 128, device="cuda").to(dtype)
     dev = _run(value, shapes, starts, loc, w, grad_out)
@@ -61,6 +62,36 @@ def test_device_and_host_tables_agree(dtype):
     assert torch.equal(dev[0], host[0]) and torch.equal(dev32[0], dev[0])
     for d, h in zip(dev[1], host[1]):
         assert rel_err(d, h) < tol
+
+
+# Small levels between large ones: the buffered levels are not one range, so the kernels pack
+# them (rows 0-5 for level 0, 6-17 for level 2) and the conversion puts each back in its place.
+# 100 queries: f16 (limit 256) buffers level 0 only, bf16 (32) levels 0 and 2; 900: f16 levels 0
+# and 2, bf16 every level.
+INTERLEAVED = [(2, 3), (13, 17), (3, 4), (9, 7)]
+
+
+@pytest.mark.parametrize("queries", [100, 900])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_gpu_table_with_small_levels_between_large_ones(dtype, queries):
+    value, shapes, starts, loc, w = make_inputs(INTERLEAVED, dtype=dtype, device="cuda", seed=104,
+                                                batch=3, queries=queries, heads=4, channels=32,
+                                                points=4)
+    grad_out = torch.randn(3, queries, 128, device="cuda").to(dtype)
+    dev = _run(value, shapes, starts, loc, w, grad_out)
+    host = _run(value, shapes.cpu(), starts.cpu(), loc, w, grad_out)
+    vs = [t.detach().double().requires_grad_(True) for t in (value, loc, w)]
+    ref = ms_deform_attn_reference(vs[0], INTERLEAVED, vs[1], vs[2])
+    ref.backward(grad_out.double())
+    tol = {torch.float16: 1e-2, torch.bfloat16: 2e-2}[dtype]
+    assert torch.equal(dev[0], host[0])
+    for d, h, r in zip(dev[1], host[1], vs):
+        assert rel_err(d, h) < tol
+        assert rel_err(d, r.grad) < tol
+    # Level by level: one the conversion missed or put in another's place fails on its own.
+    sizes = [h * w for h, w in INTERLEAVED]
+    for level, (d, r) in enumerate(zip(dev[1][0].split(sizes, 1), vs[0].grad.split(sizes, 1))):
+        assert rel_err(d, r) < tol, f"level {level}"
 
 
 @pytest.mark.parametrize("starts,status", [([0, 221, 285, 304], msda.Status.LEVEL_START),

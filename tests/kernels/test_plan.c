@@ -1,0 +1,111 @@
+/* msda_plan.h: which levels the 16-bit backward sums in the f32 buffer. The launcher runs it on a
+ * host table and the kernels on a device table, within the rows the host allocated for any table
+ * of the call's sizes; these tests hold the host's bound and its all-buffer choice to that. */
+#include <stdint.h>
+
+#include "kt.h"
+#include "msda_plan.h"
+
+/* Deformable-DETR's levels (FACTS.md): H * W = 13400, 3350, 850, 221; S = 17821. */
+static const int64_t detr_hw[4] = {13400, 3350, 850, 221};
+#define DETR_S 17821
+
+START_TEST(the_detr_encoder_and_decoder_get_the_measured_plans) {
+    int64_t base[4];
+    /* f16 (limit 256), encoder: levels 2 and 3 (335 and 1290 adds an element), packed. */
+    ck_assert_uint_eq(msda_plan_levels(4, detr_hw, DETR_S, 4, 256, DETR_S, base), 0xcu);
+    ck_assert_int_eq(base[2], 0);
+    ck_assert_int_eq(base[3], 850);
+    /* bf16 (32), encoder: levels 1-3 by the rule, leaving one native of four: every level. */
+    ck_assert_uint_eq(msda_plan_levels(4, detr_hw, DETR_S, 4, 32, DETR_S, base), 0xfu);
+    ck_assert_int_eq(base[1], 13400);
+    ck_assert_int_eq(base[3], 13400 + 3350 + 850);
+    /* The decoder, 900 queries: f16 none, bf16 the coarsest level (65 adds an element). */
+    ck_assert_uint_eq(msda_plan_levels(4, detr_hw, 900, 4, 256, DETR_S, base), 0u);
+    ck_assert_uint_eq(msda_plan_levels(4, detr_hw, 900, 4, 32, DETR_S, base), 0x8u);
+    ck_assert_int_eq(base[3], 0);
+    /* The f32 buffer strategy (limit 0): every level. */
+    ck_assert_uint_eq(msda_plan_levels(4, detr_hw, 900, 4, 0, DETR_S, base), 0xfu);
+}
+END_TEST
+
+START_TEST(a_level_at_the_limit_adds_natively) {
+    /* 64 queries * 4 points * 4 corners / 4 positions = 256 adds: not above the limit. */
+    ck_assert_int_eq(msda_level_buffered(64, 4, 4, 256), 0);
+    ck_assert_int_eq(msda_level_buffered(64, 4, 3, 256), 1);
+    ck_assert_int_eq(msda_largest_buffered_level(1000, 64, 4, 256), 3);
+    ck_assert_int_eq(msda_largest_buffered_level(1000, 1, 1, 256), 0); /* 4 adds at most */
+    ck_assert_int_eq(msda_largest_buffered_level(2, 64, 4, 0), 2);     /* every level, capped at S */
+}
+END_TEST
+
+START_TEST(the_device_bound_for_the_detr_sizes) {
+    /* f16 encoder: 17821 * 16 / H*W > 256 up to H*W = 1113: four such levels. */
+    ck_assert_int_eq(msda_buffer_rows_bound(4, DETR_S, DETR_S, 4, 256), 4 * 1113);
+    ck_assert_int_eq(msda_every_level_buffered(4, DETR_S, DETR_S, 4, 256), 0);
+    /* bf16 encoder: a native level needs 8911 positions; two of them and two more levels do
+     * not fit in 17821, so at most one of four is native: every level, whatever the table. */
+    ck_assert_int_eq(msda_every_level_buffered(4, DETR_S, DETR_S, 4, 32), 1);
+    /* The decoder: f16 at most 4 * 56 rows, bf16 4 * 449 (14400 / H*W above the limit). */
+    ck_assert_int_eq(msda_buffer_rows_bound(4, DETR_S, 900, 4, 256), 4 * 56);
+    ck_assert_int_eq(msda_buffer_rows_bound(4, DETR_S, 900, 4, 32), 4 * 449);
+    ck_assert_int_eq(msda_every_level_buffered(4, DETR_S, 900, 4, 32), 0);
+    /* Too few queries for any level to reach the limit: no buffer at all. */
+    ck_assert_int_eq(msda_buffer_rows_bound(4, DETR_S, 10, 4, 256), 0);
+}
+END_TEST
+
+static uint64_t next_random(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+/* Random tables: what the kernels plan within the host's bound is the host's plan, but where
+ * the host's would take every level and they do not fit; it fits the bound; the levels are
+ * packed in order; and where the host launches the all-buffer kernel, every table of those
+ * sizes takes every level. */
+START_TEST(the_device_plan_fits_the_host_bound_for_random_tables) {
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    const int32_t limits[] = {0, 1, 32, 256, 1024};
+    for (int trial = 0; trial < 20000; trial++) {
+        const int64_t L = 1 + (int64_t)(next_random(&seed) % MSDA_MAX_LEVELS);
+        int64_t hw[MSDA_MAX_LEVELS], S = 0;
+        const uint64_t scale = 1 + next_random(&seed) % 5000;
+        for (int64_t l = 0; l < L; l++) {
+            hw[l] = 1 + (int64_t)(next_random(&seed) % scale);
+            S += hw[l];
+        }
+        const int64_t Lq = 1 + (int64_t)(next_random(&seed) % (2 * (uint64_t)S));
+        const int64_t P = 1 + (int64_t)(next_random(&seed) % 8);
+        const int32_t limit = limits[next_random(&seed) % 5];
+        int64_t host_base[MSDA_MAX_LEVELS], dev_base[MSDA_MAX_LEVELS];
+        const uint32_t host = msda_plan_levels(L, hw, Lq, P, limit, S, host_base);
+        const int64_t bound = msda_buffer_rows_bound(L, S, Lq, P, limit);
+        const uint32_t dev = msda_plan_levels(L, hw, Lq, P, limit, bound, dev_base);
+        int64_t rows = 0, rule_rows = 0;
+        uint32_t rule = 0;
+        for (int64_t l = 0; l < L; l++) {
+            ck_assert_int_eq(dev_base[l], rows);
+            if ((dev >> l) & 1u) rows += hw[l];
+            if (msda_level_buffered(Lq, P, hw[l], limit)) rule |= 1u << l, rule_rows += hw[l];
+        }
+        ck_assert_int_le(rows, bound);
+        ck_assert_int_le(rule_rows, bound);
+        ck_assert_uint_eq(host & rule, rule); /* the host buffers at least the rule's levels */
+        if (host == rule || S <= bound)
+            ck_assert_uint_eq(dev, host);
+        else
+            ck_assert_uint_eq(dev, rule);
+        if (msda_every_level_buffered(L, S, Lq, P, limit)) ck_assert_uint_eq(host, msda_all_levels(L));
+    }
+}
+END_TEST
+
+TCase *kt_tcase_plan(void) {
+    TCase *tc = tcase_create("plan");
+    tcase_add_test(tc, the_detr_encoder_and_decoder_get_the_measured_plans);
+    tcase_add_test(tc, a_level_at_the_limit_adds_natively);
+    tcase_add_test(tc, the_device_bound_for_the_detr_sizes);
+    tcase_add_test(tc, the_device_plan_fits_the_host_bound_for_random_tables);
+    return tc;
+}
