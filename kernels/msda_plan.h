@@ -17,10 +17,10 @@
  * its elements (queries * points * 4 corners / (H * W)), in the buffer beyond; the error of a
  * native sum grows about as the square root of that count times the type's rounding step
  * (kernels/PERF.md, "f16's default strategy"). max_adds 0: every level in the buffer (the f32
- * buffer strategy). Double on both sides, no fused operation: the host and the device round it
- * alike. */
+ * buffer strategy). Compared as products in double (exact below 2^53, and alike on the host and
+ * the device): every block of the backward evaluates it, so no division. */
 MSDA_PLAN_FN int msda_level_buffered(int64_t queries, int64_t points, int64_t hw, int32_t max_adds) {
-    return max_adds <= 0 || (double)queries * (double)points * 4.0 / (double)hw > (double)max_adds;
+    return max_adds <= 0 || (double)queries * (double)points * 4.0 > (double)max_adds * (double)hw;
 }
 
 MSDA_PLAN_FN uint32_t msda_all_levels(int64_t levels) { return (uint32_t)((1ull << levels) - 1u); }
