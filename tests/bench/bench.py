@@ -96,12 +96,19 @@ class Msda:
         if status != 0:
             raise RuntimeError(f"{what}: status {status}: {err.message.decode()}")
 
-    def forward_fn(self, code, value, loc, attn, out, weights=0):
-        """The forward call; weights=1: attn holds logits, softmaxed in the kernel (the fused op)."""
+    def _table(self, device_table):
+        if device_table:
+            return self.device_shapes.data_ptr(), self.device_starts.data_ptr()
+        return ctypes.cast(self.shapes, ctypes.c_void_p), ctypes.cast(self.starts, ctypes.c_void_p)
+
+    def forward_fn(self, code, value, loc, attn, out, weights=0, device_table=False):
+        """The forward call; weights=1: attn holds logits, softmaxed in the kernel (the fused op);
+        device_table: the level table in device memory (each block reads and checks it)."""
         N, Sv, Mh, Dh = value.shape
-        args = ForwardArgs(code, Sizes(N, Sv, Mh, Dh, loc.shape[1], L, P),
-                           ctypes.cast(self.shapes, ctypes.c_void_p), ctypes.cast(self.starts, ctypes.c_void_p),
-                           value.data_ptr(), loc.data_ptr(), attn.data_ptr(), out.data_ptr(), weights=weights)
+        args = ForwardArgs(code, Sizes(N, Sv, Mh, Dh, loc.shape[1], L, P), *self._table(device_table),
+                           value.data_ptr(), loc.data_ptr(), attn.data_ptr(), out.data_ptr(), weights=weights,
+                           level_table=1 if device_table else 0,
+                           device_status=self.device_status.data_ptr() if device_table else None)
         err = Error()
 
         def run():
@@ -113,11 +120,7 @@ class Msda:
         """The backward call, with a workspace from torch's allocator where the library wants one;
         device_table: the level table in device memory (the kernels plan the f32 buffer)."""
         N, Sv, Mh, Dh = value.shape
-        if device_table:
-            table = (self.device_shapes.data_ptr(), self.device_starts.data_ptr())
-        else:
-            table = (ctypes.cast(self.shapes, ctypes.c_void_p), ctypes.cast(self.starts, ctypes.c_void_p))
-        args = BackwardArgs(code, Sizes(N, Sv, Mh, Dh, loc.shape[1], L, P), *table,
+        args = BackwardArgs(code, Sizes(N, Sv, Mh, Dh, loc.shape[1], L, P), *self._table(device_table),
                             value.data_ptr(), loc.data_ptr(), attn.data_ptr(), gout.data_ptr(),
                             gv.data_ptr(), gl.data_ptr(), ga.data_ptr(), None, 0, weights=weights,
                             level_table=1 if device_table else 0,
@@ -245,10 +248,12 @@ def bench_case(lib, name, N, Lq, dt_name, dtype, code, args, bw):
     bwd_sm = lib.backward_fn(code, value, loc, logits, gout, gv_sm, gl_sm, ga_sm, weights=1)
     t_sfwd = graph_ms(fwd_sm, args.reps, args.warmup)
     t_sbwd = graph_ms(bwd_sm, args.reps, args.warmup)
-    # The backward with the level table in device memory, as models pass it.
-    gv_dev = torch.empty_like(value)
-    bwd_dev = lib.backward_fn(code, value, loc, attn, gout, gv_dev, torch.empty_like(loc), torch.empty_like(attn),
-                              device_table=True)
+    # Both with the level table in device memory, as models pass it.
+    out_dev = torch.empty_like(out)
+    gv_dev, gl_dev, ga_dev = torch.empty_like(value), torch.empty_like(loc), torch.empty_like(attn)
+    fwd_dev = lib.forward_fn(code, value, loc, attn, out_dev, device_table=True)
+    bwd_dev = lib.backward_fn(code, value, loc, attn, gout, gv_dev, gl_dev, ga_dev, device_table=True)
+    t_dfwd = graph_ms(fwd_dev, args.reps, args.warmup)
     t_dbwd = graph_ms(bwd_dev, args.reps, args.warmup)
 
     # Agreement: the grid_sample version in f32 (f64 for f64) on the same inputs, with autograd.
@@ -259,12 +264,13 @@ def bench_case(lib, name, N, Lq, dt_name, dtype, code, args, bw):
     fwd()
     bwd()
     fwd_sm()
+    fwd_dev()
     bwd_dev()
     torch.cuda.synchronize()
     if lib.device_status.item():
         raise RuntimeError(f"{name}: the device level table was found inconsistent")
     errs = [rel(out, ref.detach()), rel(gv, vr.grad), rel(gl, lr.grad), rel(ga, ar.grad), rel(out_sm, ref.detach()),
-            rel(gv_dev, vr.grad)]
+            rel(gv_dev, vr.grad), rel(out_dev, ref.detach())]
     # The grid_sample version in this dtype, for the timings.
     vr, lr, ar = (t.clone().requires_grad_(True) for t in (value, loc, attn))
     with torch.no_grad():
@@ -280,7 +286,7 @@ def bench_case(lib, name, N, Lq, dt_name, dtype, code, args, bw):
     eb = value.element_size()
     fwd_bytes = eb * (value.numel() + loc.numel() + attn.numel() + out.numel())
     bwd_bytes = eb * (value.numel() + loc.numel() + attn.numel() + gout.numel() + gv.numel() + gl.numel() + ga.numel())
-    return dict(case=name, dtype=dt_name, fwd=t_fwd, bwd=t_bwd, sfwd=t_sfwd, sbwd=t_sbwd, dbwd=t_dbwd,
+    return dict(case=name, dtype=dt_name, fwd=t_fwd, bwd=t_bwd, sfwd=t_sfwd, sbwd=t_sbwd, dfwd=t_dfwd, dbwd=t_dbwd,
                 cfwd=c_fwd, cbwd=c_bwd,
                 tfwd=t_tfwd, tbwd=t_tbwd,
                 floor_fwd=fwd_bytes / bw * 1e3, floor_bwd=bwd_bytes / bw * 1e3, errs=errs)
@@ -297,8 +303,9 @@ def kernel_table(lib, args, wanted, bw):
             # The location gradient jumps at pixel boundaries; grid_sample rounds the pixel
             # coordinate differently in f32, so a few points land on the other side of one.
             # The fifth: the fused op's output, from the logits rounded to dtype where attn is the
-            # softmax rounded to dtype. The sixth: grad_value with the level table on the device.
-            tols = {"f64": [1e-10] * 6, "f32": [1e-4, 1e-4, 2e-3, 1e-4, 1e-4, 1e-4]}.get(dt_name, [3e-2] * 6)
+            # softmax rounded to dtype. The sixth and seventh: grad_value and the output with the
+            # level table on the device.
+            tols = {"f64": [1e-10] * 7, "f32": [1e-4, 1e-4, 2e-3, 1e-4, 1e-4, 1e-4, 1e-4]}.get(dt_name, [3e-2] * 7)
             r["agree"] = all(e < t for e, t in zip(r["errs"], tols))
             if not r["agree"]:
                 bad.append(f"{name} {dt_name}: relative differences {r['errs']}")
@@ -307,7 +314,7 @@ def kernel_table(lib, args, wanted, bw):
                   f"differences to grid_sample {['%.1e' % e for e in r['errs']]}", flush=True)
 
     print()
-    hdr = (f"{'case':<12} {'dtype':<5} {'fwd graph':>9} {'bwd graph':>9} {'sm fwd':>8} {'sm bwd':>8} {'dev bwd':>8} "
+    hdr = (f"{'case':<12} {'dtype':<5} {'fwd graph':>9} {'bwd graph':>9} {'sm fwd':>8} {'sm bwd':>8} {'dev fwd':>8} {'dev bwd':>8} "
            f"{'fwd call':>9} {'bwd call':>9} "
            f"{'gs fwd':>8} {'gs bwd':>8} {'floor fwd':>9} {'floor bwd':>9} {'target':>7} {'vs gs':>6}")
     print(hdr)
@@ -322,12 +329,12 @@ def kernel_table(lib, args, wanted, bw):
         else:
             target = "-"
         print(f"{r['case']:<12} {r['dtype']:<5} {r['fwd']:>9.4f} {r['bwd']:>9.4f} {r['sfwd']:>8.4f} {r['sbwd']:>8.4f} "
-              f"{r['dbwd']:>8.4f} "
+              f"{r['dfwd']:>8.4f} {r['dbwd']:>8.4f} "
               f"{r['cfwd']:>9.4f} {r['cbwd']:>9.4f} "
               f"{r['tfwd']:>8.3f} {r['tbwd']:>8.3f} {r['floor_fwd']:>9.4f} {r['floor_bwd']:>9.4f} "
               f"{target:>7} {'ok' if r['agree'] else 'DIFF':>6}")
     print("ms; graph: GPU time per call (CUDA graph of 20 calls); sm: the fused softmax op (logits), graph;")
-    print("dev bwd: the backward with the level table in device memory (as models pass it), graph;")
+    print("dev fwd, dev bwd: with the level table in device memory (as models pass it), graph;")
     print("call: events around each call from Python;")
     print("gs: the grid_sample version (events around each call); medians of %d after %d warm-up;" % (args.reps, args.warmup))
     print("floor: bytes moved / measured copy bandwidth; target: f16/bf16 against f32 (graph); vs gs: agreement")
