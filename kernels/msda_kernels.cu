@@ -125,17 +125,11 @@ __device__ __forceinline__ void plan_buffer(const msda_kparams &p, level_table &
     if (threadIdx.x == 0) {
         for (int l = 0; l < p.levels; l++) t.hw[l] = table_ok ? (int64_t)t.h[l] * t.w[l] : 0;
         uint32_t set = 0;
-        if (table_ok && p.buffer_max_adds > 0) {
-            set = msda_plan_levels(p.levels, t.hw, p.queries, p.points, p.buffer_max_adds, p.buffer_spatial,
-                                   t.buffer_base);
-        } else {
-            set = table_ok ? p.buffer_levels : 0u;
-            int64_t at = 0;
-            for (int l = 0; l < p.levels; l++) {
-                t.buffer_base[l] = at;
-                if ((set >> l) & 1u) at += t.hw[l];
-            }
-        }
+        if (table_ok)
+            set = p.buffer_max_adds > 0
+                      ? msda_plan_levels(p.levels, t.hw, p.queries, p.points, p.buffer_max_adds, p.buffer_spatial)
+                      : p.buffer_levels;
+        msda_pack_levels(p.levels, t.hw, set, t.buffer_base);
         t.buffered = set;
     }
     __syncthreads();

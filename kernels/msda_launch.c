@@ -250,9 +250,8 @@ static buffer_plan plan_buffer(const msda_problem *pb, int strategy) {
     }
     int64_t hw[MSDA_MAX_LEVELS], base[MSDA_MAX_LEVELS];
     for (int64_t l = 0; l < pb->L; l++) hw[l] = pb->level_h[l] * pb->level_w[l];
-    bp.levels = msda_plan_levels(pb->L, hw, pb->Lq, pb->P, max_adds, pb->S, base);
-    for (int64_t l = 0; l < pb->L; l++)
-        if ((bp.levels >> l) & 1u) bp.spatial += hw[l];
+    bp.levels = msda_plan_levels(pb->L, hw, pb->Lq, pb->P, max_adds, pb->S);
+    bp.spatial = msda_pack_levels(pb->L, hw, bp.levels, base);
     bp.every_level = bp.levels == all;
     return bp;
 }

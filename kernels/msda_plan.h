@@ -29,10 +29,10 @@ MSDA_PLAN_FN uint32_t msda_all_levels(int64_t levels) { return (uint32_t)((1ull 
  * that leaves the native ones a minority (measured on an H200, bf16 encoder: buffering all of
  * them, 4 elements a lane, beat mixing). `rows` caps the buffer's spatial rows (a table in device
  * memory: what the host allocated for any table of these sizes); where every level would not
- * fit, the rule's levels alone, which always do (msda_buffer_rows_bound). base[l]: the buffer
- * row where level l starts, the buffered levels packed in level order. */
+ * fit, the rule's levels alone, which always do (msda_buffer_rows_bound); msda_pack_levels
+ * places them. */
 MSDA_PLAN_FN uint32_t msda_plan_levels(int64_t levels, const int64_t *hw, int64_t queries, int64_t points,
-                                      int32_t max_adds, int64_t rows, int64_t *base) {
+                                      int32_t max_adds, int64_t rows) {
     uint32_t rule = 0;
     int64_t native = 0, rule_rows = 0, all_rows = 0;
     for (int64_t l = 0; l < levels; l++) {
@@ -46,12 +46,18 @@ MSDA_PLAN_FN uint32_t msda_plan_levels(int64_t levels, const int64_t *hw, int64_
     }
     uint32_t set = rule && 2 * native < levels && all_rows <= rows ? msda_all_levels(levels) : rule;
     if (set == rule && rule_rows > rows) set = 0; /* not reached with the host's bound */
+    return set;
+}
+
+/* base[l]: the buffer row where level l starts, the levels of `set` packed in level order.
+ * Returns the rows they fill. */
+MSDA_PLAN_FN int64_t msda_pack_levels(int64_t levels, const int64_t *hw, uint32_t set, int64_t *base) {
     int64_t at = 0;
     for (int64_t l = 0; l < levels; l++) {
         base[l] = at;
         if ((set >> l) & 1u) at += hw[l];
     }
-    return set;
+    return at;
 }
 
 /* The largest H * W (at most spatial) that the rule buffers: 0 where it buffers none. */

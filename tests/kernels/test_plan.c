@@ -10,22 +10,34 @@
 static const int64_t detr_hw[4] = {13400, 3350, 850, 221};
 #define DETR_S 17821
 
+/* The plan and where its levels land, as the launcher and the kernels take them. */
+static uint32_t plan_packed(int64_t L, const int64_t *hw, int64_t Lq, int64_t P, int32_t limit, int64_t rows,
+                            int64_t *base, int64_t *filled) {
+    const uint32_t set = msda_plan_levels(L, hw, Lq, P, limit, rows);
+    *filled = msda_pack_levels(L, hw, set, base);
+    return set;
+}
+
 START_TEST(the_detr_encoder_and_decoder_get_the_measured_plans) {
-    int64_t base[4];
+    int64_t base[4], rows;
     /* f16 (limit 256), encoder: levels 2 and 3 (335 and 1290 adds an element), packed. */
-    ck_assert_uint_eq(msda_plan_levels(4, detr_hw, DETR_S, 4, 256, DETR_S, base), 0xcu);
+    ck_assert_uint_eq(plan_packed(4, detr_hw, DETR_S, 4, 256, DETR_S, base, &rows), 0xcu);
     ck_assert_int_eq(base[2], 0);
     ck_assert_int_eq(base[3], 850);
+    ck_assert_int_eq(rows, 850 + 221);
     /* bf16 (32), encoder: levels 1-3 by the rule, leaving one native of four: every level. */
-    ck_assert_uint_eq(msda_plan_levels(4, detr_hw, DETR_S, 4, 32, DETR_S, base), 0xfu);
+    ck_assert_uint_eq(plan_packed(4, detr_hw, DETR_S, 4, 32, DETR_S, base, &rows), 0xfu);
     ck_assert_int_eq(base[1], 13400);
     ck_assert_int_eq(base[3], 13400 + 3350 + 850);
+    ck_assert_int_eq(rows, DETR_S);
     /* The decoder, 900 queries: f16 none, bf16 the coarsest level (65 adds an element). */
-    ck_assert_uint_eq(msda_plan_levels(4, detr_hw, 900, 4, 256, DETR_S, base), 0u);
-    ck_assert_uint_eq(msda_plan_levels(4, detr_hw, 900, 4, 32, DETR_S, base), 0x8u);
+    ck_assert_uint_eq(plan_packed(4, detr_hw, 900, 4, 256, DETR_S, base, &rows), 0u);
+    ck_assert_int_eq(rows, 0);
+    ck_assert_uint_eq(plan_packed(4, detr_hw, 900, 4, 32, DETR_S, base, &rows), 0x8u);
     ck_assert_int_eq(base[3], 0);
+    ck_assert_int_eq(rows, 221);
     /* The f32 buffer strategy (limit 0): every level. */
-    ck_assert_uint_eq(msda_plan_levels(4, detr_hw, 900, 4, 0, DETR_S, base), 0xfu);
+    ck_assert_uint_eq(plan_packed(4, detr_hw, 900, 4, 0, DETR_S, base, &rows), 0xfu);
 }
 END_TEST
 
@@ -78,10 +90,10 @@ START_TEST(the_device_plan_fits_the_host_bound_for_random_tables) {
         const int64_t Lq = 1 + (int64_t)(next_random(&seed) % (2 * (uint64_t)S));
         const int64_t P = 1 + (int64_t)(next_random(&seed) % 8);
         const int32_t limit = limits[next_random(&seed) % 5];
-        int64_t host_base[MSDA_MAX_LEVELS], dev_base[MSDA_MAX_LEVELS];
-        const uint32_t host = msda_plan_levels(L, hw, Lq, P, limit, S, host_base);
+        int64_t host_base[MSDA_MAX_LEVELS], dev_base[MSDA_MAX_LEVELS], host_rows, dev_rows;
+        const uint32_t host = plan_packed(L, hw, Lq, P, limit, S, host_base, &host_rows);
         const int64_t bound = msda_buffer_rows_bound(L, S, Lq, P, limit);
-        const uint32_t dev = msda_plan_levels(L, hw, Lq, P, limit, bound, dev_base);
+        const uint32_t dev = plan_packed(L, hw, Lq, P, limit, bound, dev_base, &dev_rows);
         int64_t rows = 0, rule_rows = 0;
         uint32_t rule = 0;
         for (int64_t l = 0; l < L; l++) {
@@ -89,7 +101,9 @@ START_TEST(the_device_plan_fits_the_host_bound_for_random_tables) {
             if ((dev >> l) & 1u) rows += hw[l];
             if (msda_level_buffered(Lq, P, hw[l], limit)) rule |= 1u << l, rule_rows += hw[l];
         }
+        ck_assert_int_eq(dev_rows, rows);
         ck_assert_int_le(rows, bound);
+        ck_assert_int_le(host_rows, S);
         ck_assert_int_le(rule_rows, bound);
         ck_assert_uint_eq(host & rule, rule); /* the host buffers at least the rule's levels */
         if (host == rule || S <= bound)
