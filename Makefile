@@ -100,7 +100,7 @@ include tests/tests.mk
 check: test-deps
 	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
 	@# tests/sanitizer-env turns leak checks off where LeakSanitizer cannot run (qemu-user), saying so
-	@ASAN_OPTIONS="$$(tests/sanitizer-env $(CC))" \
+	@ASAN_OPTIONS="$$(tests/sanitizer-env $(CC))" MSDA_SANITIZER_PROBED=1 \
 	  $(MAKE) --no-print-directory $(addprefix check-,$(CHECK_SUITES))
 	@tests/summarize $(RESULTS) $(CHECK_SUITES)
 
