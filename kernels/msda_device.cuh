@@ -54,6 +54,21 @@
 #endif
 #endif
 
+// The 16-bit points forward: where its work is at most this many waves of resident blocks, one
+// wave of blocks loops over all of it (msda_launch.c; 0: never). Each block then reads and
+// checks its level table once, and its warps go from tile to tile without waiting for the
+// block's slowest. H200, graph ms, one wave against a block per tile (kernels/PERF.md, session
+// 11): enc_b1 (4 waves) -6 to -9%, enc_b2 (8) -3 to -7%, enc_b4 (17) -3 to +1%, enc_b8 (34) -2 to
+// +3%, enc_b16 (67) +4%: with many tiles a block, the blocks drift apart over the value. f32
+// (L2-bound) was slower with it. Other architectures: never, unmeasured.
+#ifndef MSDA_POINTS16_WAVES
+#if MSDA_ARCH >= 90
+#define MSDA_POINTS16_WAVES 16
+#else
+#define MSDA_POINTS16_WAVES 0
+#endif
+#endif
+
 // The strategies in effect. Why these per architecture (kernels/libmsda.json): bf16's 8-bit
 // mantissa loses too much where many points add to one value element (measured on an H200,
 // Deformable-DETR encoder: relative error 1.9e-2 with bf16 atomics or CAS on every level,

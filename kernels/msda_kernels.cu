@@ -18,7 +18,7 @@ using namespace msda;
 // What this code was built with, read by the host after loading the module.
 extern "C" __constant__ msda_device_config msda_config = {
     MSDA_DEVICE_ABI, MSDA_ARCH, MSDA_MAX_THREADS, MSDA_ENABLE_F16, MSDA_ENABLE_BF16,
-    MSDA_F16_STRATEGY, MSDA_BF16_STRATEGY, MSDA_VECTOR_RED};
+    MSDA_F16_STRATEGY, MSDA_BF16_STRATEGY, MSDA_VECTOR_RED, MSDA_POINTS16_WAVES};
 
 namespace {
 

@@ -61,10 +61,12 @@ typedef struct msda_device_config {
     int32_t f16_atomic;        /* MSDA_ATOMIC_* actually used */
     int32_t bf16_atomic;
     int32_t vector_atomics;
+    int32_t points16_waves;    /* MSDA_POINTS16_WAVES: the 16-bit points forward's grid cap */
 } msda_device_config;
 
-#define MSDA_DEVICE_ABI 8 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
-                             8: the buffer's levels planned on the device, packed */
+#define MSDA_DEVICE_ABI 9 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
+                             8: the buffer's levels planned on the device, packed;
+                             9: points16_waves */
 
 /* The points a level of the forward's points kernels (msda_forward_points_*). */
 #define MSDA_FAST_POINTS 4

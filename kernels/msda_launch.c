@@ -175,6 +175,11 @@ msda_status msda_forward_cuda(const msda_forward_args *a, void *stream, msda_err
            (kp.groups << (kp.lanes_log2 + kp.parts_log2)) < 2 * fill)
         kp.parts_log2++;
     kp.threads = ((kp.groups << (kp.lanes_log2 + kp.parts_log2)) + 31) / 32 * 32;
+    /* The 16-bit points kernels: where the work is at most points16_waves waves of resident
+     * blocks, one wave of blocks loops over it (msda_device.cuh, MSDA_POINTS16_WAVES). */
+    const int64_t blocks = (kp.threads + k->block - 1) / k->block, wave = k->min_grid;
+    if (points && msda_dtype_size(pb.dtype) == 2 && blocks > wave && blocks <= mod->config.points16_waves * wave)
+        return launch_threads(drv, k, &kp, wave * k->block, (CUstream)stream, err);
     return launch(drv, k, &kp, (CUstream)stream, err);
 }
 

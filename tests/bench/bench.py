@@ -16,6 +16,7 @@ Prints one table at the end; exits non-zero if libmsda disagrees with grid_sampl
 import argparse
 import ctypes
 import os
+import re
 import statistics
 import sys
 from pathlib import Path
@@ -26,6 +27,14 @@ import torch.nn.functional as F
 LEVELS = [(100, 134), (50, 67), (25, 34), (13, 17)]
 S = sum(h * w for h, w in LEVELS)
 CASES = [("enc_b2", 2, S), ("enc_b8", 8, S), ("dec_b2_q900", 2, 900)]
+
+
+def parse_case(name):
+    """A case by name: enc_bN (the encoder, batch N: a query per position) or dec_bN_qQ."""
+    m = re.fullmatch(r"enc_b([1-9][0-9]*)|dec_b([1-9][0-9]*)_q([1-9][0-9]*)", name)
+    if not m:
+        raise argparse.ArgumentTypeError(f"case '{name}': expected enc_bN or dec_bN_qQ")
+    return (name, int(m[1]), S) if m[1] else (name, int(m[2]), int(m[3]))
 M, D, L, P = 8, 32, 4, 4
 DTYPES = [("f32", torch.float32, 0), ("f64", torch.float64, 1), ("f16", torch.float16, 2),
           ("bf16", torch.bfloat16, 3)]
@@ -228,6 +237,8 @@ def bench_case(lib, name, N, Lq, dt_name, dtype, code, args, bw):
     value = torch.randn(N, S, M, D, device="cuda", generator=g).to(dtype)
     loc = torch.rand(N, Lq, M, L, P, 2, device="cuda", generator=g).to(dtype)
     raw = torch.rand(N, Lq, M, L * P, device="cuda", generator=g)
+    if dtype == torch.float64:  # the softmax in f64, as the fused op computes it (f32's differs by 6e-8)
+        raw = raw.double()
     attn = raw.softmax(-1).view(N, Lq, M, L, P).to(dtype)
     logits = raw.view(N, Lq, M, L, P).to(dtype)  # the fused op's input: attn is their softmax
     gout = torch.randn(N, Lq, M * D, device="cuda", generator=g).to(dtype)
@@ -295,7 +306,7 @@ def bench_case(lib, name, N, Lq, dt_name, dtype, code, args, bw):
 def kernel_table(lib, args, wanted, bw):
     """libmsda called directly (ctypes), per case and dtype; returns (disagreements, verdicts)."""
     rows, bad = [], []
-    for name, N, Lq in CASES:
+    for name, N, Lq in args.cases:
         for dt_name, dtype, code in DTYPES:
             if dt_name not in wanted:
                 continue
@@ -348,6 +359,8 @@ def main():
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--dtypes", default="f32,f64,f16,bf16", help="comma-separated subset")
+    ap.add_argument("--cases", type=lambda v: [parse_case(c) for c in v.split(",")], default=CASES,
+                    help="comma-separated enc_bN and dec_bN_qQ (default: %s)" % ",".join(c[0] for c in CASES))
     ap.add_argument("--peers", help="what tests/bench/peers/build-peers.sh built (build/peers): "
                     "add the comparison with the original op and DCNv4 (and msda's fused softmax "
                     "beside DCNv4's), and the encoder layer")
