@@ -79,15 +79,24 @@ $(KERNEL_DIR)/san/%.o: kernels/%.c $(KERNEL_HDRS) kernels/libmsda.json | deps
 KERNEL_TEST_SRCS := $(sort $(wildcard tests/kernels/*.c))
 KERNEL_TEST_HDRS := $(wildcard tests/kernels/*.h)
 
-$(KERNEL_DIR)/test-kernels: $(KERNEL_TEST_SRCS) $(KERNEL_TEST_HDRS) $(KERNEL_SAN_OBJS) $(KERNEL_DIR)/shipped-fatbins.o | test-deps
-	$(CC) $(CSTD) $(WARN) -ffp-contract=off -O1 -g $(SAN) -Ikernels -Itests/kernels \
+$(KERNEL_DIR)/test-kernels: $(KERNEL_TEST_SRCS) $(KERNEL_TEST_HDRS) tests/fakes/fakelaunch.h $(KERNEL_SAN_OBJS) $(KERNEL_DIR)/shipped-fatbins.o | test-deps
+	$(CC) $(CSTD) $(WARN) -ffp-contract=off -O1 -g $(SAN) -Ikernels -Itests/kernels -Itests/fakes \
 	  -DMSDA_VERSION_STRING='"$(VERSION)"' $(KERNEL_EXPECTED) \
 	  $(shell $(PKG_CONFIG) --cflags check 2>/dev/null) -o $@ $(KERNEL_TEST_SRCS) $(KERNEL_SAN_OBJS) \
 	  $(KERNEL_DIR)/shipped-fatbins.o $(shell $(PKG_CONFIG) --libs check 2>/dev/null) -ldl -lpthread -lm
 
+# The fake CUDA driver of the launcher tests (tests/kernels/test_launch.c), which load it
+# themselves. Not sanitized, as tests/fakes/fakecuda.c.
+FAKE_LAUNCH_DRIVER := $(KERNEL_DIR)/fake-launch/libcuda.so.1
+$(FAKE_LAUNCH_DRIVER): tests/fakes/fakelaunch.c tests/fakes/fakelaunch.h kernels/msda_kparams.h | deps
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -fvisibility=hidden -Wl,-soname,libcuda.so.1 -Ikernels \
+	  -I$(MSDA_CUDA_HOME)/include -o $@ $<
+
 # The arch check also compares the shipped library's own list with the test binary's.
-check-kernels: $(KERNEL_DIR)/test-kernels $(KERNEL_LIB)
-	@MSDA_SHIPPED_LIBRARY=$(KERNEL_LIB) $(RUN_SUITE) kernels check $(KERNEL_DIR)/test-kernels
+check-kernels: $(KERNEL_DIR)/test-kernels $(KERNEL_LIB) $(FAKE_LAUNCH_DRIVER)
+	@MSDA_SHIPPED_LIBRARY=$(KERNEL_LIB) MSDA_FAKE_LAUNCH_DRIVER=$(abspath $(FAKE_LAUNCH_DRIVER)) \
+	  $(RUN_SUITE) kernels check $(KERNEL_DIR)/test-kernels
 
 # ---- GPU machine ---------------------------------------------------------------------------------
 # gpu-check also runs the f16/bf16 cases on the library built for the GPU's own architecture

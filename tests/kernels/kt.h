@@ -67,5 +67,6 @@ TCase *kt_tcase_api(void);
 TCase *kt_tcase_half(void);
 TCase *kt_tcase_softmax(void);
 TCase *kt_tcase_plan(void);
+TCase *kt_tcase_launch(void);
 
 #endif

@@ -1,0 +1,204 @@
+/* The CUDA launcher's choices, on a machine without a GPU: libmsda runs against the fake driver
+ * of tests/fakes/fakelaunch.c (MSDA_FAKE_LAUNCH_DRIVER, which make check-kernels sets), loaded
+ * here before libmsda opens "libcuda.so.1", so that libmsda's dlopen finds it by its soname.
+ * Nothing runs; the tests read which kernels libmsda launched, on what grid, with what plan.
+ * Each test runs in a child process of its own (Check's fork mode), where libmsda has not yet
+ * opened a driver.
+ * The fake device has 132 multiprocessors with 4 blocks of 256 resident on each: a wave is 528
+ * blocks. Its module's msda_config is sm_90's defaults (kernels/msda_device.cuh). */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakelaunch.h"
+#include "kt.h"
+
+#define WAVE (FAKE_SMS * FAKE_BLOCKS_PER_SM)
+
+/* Deformable-DETR's levels (FACTS.md). */
+static const int64_t detr_shapes[8] = {100, 134, 50, 67, 25, 34, 13, 17};
+static const int64_t detr_starts[4] = {0, 13400, 16750, 17600};
+#define DETR_S 17821
+
+static fake_launch_ops_fn fake_ops;
+static fake_launch_clear_fn fake_clear;
+
+static void load_fake_driver(void) {
+    const char *fork_mode = getenv("CK_FORK");
+    ck_assert_msg(!fork_mode || strcmp(fork_mode, "no") != 0,
+                  "CK_FORK=no: these tests need a process of their own (libmsda opens its driver once)");
+    const char *path = getenv("MSDA_FAKE_LAUNCH_DRIVER");
+    ck_assert_msg(path && *path, "MSDA_FAKE_LAUNCH_DRIVER is not set: run these tests with make check-kernels");
+    void *lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    ck_assert_msg(lib, "cannot load the fake driver: %s", dlerror());
+    fake_launch_set_config_fn set_config;
+    *(void **)&set_config = dlsym(lib, "fake_launch_set_config");
+    *(void **)&fake_ops = dlsym(lib, "fake_launch_ops");
+    *(void **)&fake_clear = dlsym(lib, "fake_launch_clear");
+    ck_assert(set_config && fake_ops && fake_clear);
+    /* What sm_90's device code says of itself (msda_device.cuh, kernels/libmsda.json). */
+    const msda_device_config cfg = {
+        .abi = MSDA_DEVICE_ABI, .arch = 90, .max_threads = 256, .f16_enabled = 1, .bf16_enabled = 1,
+        .f16_atomic = MSDA_ATOMIC_MIXED, .bf16_atomic = MSDA_ATOMIC_MIXED, .vector_atomics = 1,
+        .points16_waves = 16};
+    set_config(&cfg, sizeof cfg);
+    fake_clear();
+}
+
+/* Addresses that are never read (nothing runs), aligned as torch's allocations are. */
+#define NOWHERE(i) ((void *)(uintptr_t)(0x100000u * (i)))
+
+static msda_sizes detr_sizes(int64_t N, int64_t Lq) {
+    return (msda_sizes){.batch = N, .spatial = DETR_S, .heads = 8, .channels = 32, .queries = Lq, .levels = 4,
+                        .points = 4};
+}
+
+/* The launches recorded since the last call, and how many. */
+static int recorded(const fake_launch_op **ops) {
+    const int n = fake_ops(ops);
+    fake_clear();
+    return n;
+}
+
+static const fake_launch_op *forward(msda_dtype dtype, int64_t N, int64_t Lq, msda_memory table) {
+    const msda_forward_args a = {.dtype = dtype, .sizes = detr_sizes(N, Lq), .spatial_shapes = detr_shapes,
+                                 .level_start = detr_starts, .value = NOWHERE(1), .sampling_locations = NOWHERE(2),
+                                 .attention_weights = NOWHERE(3), .output = NOWHERE(4), .level_table = table};
+    msda_error err;
+    const msda_status st = msda_forward_cuda(&a, NULL, &err);
+    ck_assert_msg(st == MSDA_OK, "forward: %s", err.message);
+    const fake_launch_op *ops;
+    ck_assert_int_eq(recorded(&ops), 1);
+    ck_assert_int_eq(ops[0].kind, FAKE_LAUNCH);
+    ck_assert_uint_eq(ops[0].block, 256);
+    return &ops[0];
+}
+
+static unsigned blocks_of(const fake_launch_op *op) {
+    return (unsigned)((op->params.threads + op->block - 1) / op->block);
+}
+
+START_TEST(the_16bit_points_forward_runs_as_one_wave_up_to_16_waves) {
+    load_fake_driver();
+    /* enc_b2: 4456 blocks of work (8.4 waves), in one wave of 528 looping over them. */
+    const fake_launch_op *op = forward(MSDA_F16, 2, DETR_S, MSDA_HOST);
+    ck_assert_str_eq(op->name, "msda_forward_points_f16_v8");
+    ck_assert_int_eq(op->params.threads, 2 * DETR_S * 8 * 4);
+    ck_assert_uint_eq(blocks_of(op), 4456);
+    ck_assert_uint_eq(op->grid, WAVE);
+    op = forward(MSDA_BF16, 2, DETR_S, MSDA_DEVICE);
+    ck_assert_str_eq(op->name, "msda_forward_points_bf16_v8");
+    ck_assert_uint_eq(op->grid, WAVE);
+    /* Exactly 16 waves of work: still one wave; one block more: a block per tile. */
+    op = forward(MSDA_F16, 1, 16 * WAVE * 8, MSDA_HOST);
+    ck_assert_uint_eq(blocks_of(op), 16 * WAVE);
+    ck_assert_uint_eq(op->grid, WAVE);
+    op = forward(MSDA_F16, 1, 16 * WAVE * 8 + 8, MSDA_HOST);
+    ck_assert_uint_eq(op->grid, 16 * WAVE + 1);
+    /* enc_b16 (67 waves): a block per tile. */
+    op = forward(MSDA_F16, 16, DETR_S, MSDA_HOST);
+    ck_assert_uint_eq(op->grid, blocks_of(op));
+    ck_assert_uint_eq(op->grid, 35642);
+    /* At most one wave of work even with the points split over every level: as it is. */
+    op = forward(MSDA_F16, 1, 8, MSDA_HOST);
+    ck_assert_int_eq(op->params.parts_log2, 2);
+    ck_assert_uint_eq(blocks_of(op), 4);
+    ck_assert_uint_eq(op->grid, 4);
+}
+END_TEST
+
+START_TEST(the_decoder_forward_splits_its_points_then_takes_one_wave) {
+    load_fake_driver();
+    /* 900 queries: 14400 groups of 4 lanes, under two waves of threads, so the levels are split
+     * over 4 parts (L = 4): 900 blocks, then one wave of them. */
+    const fake_launch_op *op = forward(MSDA_F16, 2, 900, MSDA_DEVICE);
+    ck_assert_int_eq(op->params.parts_log2, 2);
+    ck_assert_uint_eq(blocks_of(op), 900);
+    ck_assert_uint_eq(op->grid, WAVE);
+    /* f32: the same split, a block per tile. */
+    op = forward(MSDA_F32, 2, 900, MSDA_DEVICE);
+    ck_assert_str_eq(op->name, "msda_forward_points_f32_v4");
+    ck_assert_uint_eq(op->grid, blocks_of(op));
+}
+END_TEST
+
+START_TEST(the_f32_points_forward_keeps_a_block_per_tile) {
+    load_fake_driver();
+    const fake_launch_op *op = forward(MSDA_F32, 2, DETR_S, MSDA_HOST);
+    ck_assert_str_eq(op->name, "msda_forward_points_f32_v4");
+    ck_assert_int_eq(op->params.threads, 2 * DETR_S * 8 * 8);
+    ck_assert_uint_eq(op->grid, 8911);
+}
+END_TEST
+
+/* A backward call's recorded operations. */
+static int backward(msda_dtype dtype, int64_t N, int64_t Lq, msda_memory table, const fake_launch_op **ops) {
+    const msda_backward_args a = {
+        .dtype = dtype, .sizes = detr_sizes(N, Lq), .spatial_shapes = detr_shapes, .level_start = detr_starts,
+        .value = NOWHERE(1), .sampling_locations = NOWHERE(2), .attention_weights = NOWHERE(3),
+        .grad_output = NOWHERE(4), .grad_value = NOWHERE(5), .grad_sampling_locations = NOWHERE(6),
+        .grad_attention_weights = NOWHERE(7), .level_table = table};
+    msda_error err;
+    const msda_status st = msda_backward_cuda(&a, NULL, &err);
+    ck_assert_msg(st == MSDA_OK, "backward: %s", err.message);
+    return recorded(ops);
+}
+
+/* grad_value zeroed, the buffer of `rows` rows allocated and zeroed, `kernel` with that plan,
+ * then the conversion. */
+static void assert_buffered(const fake_launch_op *ops, int n, int zeroes_grad_value, const char *kernel,
+                            int64_t N, int64_t rows, uint32_t levels, int32_t max_adds, const char *convert) {
+    const size_t value_elems = (size_t)N * DETR_S * 8 * 32, buffer_bytes = (size_t)N * rows * 8 * 32 * 4;
+    int i = 0;
+    ck_assert_int_eq(n, 4 + zeroes_grad_value);
+    if (zeroes_grad_value) {
+        ck_assert_int_eq(ops[i].kind, FAKE_MEMSET);
+        ck_assert_uint_eq(ops[i].address, (uintptr_t)NOWHERE(5));
+        ck_assert_uint_eq(ops[i++].bytes, value_elems * 2);
+    }
+    ck_assert_int_eq(ops[i].kind, FAKE_ALLOC);
+    ck_assert_uint_eq(ops[i++].bytes, buffer_bytes);
+    ck_assert_int_eq(ops[i].kind, FAKE_MEMSET);
+    ck_assert_uint_eq(ops[i].address, ops[i - 1].address);
+    ck_assert_uint_eq(ops[i++].bytes, buffer_bytes);
+    ck_assert_int_eq(ops[i].kind, FAKE_LAUNCH);
+    ck_assert_str_eq(ops[i].name, kernel);
+    ck_assert_int_eq(ops[i].params.buffer_spatial, rows);
+    ck_assert_uint_eq(ops[i].params.buffer_levels, levels);
+    ck_assert_int_eq(ops[i++].params.buffer_max_adds, max_adds);
+    ck_assert_int_eq(ops[i].kind, FAKE_LAUNCH);
+    ck_assert_str_eq(ops[i].name, convert);
+    ck_assert_int_eq(ops[i].params.buffer_spatial, rows);
+}
+
+START_TEST(the_16bit_backward_buffers_what_the_plan_says) {
+    load_fake_driver();
+    const fake_launch_op *ops;
+    /* f16 encoder, host table: levels 2 and 3 (850 + 221 rows) in the buffer, the rest native. */
+    int n = backward(MSDA_F16, 2, DETR_S, MSDA_HOST, &ops);
+    assert_buffered(ops, n, 1, "msda_backward_f16_v8", 2, 850 + 221, 0xcu, 0, "msda_convert_f16");
+    /* The same on a device table: the kernels plan, in room for any table (4 levels of 1113). */
+    n = backward(MSDA_F16, 2, DETR_S, MSDA_DEVICE, &ops);
+    assert_buffered(ops, n, 1, "msda_backward_f16_v8", 2, 4 * 1113, 0u, 256, "msda_convert_f16");
+    /* bf16 encoder on a device table: every table of these sizes buffers every level, so the
+     * all-buffer kernel, which writes every element (grad_value not zeroed). */
+    n = backward(MSDA_BF16, 2, DETR_S, MSDA_DEVICE, &ops);
+    assert_buffered(ops, n, 0, "msda_backward_bf16_buffer_v4", 2, DETR_S, 0xfu, 0, "msda_convert_bf16");
+    /* f16 decoder, host table: no level over the limit, no buffer, no conversion. */
+    n = backward(MSDA_F16, 2, 900, MSDA_HOST, &ops);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(ops[0].kind, FAKE_MEMSET);
+    ck_assert_int_eq(ops[1].kind, FAKE_LAUNCH);
+    ck_assert_str_eq(ops[1].name, "msda_backward_f16_v8");
+    ck_assert_int_eq(ops[1].params.buffer_spatial, 0);
+}
+END_TEST
+
+TCase *kt_tcase_launch(void) {
+    TCase *tc = tcase_create("launch");
+    tcase_add_test(tc, the_16bit_points_forward_runs_as_one_wave_up_to_16_waves);
+    tcase_add_test(tc, the_decoder_forward_splits_its_points_then_takes_one_wave);
+    tcase_add_test(tc, the_f32_points_forward_keeps_a_block_per_tile);
+    tcase_add_test(tc, the_16bit_backward_buffers_what_the_plan_says);
+    return tc;
+}
