@@ -28,6 +28,10 @@ LEVELS = [(100, 134), (50, 67), (25, 34), (13, 17)]
 S = sum(h * w for h, w in LEVELS)
 CASES = [("enc_b2", 2, S), ("enc_b8", 8, S), ("dec_b2_q900", 2, 900)]
 
+M, D, L, P = 8, 32, 4, 4
+DTYPES = [("f32", torch.float32, 0), ("f64", torch.float64, 1), ("f16", torch.float16, 2),
+          ("bf16", torch.bfloat16, 3)]
+
 
 def parse_case(name):
     """A case by name: enc_bN (the encoder, batch N: a query per position) or dec_bN_qQ."""
@@ -35,9 +39,6 @@ def parse_case(name):
     if not m:
         raise argparse.ArgumentTypeError(f"case '{name}': expected enc_bN or dec_bN_qQ")
     return (name, int(m[1]), S) if m[1] else (name, int(m[2]), int(m[3]))
-M, D, L, P = 8, 32, 4, 4
-DTYPES = [("f32", torch.float32, 0), ("f64", torch.float64, 1), ("f16", torch.float16, 2),
-          ("bf16", torch.bfloat16, 3)]
 
 
 class Sizes(ctypes.Structure):
