@@ -97,9 +97,20 @@ CHECK_SUITES := unit cli
 include kernels/kernels.mk
 include tests/tests.mk
 
+# tests/sanitizer-env turns leak checks off where LeakSanitizer cannot run (qemu-user), saying so.
+# A suite asked for alone (make check-kernels) is probed here, when the Makefile is read, so that
+# its prerequisites' recipes run with the options too: check-kernels builds the wheel with the
+# sanitized msda-doctor, which under qemu died at exit with LeakSanitizer's fatal error.
+# `check` probes in its recipe instead, after test-deps has installed the compiler the probe needs.
+ifneq ($(filter check-%,$(MAKECMDGOALS)),)
+ifndef MSDA_SANITIZER_PROBED
+export ASAN_OPTIONS := $(shell tests/sanitizer-env $(CC))
+export MSDA_SANITIZER_PROBED := 1
+endif
+endif
+
 check: test-deps
 	@rm -rf $(RESULTS) && mkdir -p $(RESULTS)
-	@# tests/sanitizer-env turns leak checks off where LeakSanitizer cannot run (qemu-user), saying so
 	@ASAN_OPTIONS="$$(tests/sanitizer-env $(CC))" MSDA_SANITIZER_PROBED=1 \
 	  $(MAKE) --no-print-directory $(addprefix check-,$(CHECK_SUITES))
 	@tests/summarize $(RESULTS) $(CHECK_SUITES)
