@@ -69,6 +69,25 @@
 #endif
 #endif
 
+// The backward's queries dealt round-robin to at most 2^MSDA_BACKWARD_SPREAD_LOG2 runs
+// (msda_kernels.cu, backward_place_of; msda_launch.c keeps each run at least 128 queries long;
+// 0: in order), so that the warps in flight together work on queries far apart in the image,
+// whose value-gradient `red`s seldom meet at one address. H200, enc_b2 backward with realistic
+// locations, graph ms, in order / 8 / 32 / 128 runs: f16 0.613 / 0.587 / 0.585 / 0.580, bf16
+// 0.699 / 0.688 / 0.687 / 0.680, f32 0.685 / 0.671 / 0.690 / 0.668; random locations and the
+// decoder (900 queries: 4 runs) unchanged within 0.3% (kernels/PERF.md, session 12). Other
+// architectures: in order, unmeasured.
+#ifndef MSDA_BACKWARD_SPREAD_LOG2
+#if MSDA_ARCH >= 90
+#define MSDA_BACKWARD_SPREAD_LOG2 7
+#else
+#define MSDA_BACKWARD_SPREAD_LOG2 0
+#endif
+#endif
+#if MSDA_BACKWARD_SPREAD_LOG2 < 0 || MSDA_BACKWARD_SPREAD_LOG2 > 16
+#error "MSDA_BACKWARD_SPREAD_LOG2 must be in [0, 16]"
+#endif
+
 // The strategies in effect. Why these per architecture (kernels/libmsda.json): bf16's 8-bit
 // mantissa loses too much where many points add to one value element (measured on an H200,
 // Deformable-DETR encoder: relative error 1.9e-2 with bf16 atomics or CAS on every level,

@@ -38,6 +38,10 @@ typedef struct msda_kparams {
     uint32_t buffer_levels;    /* bit l: level l's gradient goes to the buffer */
     int32_t pair_exchange;     /* 16-bit, 8 elements a lane, chunks == lanes >= 2: lane pairs swap
                                   halves so that each f32 `red` fills whole 32-byte sectors */
+    int32_t spread_log2;       /* backward: its queries dealt round-robin to 1 << spread_log2
+                                  runs (msda_kernels.cu, backward_place_of); 0: in order */
+    int64_t spread_run;        /* the queries of a run: ceil(Lq / (1 << spread_log2)) */
+    int64_t spread_slots;      /* a batch element's query slots: spread_run << spread_log2 */
     int32_t level_h[MSDA_KP_MAX_LEVELS];
     int32_t level_w[MSDA_KP_MAX_LEVELS];
     int64_t level_start[MSDA_KP_MAX_LEVELS];
@@ -62,11 +66,13 @@ typedef struct msda_device_config {
     int32_t bf16_atomic;
     int32_t vector_atomics;
     int32_t points16_waves;    /* MSDA_POINTS16_WAVES: the 16-bit points forward's grid cap */
+    int32_t backward_spread_log2; /* MSDA_BACKWARD_SPREAD_LOG2: the most the backward's queries
+                                     are spread (msda_launch.c, spread_log2) */
 } msda_device_config;
 
-#define MSDA_DEVICE_ABI 9 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
-                             8: the buffer's levels planned on the device, packed;
-                             9: points16_waves */
+#define MSDA_DEVICE_ABI 10 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
+                              8: the buffer's levels planned on the device, packed;
+                              9: points16_waves; 10: the backward's query spread */
 
 /* The points a level of the forward's points kernels (msda_forward_points_*). */
 #define MSDA_FAST_POINTS 4

@@ -229,6 +229,15 @@ static int32_t buffer_max_adds(msda_dtype dtype, int strategy) {
     return dtype == MSDA_F16 ? F16_MIXED_MAX_ADDS : BF16_MIXED_MAX_ADDS;
 }
 
+/* How far the backward spreads its queries (msda_kernels.cu, backward_place_of): into as many
+ * runs as the device code allows, each of at least SPREAD_MIN_RUN queries. */
+#define SPREAD_MIN_RUN 128
+static int32_t spread_log2(int64_t Lq, int32_t most) {
+    int32_t s = 0;
+    while (s < most && (Lq + ((int64_t)2 << s) - 1) >> (s + 1) >= SPREAD_MIN_RUN) s++;
+    return s;
+}
+
 /* The f32 buffer of the 16-bit backward (msda_plan.h). */
 typedef struct buffer_plan {
     uint32_t levels;   /* the buffered levels where the host knows them (0: none, or planned
@@ -314,6 +323,11 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     kp.output = (uint64_t)(uintptr_t)a->grad_value;
     kp.grad_locations = (uint64_t)(uintptr_t)a->grad_sampling_locations;
     kp.grad_weights = (uint64_t)(uintptr_t)a->grad_attention_weights;
+    kp.spread_log2 = spread_log2(pb.Lq, mod->config.backward_spread_log2);
+    /* a slot for each query of each run (backward_place_of), past Lq where runs are rounded up */
+    kp.spread_run = (pb.Lq + ((int64_t)1 << kp.spread_log2) - 1) >> kp.spread_log2;
+    kp.spread_slots = kp.spread_run << kp.spread_log2;
+    kp.threads = (((pb.N * kp.spread_slots * pb.M) << kp.lanes_log2) + 31) / 32 * 32;
 
     CUresult r;
     if (!bp.every_level) { /* native levels add to it; the conversion writes only its own */

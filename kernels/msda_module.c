@@ -190,6 +190,9 @@ static msda_status load_module(const msda_driver *drv, msda_module *m, msda_erro
     if (m->config.abi != MSDA_DEVICE_ABI)
         return msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE,
                          "device code ABI %d, the library expects %d", m->config.abi, MSDA_DEVICE_ABI);
+    if (m->config.backward_spread_log2 < 0 || m->config.backward_spread_log2 > 16)
+        return msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE, "device code: backward_spread_log2 %d is not in [0, 16]",
+                         m->config.backward_spread_log2);
 
     for (int k = 0; k < K_COUNT; k++) {
         const int built = kernel_built(&m->config, (msda_kernel_id)k);

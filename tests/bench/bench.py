@@ -236,7 +236,11 @@ def rel(a, b):
 def bench_case(lib, name, N, Lq, dt_name, dtype, code, args, bw):
     g = torch.Generator(device="cuda").manual_seed(1234)
     value = torch.randn(N, S, M, D, device="cuda", generator=g).to(dtype)
-    loc = torch.rand(N, Lq, M, L, P, 2, device="cuda", generator=g).to(dtype)
+    if args.locations == "realistic":  # compare.py's: reference points on the grid, learned-like offsets
+        import compare
+        loc = compare.realistic_locations(N, Lq, g).to(dtype)
+    else:
+        loc = torch.rand(N, Lq, M, L, P, 2, device="cuda", generator=g).to(dtype)
     raw = torch.rand(N, Lq, M, L * P, device="cuda", generator=g)
     if dtype == torch.float64:  # the softmax in f64, as the fused op computes it (f32's differs by 6e-8)
         raw = raw.double()
@@ -345,6 +349,7 @@ def kernel_table(lib, args, wanted, bw):
               f"{r['cfwd']:>9.4f} {r['cbwd']:>9.4f} "
               f"{r['tfwd']:>8.3f} {r['tbwd']:>8.3f} {r['floor_fwd']:>9.4f} {r['floor_bwd']:>9.4f} "
               f"{target:>7} {'ok' if r['agree'] else 'DIFF':>6}")
+    print(f"sampling locations: {args.locations}")
     print("ms; graph: GPU time per call (CUDA graph of 20 calls); sm: the fused softmax op (logits), graph;")
     print("dev fwd, dev bwd: with the level table in device memory (as models pass it), graph;")
     print("call: events around each call from Python;")
@@ -362,6 +367,8 @@ def main():
     ap.add_argument("--dtypes", default="f32,f64,f16,bf16", help="comma-separated subset")
     ap.add_argument("--cases", type=lambda v: [parse_case(c) for c in v.split(",")], default=CASES,
                     help="comma-separated enc_bN and dec_bN_qQ (default: %s)" % ",".join(c[0] for c in CASES))
+    ap.add_argument("--locations", choices=("random", "realistic"), default="random",
+                    help="the kernel table's sampling locations: uniform, or compare.py's realistic ones")
     ap.add_argument("--peers", help="what tests/bench/peers/build-peers.sh built (build/peers): "
                     "add the comparison with the original op and DCNv4 (and msda's fused softmax "
                     "beside DCNv4's), and the encoder layer")

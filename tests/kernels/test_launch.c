@@ -40,7 +40,7 @@ static void load_fake_driver(void) {
     const msda_device_config cfg = {
         .abi = MSDA_DEVICE_ABI, .arch = 90, .max_threads = 256, .f16_enabled = 1, .bf16_enabled = 1,
         .f16_atomic = MSDA_ATOMIC_MIXED, .bf16_atomic = MSDA_ATOMIC_MIXED, .vector_atomics = 1,
-        .points16_waves = 16};
+        .points16_waves = 16, .backward_spread_log2 = 7};
     set_config(&cfg, sizeof cfg);
     fake_clear();
 }
@@ -194,11 +194,54 @@ START_TEST(the_16bit_backward_buffers_what_the_plan_says) {
 }
 END_TEST
 
+/* The backward's launch: its queries' spread and the threads that cover its slots. */
+static const fake_launch_op *backward_kernel(msda_dtype dtype, int64_t N, int64_t Lq) {
+    const fake_launch_op *ops;
+    const int n = backward(dtype, N, Lq, MSDA_HOST, &ops);
+    for (int i = 0; i < n; i++)
+        if (ops[i].kind == FAKE_LAUNCH && strncmp(ops[i].name, "msda_backward_", 14) == 0) return &ops[i];
+    ck_abort_msg("no backward kernel launched");
+    return NULL;
+}
+
+START_TEST(the_backward_spreads_its_queries_in_runs_of_at_least_128) {
+    load_fake_driver();
+    /* The encoder: 128 runs (the most sm_90's code takes) of 140 queries, 99 slots past the end. */
+    const fake_launch_op *op = backward_kernel(MSDA_F16, 2, DETR_S);
+    ck_assert_int_eq(op->params.spread_log2, 7);
+    ck_assert_int_eq(op->params.spread_run, 140);
+    ck_assert_int_eq(op->params.spread_slots, 140 * 128);
+    ck_assert_int_eq(op->params.threads, 2 * 140 * 128 * 8 * 4); /* 4 lanes a head */
+    ck_assert_uint_eq(op->grid, blocks_of(op));
+    op = backward_kernel(MSDA_F32, 2, DETR_S);
+    ck_assert_int_eq(op->params.spread_log2, 7);
+    ck_assert_int_eq(op->params.threads, 2 * 140 * 128 * 8 * 8); /* 8 lanes a head */
+    /* The decoder's 900 queries: 4 runs of 225. */
+    op = backward_kernel(MSDA_F16, 2, 900);
+    ck_assert_int_eq(op->params.spread_log2, 2);
+    ck_assert_int_eq(op->params.spread_run, 225);
+    ck_assert_int_eq(op->params.threads, 2 * 900 * 8 * 4);
+    /* 255 queries: two runs of 128 (four would be 64); 256: two (four: exactly 64); 127: in order. */
+    op = backward_kernel(MSDA_F16, 1, 255);
+    ck_assert_int_eq(op->params.spread_log2, 1);
+    ck_assert_int_eq(op->params.spread_slots, 256);
+    ck_assert_int_eq(op->params.threads, 256 * 8 * 4);
+    op = backward_kernel(MSDA_F16, 1, 256);
+    ck_assert_int_eq(op->params.spread_log2, 1);
+    op = backward_kernel(MSDA_F16, 1, 127);
+    ck_assert_int_eq(op->params.spread_log2, 0);
+    ck_assert_int_eq(op->params.spread_run, 127);
+    ck_assert_int_eq(op->params.spread_slots, 127);
+    ck_assert_int_eq(op->params.threads, 127 * 8 * 4);
+}
+END_TEST
+
 TCase *kt_tcase_launch(void) {
     TCase *tc = tcase_create("launch");
     tcase_add_test(tc, the_16bit_points_forward_runs_as_one_wave_up_to_16_waves);
     tcase_add_test(tc, the_decoder_forward_splits_its_points_then_takes_one_wave);
     tcase_add_test(tc, the_f32_points_forward_keeps_a_block_per_tile);
     tcase_add_test(tc, the_16bit_backward_buffers_what_the_plan_says);
+    tcase_add_test(tc, the_backward_spreads_its_queries_in_runs_of_at_least_128);
     return tc;
 }
