@@ -226,12 +226,12 @@ template <typename A> struct point_setup {
 // one may wrap, and is never loaded).
 template <class Cr, typename A, bool SOFTMAX>
 __device__ __forceinline__ point_setup<A> setup_point(const typename Cr::S *loc, const typename Cr::S *wgt, int k,
-                                                      int H, int W, uint32_t first, uint32_t row, A wmax, A wsum) {
+                                                      int H, int W, uint32_t first, uint32_t row, A wmax, A wsum_inv) {
     point_setup<A> s = {{(A)0, (A)0, (A)0, (A)0}, 0u, 0u};
     A xy[2];
     load_vec<Cr, 2>(loc + 2 * k, xy);
     A a = to_acc<Cr>(wgt[k]);
-    if constexpr (SOFTMAX) a = exp(a - wmax) / wsum;
+    if constexpr (SOFTMAX) a = exp(a - wmax) * wsum_inv;
     bilinear<A> b;
     if (!locate(xy[0], xy[1], H, W, b)) return s;
     s.q = first + (uint32_t)b.off[0] * row; // off[0] = h0 W + w0, taken modulo 2^32 as every offset
@@ -276,7 +276,9 @@ __device__ __forceinline__ void add_corners(const char *value, const point_setup
 // 16-bit values (issue-bound: kernels/PERF.md) share each point's set-up: in a round of
 // min(lanes, P) points lane r computes point r's, and the group's lanes take it from there by
 // shuffles, a sixth of the instructions of computing it (H200, enc_b8 f16 5% faster, the fused
-// softmax's 10%). f32 and f64, L2-bound, lose by the shuffles' wait: each lane computes each point.
+// softmax's 10%). f32 and f64, L2-bound, lose by the shuffles' wait: each lane computes each point;
+// but f32's fused softmax shares it too, its exp a point outweighing the wait (enc_b8 realistic
+// 12% faster, random 2%; PERF.md, session 12).
 // Per group the sums are taken in the general forward's order, so both give the same output
 // (but for the fused softmax, whose sum of exponentials the shuffles add in another order).
 template <class Tr, class Cr, int VEC, bool SOFTMAX, int P>
@@ -284,7 +286,7 @@ __device__ __forceinline__ void forward_points(const msda_kparams &p) {
     typedef typename Tr::S S;
     typedef typename Tr::A A;
     typedef typename Cr::S C;
-    constexpr bool share_setup = sizeof(S) == 2;
+    constexpr bool share_setup = sizeof(S) == 2 || (SOFTMAX && sizeof(S) == 4);
     __shared__ level_table lv;
     const int LP = p.levels * P;
     prefetch_group_inputs<C>(p, (int64_t)blockIdx.x * blockDim.x + threadIdx.x, LP);
@@ -301,8 +303,12 @@ __device__ __forceinline__ void forward_points(const msda_kparams &p) {
             reinterpret_cast<const S *>(p.value) + (g.n * p.spatial * p.heads + g.m) * p.channels + lane * VEC);
         const C *loc = reinterpret_cast<const C *>(p.locations) + group * LP * 2;
         const C *wgt = reinterpret_cast<const C *>(p.weights) + group * LP;
-        A wmax = (A)0, wsum = (A)1;
-        if constexpr (SOFTMAX) softmax_stats_group<Cr>(wgt, LP, g.sub, lanes * parts, wmax, wsum);
+        A wmax = (A)0, wsum_inv = (A)1;
+        if constexpr (SOFTMAX) {
+            A wsum;
+            softmax_stats_group<Cr>(wgt, LP, g.sub, lanes * parts, wmax, wsum);
+            wsum_inv = (A)1 / wsum; // one division a group, then a product a point
+        }
         A acc[VEC];
 #pragma unroll
         for (int i = 0; i < VEC; i++) acc[i] = (A)0;
@@ -317,7 +323,7 @@ __device__ __forceinline__ void forward_points(const msda_kparams &p) {
                 for (int k0 = l * P; k0 < l * P + P; k0 += round) {
                     point_setup<A> mine = {{(A)0, (A)0, (A)0, (A)0}, 0u, 0u};
                     if (has_level)
-                        mine = setup_point<Cr, A, SOFTMAX>(loc, wgt, k0 + (lane & (round - 1)), H, W, first, row, wmax, wsum);
+                        mine = setup_point<Cr, A, SOFTMAX>(loc, wgt, k0 + (lane & (round - 1)), H, W, first, row, wmax, wsum_inv);
 #pragma unroll 1
                     for (int r = 0; r < round; r++) {
                         point_setup<A> s;
@@ -331,7 +337,7 @@ __device__ __forceinline__ void forward_points(const msda_kparams &p) {
             } else if (has_level) {
 #pragma unroll 1
                 for (int k = l * P; k < l * P + P; k++) {
-                    const point_setup<A> s = setup_point<Cr, A, SOFTMAX>(loc, wgt, k, H, W, first, row, wmax, wsum);
+                    const point_setup<A> s = setup_point<Cr, A, SOFTMAX>(loc, wgt, k, H, W, first, row, wmax, wsum_inv);
                     if (s.in) add_corners<Tr, VEC>(value, s, row, down, acc);
                 }
             }
