@@ -13,7 +13,6 @@
 // gradients of a group with warp shuffles.
 #include "msda_device.cuh"
 
-
 using namespace msda;
 
 // What this code was built with, read by the host after loading the module.
