@@ -60,7 +60,9 @@
 // block's slowest. H200, graph ms, one wave against a block per tile (kernels/PERF.md, session
 // 11): enc_b1 (4 waves) -6 to -9%, enc_b2 (8) -3 to -7%, enc_b4 (17) -3 to +1%, enc_b8 (34) -2 to
 // +3%, enc_b16 (67) +4%: with many tiles a block, the blocks drift apart over the value. f32
-// (L2-bound) was slower with it. Other architectures: never, unmeasured.
+// (L2-bound) was slower with it, but for a decoder whose points are split over parts, past two
+// waves (msda_launch.c; session 12), which the launcher does where this is not 0. Other
+// architectures: never, unmeasured.
 #ifndef MSDA_POINTS16_WAVES
 #if MSDA_ARCH >= 90
 #define MSDA_POINTS16_WAVES 16

@@ -175,11 +175,18 @@ msda_status msda_forward_cuda(const msda_forward_args *a, void *stream, msda_err
            (kp.groups << (kp.lanes_log2 + kp.parts_log2)) < 2 * fill)
         kp.parts_log2++;
     kp.threads = ((kp.groups << (kp.lanes_log2 + kp.parts_log2)) + 31) / 32 * 32;
-    /* The 16-bit points kernels: where the work is at most points16_waves waves of resident
-     * blocks, one wave of blocks loops over it (msda_device.cuh, MSDA_POINTS16_WAVES). */
+    /* The points kernels in one wave of resident blocks looping over the work, on the
+     * architectures where MSDA_POINTS16_WAVES says so (msda_device.cuh): 16-bit values where the
+     * work is more than a wave and at most points16_waves waves; f32 only where its points are
+     * split (a decoder: the split stops past 2 waves, so at most 4) and past 2 waves. H200, f32
+     * forward, graph ms, a block per tile / one wave: dec_b2_q900 (3.4 waves) 0.0183 / 0.0170,
+     * fused 0.0215 / 0.0194, table on the GPU 0.0197 / 0.0174; dec_b1_q900 (1.7 waves) 0.0103 /
+     * 0.0107 (kernels/PERF.md, session 12). On the encoder (unsplit) f32 was 4% slower so. */
     const int64_t blocks = (kp.threads + k->block - 1) / k->block, wave = k->min_grid;
-    if (points && msda_dtype_size(pb.dtype) == 2 && blocks > wave && blocks <= mod->config.points16_waves * wave)
-        return launch_threads(drv, k, &kp, wave * k->block, (CUstream)stream, err);
+    const int32_t most = mod->config.points16_waves;
+    const int one_wave = msda_dtype_size(pb.dtype) == 2 ? blocks > wave && blocks <= most * wave
+                         : pb.dtype == MSDA_F32 && most > 0 && kp.parts_log2 > 0 && blocks > 2 * wave;
+    if (points && one_wave) return launch_threads(drv, k, &kp, wave * k->block, (CUstream)stream, err);
     return launch(drv, k, &kp, (CUstream)stream, err);
 }
 

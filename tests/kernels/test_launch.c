@@ -115,14 +115,29 @@ START_TEST(the_decoder_forward_splits_its_points_then_takes_one_wave) {
     ck_assert_int_eq(op->params.parts_log2, 2);
     ck_assert_uint_eq(blocks_of(op), 900);
     ck_assert_uint_eq(op->grid, WAVE);
-    /* f32: the same split, a block per tile. */
+    /* f32: the same split, 8 lanes a head: 1800 blocks, past two waves, so one wave. */
     op = forward(MSDA_F32, 2, 900, MSDA_DEVICE);
     ck_assert_str_eq(op->name, "msda_forward_points_f32_v4");
-    ck_assert_uint_eq(op->grid, blocks_of(op));
+    ck_assert_int_eq(op->params.parts_log2, 2);
+    ck_assert_uint_eq(blocks_of(op), 1800);
+    ck_assert_uint_eq(op->grid, WAVE);
+    /* Batch 1: 900 blocks, under two waves: a block per tile. */
+    op = forward(MSDA_F32, 1, 900, MSDA_HOST);
+    ck_assert_int_eq(op->params.parts_log2, 2);
+    ck_assert_uint_eq(blocks_of(op), 900);
+    ck_assert_uint_eq(op->grid, 900);
+    /* Exactly two waves of work: a block per tile; 8 blocks more: one wave. */
+    op = forward(MSDA_F32, 1, 2 * WAVE, MSDA_HOST);
+    ck_assert_int_eq(op->params.parts_log2, 2);
+    ck_assert_uint_eq(blocks_of(op), 2 * WAVE);
+    ck_assert_uint_eq(op->grid, 2 * WAVE);
+    op = forward(MSDA_F32, 1, 2 * WAVE + 8, MSDA_HOST);
+    ck_assert_uint_eq(blocks_of(op), 2 * WAVE + 8);
+    ck_assert_uint_eq(op->grid, WAVE);
 }
 END_TEST
 
-START_TEST(the_f32_points_forward_keeps_a_block_per_tile) {
+START_TEST(the_unsplit_f32_points_forward_keeps_a_block_per_tile) {
     load_fake_driver();
     const fake_launch_op *op = forward(MSDA_F32, 2, DETR_S, MSDA_HOST);
     ck_assert_str_eq(op->name, "msda_forward_points_f32_v4");
@@ -240,7 +255,7 @@ TCase *kt_tcase_launch(void) {
     TCase *tc = tcase_create("launch");
     tcase_add_test(tc, the_16bit_points_forward_runs_as_one_wave_up_to_16_waves);
     tcase_add_test(tc, the_decoder_forward_splits_its_points_then_takes_one_wave);
-    tcase_add_test(tc, the_f32_points_forward_keeps_a_block_per_tile);
+    tcase_add_test(tc, the_unsplit_f32_points_forward_keeps_a_block_per_tile);
     tcase_add_test(tc, the_16bit_backward_buffers_what_the_plan_says);
     tcase_add_test(tc, the_backward_spreads_its_queries_in_runs_of_at_least_128);
     return tc;
