@@ -13,6 +13,8 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 check=$1 doctor=$2 out=$3
 shift 3
+# Checked first: each verify would otherwise end in "exit 127" with no word of why.
+[ -x "$doctor" ] || { echo "ptx-jit-check: no msda-doctor at $doctor (gpu-machine prepare makes build/gpu-carry)" >&2; exit 2; }
 mkdir -p "$out"
 rows=() failed=0
 row() { rows+=("$1|$2|$3"); [ "$2" -eq 0 ] || failed=1; }
