@@ -27,7 +27,6 @@ import torch.nn.functional as F
 LEVELS = [(100, 134), (50, 67), (25, 34), (13, 17)]
 S = sum(h * w for h, w in LEVELS)
 CASES = [("enc_b2", 2, S), ("enc_b8", 8, S), ("dec_b2_q900", 2, 900)]
-
 M, D, L, P = 8, 32, 4, 4
 DTYPES = [("f32", torch.float32, 0), ("f64", torch.float64, 1), ("f16", torch.float16, 2),
           ("bf16", torch.bfloat16, 3)]
