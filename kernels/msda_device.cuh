@@ -90,6 +90,31 @@
 #error "MSDA_BACKWARD_SPREAD_LOG2 must be in [0, 16]"
 #endif
 
+// bf16's half sums: the bf16 backward adds the levels that the mixed rule leaves out of the f32
+// buffer (with f16's limit) as f16 in grad_value's own memory, scaled by a power of two that
+// keeps every sum inside f16's range (msda_kernels.cu, half_sum_exponent), then rounds them to
+// bf16 in place. An f16 `red` moves half the bytes of an f32 one, and the L2's reductions bound
+// the backward; bf16 atomics, as fast, lose 1.9e-2 on the encoder. H200, graph ms, backward,
+// f32 buffer's mixed rule / half sums: enc_b2 random 0.743 / 0.697, realistic 0.678 / 0.623,
+// enc_b8 2.923 / 2.665, dec_b2_q900 0.0584 / 0.0555; grad_value error on enc_b2 1.66e-3 /
+// 1.80e-3, on the decoder 3.05e-3 / 1.80e-3 (kernels/PERF.md, session 13). Other architectures:
+// the f32 buffer's mixed rule, unmeasured with this.
+#ifndef MSDA_BF16_HALF_SUMS
+#if MSDA_ARCH >= 90 && MSDA_BF16_ATOMIC == MSDA_ATOMIC_MIXED
+#define MSDA_BF16_HALF_SUMS 1
+#else
+#define MSDA_BF16_HALF_SUMS 0
+#endif
+#endif
+#if MSDA_BF16_HALF_SUMS && MSDA_BF16_ATOMIC != MSDA_ATOMIC_MIXED
+#error "MSDA_BF16_HALF_SUMS goes with the mixed bf16 strategy (MSDA_BF16_ATOMIC=4)"
+#endif
+// The half-sum backward loads a point's four corners before any atomic, as f16's does (H200,
+// enc_b2 bf16 backward, graph ms, in turn / first: random 0.765 / 0.697, realistic 0.714 / 0.623).
+#ifndef MSDA_HALF_SUMS_LOADS_FIRST // 0: the half-sum kernels load each corner in turn (for timing)
+#define MSDA_HALF_SUMS_LOADS_FIRST 1
+#endif
+
 // The strategies in effect. Why these per architecture (kernels/libmsda.json): bf16's 8-bit
 // mantissa loses too much where many points add to one value element (measured on an H200,
 // Deformable-DETR encoder: relative error 1.9e-2 with bf16 atomics or CAS on every level,

@@ -18,7 +18,8 @@ using namespace msda;
 // What this code was built with, read by the host after loading the module.
 extern "C" __constant__ msda_device_config msda_config = {
     MSDA_DEVICE_ABI, MSDA_ARCH, MSDA_MAX_THREADS, MSDA_ENABLE_F16, MSDA_ENABLE_BF16,
-    MSDA_F16_STRATEGY, MSDA_BF16_STRATEGY, MSDA_VECTOR_RED, MSDA_POINTS16_WAVES, MSDA_BACKWARD_SPREAD_LOG2};
+    MSDA_F16_STRATEGY, MSDA_BF16_STRATEGY, MSDA_VECTOR_RED, MSDA_POINTS16_WAVES, MSDA_BACKWARD_SPREAD_LOG2,
+    MSDA_BF16_HALF_SUMS};
 
 namespace {
 
@@ -486,6 +487,28 @@ __device__ __forceinline__ backward_place backward_place_of(const msda_kparams &
     return g;
 }
 
+// bf16's half sums (MSDA_BF16_HALF_SUMS): the power of two 2^e their adds are scaled by. An
+// element of a level takes at most Lq * P adds (one corner of each point of its head on that
+// level), each at most max |grad_output| * max |weight| (bilinear weights are at most 1), and
+// rounding at most doubles a sum; so with those under 2^gk, 2^wk and 2^ck, e = 14 - gk - wk - ck
+// keeps every sum under 2^15, inside f16's 65504, and puts the largest as far above f16's
+// smallest normal number (2^-14) as that allows. In exponents, so nothing overflows; a bound
+// that is not finite (an inf in grad_output or the weights) gives e = 0: such sums are inf or
+// NaN whatever the scale. Clamped so that 2^e and 2^-e are normal floats.
+__device__ __forceinline__ int half_sum_exponent(const msda_kparams &p) {
+    const unsigned *bound = reinterpret_cast<const unsigned *>(p.half_sums);
+    const float g = __uint_as_float(bound[0]), w = __uint_as_float(bound[1]);
+    if (!isfinite(g) || !isfinite(w)) return 0;
+    int gk, wk, ck;
+    frexpf(g, &gk);
+    frexpf(w, &wk);
+    frexpf((float)(p.queries * p.points), &ck); // rounding never takes it below a power of two
+    const int e = 14 - gk - wk - ck;
+    return e < -126 ? -126 : e > 126 ? 126 : e;
+}
+
+__device__ __forceinline__ float exp2_exact(int e) { return __int_as_float((e + 127) << 23); } // e in [-126, 127]
+
 template <typename A> __device__ __forceinline__ A group_sum(A v, int lanes) {
     for (int o = lanes >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
@@ -504,15 +527,19 @@ template <typename A> __device__ __forceinline__ A group_sum(A v, int lanes) {
 // the g the row shares out of the 16-bit rounding of the stores (a row of g near 10 with a
 // spread of 1 lost 1.8e-2 relative in bf16 without it, 2e-3 with). The plain instantiations are
 // unchanged.
-template <class Tr, class Cr, int VEC, bool ALL_BUFFER = false, bool SOFTMAX = false>
+// HALF_SUMS: bf16 only: the levels outside the buffer add as f16 scaled by 2^half_sum_exponent
+// into grad_value's memory (zeroed), which unscale_half_sums then rounds to bf16 in place.
+template <class Tr, class Cr, int VEC, bool ALL_BUFFER = false, bool SOFTMAX = false, bool HALF_SUMS = false>
 __device__ __forceinline__ void backward(const msda_kparams &p) {
     typedef typename Tr::S S;
     typedef typename Tr::A A;
     typedef typename Tr::G G;
     typedef typename Cr::S C;
     static_assert(sizeof(typename Cr::A) == sizeof(A), "one accumulation type");
+    static_assert(!HALF_SUMS || (sizeof(S) == 2 && Tr::buffered && !ALL_BUFFER), "half sums: 16-bit, mixed");
     __shared__ level_table lv;
     __shared__ A staged[3 * MSDA_MAX_THREADS];
+    const A half_scale = HALF_SUMS ? (A)exp2_exact(half_sum_exponent(p)) : (A)1;
     // An inconsistent table: nothing is sampled or added (grad_value stays as the launcher
     // zeroed it), and the location and weight gradients are NaN.
     const bool table_ok = load_levels(p, lv);
@@ -569,6 +596,7 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
             const int64_t lstart = lv.start[l] * row;
             const bool to_buffer = Tr::buffered && !ALL_BUFFER && ((lv.buffered >> l) & 1u);
             const int64_t bstart = Tr::buffered && !ALL_BUFFER ? lv.buffer_base[l] * row : 0;
+            const A add_scale = HALF_SUMS && !to_buffer ? half_scale : (A)1;
             for (int k = 0; k < p.points; k++, lp++) {
                 A d_weight = (A)0, d_lw = (A)0, d_lh = (A)0, a = (A)0;
                 bilinear<A> b;
@@ -593,7 +621,8 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                         // atomic's asm is a memory clobber, so a load after it cannot be issued
                         // before it), at the cost of registers; else each corner's load in turn.
                         // Not in the all-buffer kernel, bounded at 64 registers: it would spill.
-                        constexpr bool loads_first = Tr::backward_loads_first && !ALL_BUFFER;
+                        constexpr bool loads_first =
+                            (Tr::backward_loads_first || (HALF_SUMS && MSDA_HALF_SUMS_LOADS_FIRST)) && !ALL_BUFFER;
                         typename vec_of<Tr, VEC>::raw raw[4];
                         if constexpr (loads_first) {
 #pragma unroll
@@ -610,7 +639,7 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                             A v[VEC], add[VEC];
                             if constexpr (!loads_first) raw[j] = load_raw<Tr, VEC>(value + at);
                             unpack_raw<Tr, VEC>(raw[j], v);
-                            const A f = a * b.wt[j];
+                            const A f = HALF_SUMS ? a * b.wt[j] * add_scale : a * b.wt[j];
 #pragma unroll
                             for (int i = 0; i < VEC; i++) {
                                 dot[j] += g[i] * v[i];
@@ -622,6 +651,8 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                                 if (to_buffer) // uniform across the warp: all lanes are at level l
                                     add_to_buffer<VEC>(gbuffer + bstart + b.off[j] * row + c * VEC, add,
                                                        p.pair_exchange, lane, lanes);
+                                else if constexpr (HALF_SUMS)
+                                    add_gradient<f16_t, VEC>(gvalue + at, add);
                                 else
                                     add_gradient<Tr, VEC>(gvalue + at, add);
                             } else {
@@ -733,6 +764,81 @@ template <class Tr> __device__ __forceinline__ void convert(const msda_kparams &
         convert_vec<Tr, 1>(p);
 }
 
+#if MSDA_ENABLE_BF16 && MSDA_BF16_STRATEGY == MSDA_ATOMIC_MIXED // the kernels below that use them
+// bf16's half sums, before the backward: max |grad_output| and max |weight| (1 where the weights
+// are logits: p.weights is 0, as softmaxed weights are at most 1) into p.half_sums, by atomicMax
+// on their bits (zeroed by the launcher; non-negative floats order as their bits). NaNs are left
+// out: they reach the sums whatever the scale.
+__device__ __forceinline__ float max_abs(float m, float v) { return fmaxf(m, fabsf(v)); }
+__device__ __forceinline__ float max_abs(float m, unsigned short v) { return fmaxf(m, fabsf(bits_to_bf16(v))); }
+__device__ __forceinline__ float max_abs_word(float m, unsigned w, unsigned short) {
+    return max_abs(max_abs(m, (unsigned short)(w & 0xffffu)), (unsigned short)(w >> 16));
+}
+__device__ __forceinline__ float max_abs_word(float m, unsigned w, float) { return max_abs(m, __uint_as_float(w)); }
+
+// max |x| over n elements of T (bf16 bits or float) from thread tid of `stride`: 16-byte loads
+// where x is so aligned, the rest one element at a time.
+template <typename T>
+__device__ __forceinline__ float max_abs_of(const T *x, int64_t n, int64_t tid, int64_t stride) {
+    constexpr int per = 16 / sizeof(T);
+    float m = 0.0f;
+    int64_t head = 0;
+    if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+        const uint4 *x16 = reinterpret_cast<const uint4 *>(x);
+        head = n / per * per;
+        for (int64_t i = tid; i < n / per; i += stride) {
+            const uint4 v = x16[i];
+            m = max_abs_word(max_abs_word(max_abs_word(max_abs_word(m, v.x, T()), v.y, T()), v.z, T()), v.w, T());
+        }
+    }
+    for (int64_t i = head + tid; i < n; i += stride) m = max_abs(m, x[i]);
+    return m;
+}
+
+template <class Cr> __device__ __forceinline__ void half_sum_bounds(const msda_kparams &p) {
+    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
+    float mg = max_abs_of(reinterpret_cast<const unsigned short *>(p.grad_output), p.groups * p.channels, tid, stride);
+    float mw = p.weights ? max_abs_of(reinterpret_cast<const typename Cr::S *>(p.weights),
+                                      p.groups * p.levels * p.points, tid, stride)
+                         : 1.0f;
+    for (int o = 16; o > 0; o >>= 1) {
+        mg = fmaxf(mg, __shfl_xor_sync(0xffffffffu, mg, o));
+        mw = fmaxf(mw, __shfl_xor_sync(0xffffffffu, mw, o));
+    }
+    if ((threadIdx.x & 31) == 0) {
+        unsigned *bound = reinterpret_cast<unsigned *>(p.half_sums);
+        atomicMax(bound, __float_as_uint(mg));
+        atomicMax(bound + 1, __float_as_uint(mw));
+    }
+}
+
+// bf16's half sums, after the backward: grad_value's p.threads elements, f16 scaled by 2^e,
+// rounded in place to bf16 at 2^-e (exact: a power of two). Rows of the f32 buffer's levels hold
+// zeros here; the conversion that follows writes them.
+__device__ __forceinline__ void unscale_half_sums(const msda_kparams &p) {
+    unsigned short *v = reinterpret_cast<unsigned short *>(p.output);
+    const float inv = exp2_exact(-half_sum_exponent(p));
+    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t head = 0;
+    if (reinterpret_cast<uintptr_t>(v) % 16 == 0) {
+        uint4 *v8 = reinterpret_cast<uint4 *>(v);
+        head = p.threads / 8 * 8;
+        for (int64_t i = tid; i < p.threads / 8; i += stride) {
+            uint4 x = v8[i];
+            unsigned *w = &x.x;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const float lo = bits_to_f16((unsigned short)(w[k] & 0xffffu)) * inv;
+                const float hi = bits_to_f16((unsigned short)(w[k] >> 16)) * inv;
+                w[k] = (unsigned)bf16_to_bits(lo) | ((unsigned)bf16_to_bits(hi) << 16);
+            }
+            v8[i] = x;
+        }
+    }
+    for (int64_t i = head + tid; i < p.threads; i += stride) v[i] = bf16_to_bits(bits_to_f16(v[i]) * inv);
+}
+#endif
+
 } // namespace
 
 #define MSDA_KERNEL extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS)
@@ -794,5 +900,25 @@ MSDA_KERNEL msda_convert_bf16(const msda_kparams p) { convert<bf16_t>(p); }
 #if MSDA_BF16_STRATEGY == MSDA_ATOMIC_F32_BUFFER || MSDA_BF16_STRATEGY == MSDA_ATOMIC_MIXED
 MSDA_BUFFER_SET(bf16, bf16_t, bf16_t)
 MSDA_BUFFER_SET(bf16c32, bf16_t, f32_t)
+#endif
+#if MSDA_BF16_STRATEGY == MSDA_ATOMIC_MIXED
+// bf16's half sums (msda_device.cuh): msda_backward_[softmax_]NAME_half_vVEC, the bounds their
+// scale comes from, and the rounding in place. Built with the mixed strategy (sm_80 and newer),
+// used where MSDA_BF16_HALF_SUMS says (a knob of the device pass alone, which the host pass's
+// kernel stubs cannot see).
+#define MSDA_HALF_SUMS_PAIR(NAME, TR, CR, VEC)                                                                      \
+    MSDA_KERNEL msda_backward_##NAME##_half_v##VEC(const msda_kparams p) { backward<TR, CR, VEC, false, false, true>(p); } \
+    MSDA_KERNEL msda_backward_softmax_##NAME##_half_v##VEC(const msda_kparams p) {                                 \
+        backward<TR, CR, VEC, false, true, true>(p);                                                                 \
+    }
+MSDA_HALF_SUMS_PAIR(bf16, bf16_t, bf16_t, 8)
+MSDA_HALF_SUMS_PAIR(bf16, bf16_t, bf16_t, 4)
+MSDA_HALF_SUMS_PAIR(bf16, bf16_t, bf16_t, 1)
+MSDA_HALF_SUMS_PAIR(bf16c32, bf16_t, f32_t, 8)
+MSDA_HALF_SUMS_PAIR(bf16c32, bf16_t, f32_t, 4)
+MSDA_HALF_SUMS_PAIR(bf16c32, bf16_t, f32_t, 1)
+MSDA_KERNEL msda_half_bounds_bf16(const msda_kparams p) { half_sum_bounds<bf16_t>(p); }
+MSDA_KERNEL msda_half_bounds_bf16c32(const msda_kparams p) { half_sum_bounds<f32_t>(p); }
+MSDA_KERNEL msda_unscale_half_bf16(const msda_kparams p) { unscale_half_sums(p); }
 #endif
 #endif

@@ -42,6 +42,10 @@ typedef struct msda_kparams {
                                   runs (msda_kernels.cu, backward_place_of); 0: in order */
     int64_t spread_run;        /* the queries of a run: ceil(Lq / (1 << spread_log2)) */
     int64_t spread_slots;      /* a batch element's query slots: spread_run << spread_log2 */
+    uint64_t half_sums;        /* bf16 backward with half sums (msda_device.cuh,
+                                  MSDA_BF16_HALF_SUMS): uint32_t[2], the bits of max |grad_output|
+                                  and max |weight|, from which the kernels derive the scale of the
+                                  f16 sums in grad_value's memory; else 0 */
     int32_t level_h[MSDA_KP_MAX_LEVELS];
     int32_t level_w[MSDA_KP_MAX_LEVELS];
     int64_t level_start[MSDA_KP_MAX_LEVELS];
@@ -68,11 +72,14 @@ typedef struct msda_device_config {
     int32_t points16_waves;    /* MSDA_POINTS16_WAVES: the 16-bit points forward's grid cap */
     int32_t backward_spread_log2; /* MSDA_BACKWARD_SPREAD_LOG2: the most the backward's queries
                                      are spread (msda_launch.c, spread_log2) */
+    int32_t bf16_half_sums;    /* MSDA_BF16_HALF_SUMS: the bf16 backward's native levels add in
+                                  scaled f16 (the msda_backward_*bf16*_half_* kernels) */
 } msda_device_config;
 
-#define MSDA_DEVICE_ABI 10 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
+#define MSDA_DEVICE_ABI 11 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
                               8: the buffer's levels planned on the device, packed;
-                              9: points16_waves; 10: the backward's query spread */
+                              9: points16_waves; 10: the backward's query spread;
+                              11: bf16's half sums */
 
 /* The points a level of the forward's points kernels (msda_forward_points_*). */
 #define MSDA_FAST_POINTS 4

@@ -46,6 +46,14 @@ static const msda_kernel_id all_buffer_kernels[2][2][2][2] = {
      {{K_SBWDBUF_BF16_V4, K_SBWDBUF_BF16_V1}, {K_SBWDBUF_BF16C32_V4, K_SBWDBUF_BF16C32_V1}}},
 };
 
+/* bf16's half sums (msda_device.cuh, MSDA_BF16_HALF_SUMS): [logits][coordinates f32][vec 8, 4, 1]. */
+static const msda_kernel_id half_sum_kernels[2][2][3] = {
+    {{K_BWDHALF_BF16_V8, K_BWDHALF_BF16_V4, K_BWDHALF_BF16_V1},
+     {K_BWDHALF_BF16C32_V8, K_BWDHALF_BF16C32_V4, K_BWDHALF_BF16C32_V1}},
+    {{K_SBWDHALF_BF16_V8, K_SBWDHALF_BF16_V4, K_SBWDHALF_BF16_V1},
+     {K_SBWDHALF_BF16C32_V8, K_SBWDHALF_BF16C32_V4, K_SBWDHALF_BF16C32_V1}},
+};
+
 static int aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
 
 /* The widest vector, at most max_vec elements, that divides D and to which every pointer is
@@ -231,10 +239,25 @@ static int backward_strategy(const msda_module *mod, msda_dtype dtype) {
  * ~0.6e-2 even if every level sat at the limit (README.md). */
 #define F16_MIXED_MAX_ADDS 256
 #define BF16_MIXED_MAX_ADDS 32
-static int32_t buffer_max_adds(msda_dtype dtype, int strategy) {
+static int32_t buffer_max_adds(msda_dtype dtype, int strategy, int half_sums) {
     if (strategy == MSDA_ATOMIC_F32_BUFFER) return 0; /* every level */
-    return dtype == MSDA_F16 ? F16_MIXED_MAX_ADDS : BF16_MIXED_MAX_ADDS;
+    return dtype == MSDA_F16 || half_sums ? F16_MIXED_MAX_ADDS : BF16_MIXED_MAX_ADDS;
 }
+
+/* bf16's half sums (msda_device.cuh, MSDA_BF16_HALF_SUMS): where the device code has them, for
+ * the mixed strategy, up to HALF_SUMS_MAX_ADDS queries * points. The kernels scale the sums for
+ * the most adds an element can take (Lq * P, msda_kernels.cu, half_sum_exponent), so the more
+ * there can be, the closer a usual sum sits to f16's subnormals; past 2^20 the f32 buffer's rule. */
+#define HALF_SUMS_MAX_ADDS ((int64_t)1 << 20)
+static int half_sums_apply(const msda_module *mod, const msda_problem *pb, int strategy) {
+    return pb->dtype == MSDA_BF16 && mod->config.bf16_half_sums && strategy == MSDA_ATOMIC_MIXED &&
+           pb->Lq * pb->P <= HALF_SUMS_MAX_ADDS;
+}
+/* Under half sums the workspace ends with the two bounds' bits (msda_kparams.half_sums), after
+ * the f32 buffer: at its start the buffer keeps the workspace's alignment, which its lane pairs'
+ * 32-byte `red`s need to fill whole sectors (16 bytes ahead of it: 95 M reduction sectors for
+ * 57 M, H200, enc_b2 bf16, kernels/PERF.md). */
+#define HALF_SUMS_BOUND_BYTES 16
 
 /* How far the backward spreads its queries (msda_kernels.cu, backward_place_of): into as many
  * runs as the device code allows, each of at least SPREAD_MIN_RUN queries. */
@@ -253,12 +276,15 @@ typedef struct buffer_plan {
     int64_t spatial;   /* the buffer's rows per batch element; 0: no buffer */
     int every_level;   /* it holds every level, rows = spatial positions: the all-buffer kernel,
                           which writes every element of grad_value */
+    int half_sums;     /* bf16's native levels add as scaled f16 (half_sums_apply) */
 } buffer_plan;
 
-static buffer_plan plan_buffer(const msda_problem *pb, int strategy) {
-    buffer_plan bp = {0, 0, 0, 0};
+static buffer_plan plan_buffer(const msda_problem *pb, const msda_module *mod) {
+    buffer_plan bp = {0, 0, 0, 0, 0};
+    const int strategy = backward_strategy(mod, pb->dtype);
     if (strategy != MSDA_ATOMIC_F32_BUFFER && strategy != MSDA_ATOMIC_MIXED) return bp;
-    const int32_t max_adds = buffer_max_adds(pb->dtype, strategy);
+    const int half_sums = half_sums_apply(mod, pb, strategy);
+    const int32_t max_adds = buffer_max_adds(pb->dtype, strategy, half_sums);
     const uint32_t all = msda_all_levels(pb->L);
     if (pb->table_on_device) { /* the kernels plan from the table: room for any table */
         if (max_adds == 0 || msda_every_level_buffered(pb->L, pb->S, pb->Lq, pb->P, max_adds)) {
@@ -267,6 +293,7 @@ static buffer_plan plan_buffer(const msda_problem *pb, int strategy) {
             bp.spatial = msda_buffer_rows_bound(pb->L, pb->S, pb->Lq, pb->P, max_adds);
             bp.max_adds = bp.spatial ? max_adds : 0;
         }
+        bp.half_sums = half_sums && !bp.every_level;
         return bp;
     }
     int64_t hw[MSDA_MAX_LEVELS], base[MSDA_MAX_LEVELS];
@@ -274,11 +301,16 @@ static buffer_plan plan_buffer(const msda_problem *pb, int strategy) {
     bp.levels = msda_plan_levels(pb->L, hw, pb->Lq, pb->P, max_adds, pb->S);
     bp.spatial = msda_pack_levels(pb->L, hw, bp.levels, base);
     bp.every_level = bp.levels == all;
+    bp.half_sums = half_sums && !bp.every_level;
     return bp;
 }
 
+/* The f32 buffer's bytes, and the workspace's: the buffer, then the half sums' bounds. */
 static size_t buffer_bytes(const msda_problem *pb, const buffer_plan *bp) {
     return (size_t)(pb->N * bp->spatial * pb->M * pb->D) * sizeof(float);
+}
+static size_t workspace_bytes(const msda_problem *pb, const buffer_plan *bp) {
+    return (bp->half_sums ? HALF_SUMS_BOUND_BYTES : 0) + buffer_bytes(pb, bp);
 }
 
 msda_status msda_backward_cuda_workspace(const msda_backward_args *a, size_t *bytes, msda_error *err) {
@@ -289,8 +321,8 @@ msda_status msda_backward_cuda_workspace(const msda_backward_args *a, size_t *by
     msda_status st = msda_check_backward(a, &pb, err);
     if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
     if (st != MSDA_OK) return st;
-    const buffer_plan bp = plan_buffer(&pb, backward_strategy(mod, pb.dtype));
-    *bytes = buffer_bytes(&pb, &bp);
+    const buffer_plan bp = plan_buffer(&pb, mod);
+    *bytes = workspace_bytes(&pb, &bp);
     return MSDA_OK;
 }
 
@@ -303,7 +335,7 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
     if (st != MSDA_OK) return st;
 
-    const buffer_plan bp = plan_buffer(&pb, backward_strategy(mod, pb.dtype));
+    const buffer_plan bp = plan_buffer(&pb, mod);
     /* 16-bit lanes take 8 elements where some levels add natively (one 16-byte 16-bit `red`;
      * 8-byte ones measured far slower), with lane pairs swapping halves so that the two f32
      * `red`s of the buffered levels fill whole sectors, which needs one chunk per lane. With
@@ -319,6 +351,8 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     msda_kernel_id kid = v->bwd;
     if (bp.every_level) /* the kernel without the native path (fewer registers) */
         kid = all_buffer_kernels[pb.logits][pb.dtype == MSDA_BF16][pb.coord_f32][v->vec != 4];
+    else if (bp.half_sums)
+        kid = half_sum_kernels[pb.logits][pb.coord_f32][v->vec == 8 ? 0 : v->vec == 4 ? 1 : 2];
     const msda_kernel *k = &mod->kernels[kid];
     if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
     msda_kparams kp;
@@ -336,22 +370,29 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     kp.spread_slots = kp.spread_run << kp.spread_log2;
     kp.threads = (((pb.N * kp.spread_slots * pb.M) << kp.lanes_log2) + 31) / 32 * 32;
 
+    const size_t bytes = workspace_bytes(&pb, &bp); /* checked before anything is queued */
+    if (bytes && a->workspace && (a->workspace_bytes < bytes || !aligned(a->workspace, 16)))
+        return msda_fail(err, MSDA_ERR_BAD_ARGUMENT,
+                         "workspace: %zu bytes at %p, the call needs %zu bytes aligned to 16",
+                         a->workspace_bytes, a->workspace, bytes);
     CUresult r;
     if (!bp.every_level) { /* native levels add to it; the conversion writes only its own */
         r = drv->MemsetD8Async((CUdeviceptr)(uintptr_t)a->grad_value, 0,
                                (size_t)pb.value_elems * msda_dtype_size(pb.dtype), stream);
         if (r != CUDA_SUCCESS) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "zeroing grad_value");
     }
-    if (!bp.spatial) return launch(drv, k, &kp, stream, err);
+    if (!bp.spatial && !bp.half_sums) return launch(drv, k, &kp, stream, err);
 
-    /* Some levels summed in an f32 buffer, then rounded once into grad_value. */
+    /* Some levels summed in an f32 buffer, then rounded once into grad_value; under half sums the
+     * others' bounds first, and their scaled f16 sums rounded to bf16 in place before that. */
     const msda_kernel *conv = &mod->kernels[pb.dtype == MSDA_F16 ? K_CONVERT_F16 : K_CONVERT_BF16];
-    if (!conv->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", conv->name);
-    const size_t bytes = buffer_bytes(&pb, &bp);
-    if (a->workspace && (a->workspace_bytes < bytes || !aligned(a->workspace, 16)))
-        return msda_fail(err, MSDA_ERR_BAD_ARGUMENT,
-                         "workspace: %zu bytes at %p, the call needs %zu bytes aligned to 16",
-                         a->workspace_bytes, a->workspace, bytes);
+    const msda_kernel *bounds = &mod->kernels[pb.coord_f32 ? K_HALF_BOUNDS_BF16C32 : K_HALF_BOUNDS_BF16];
+    const msda_kernel *unscale = &mod->kernels[K_UNSCALE_HALF_BF16];
+    const msda_kernel *missing = bp.spatial && !conv->fn ? conv
+                                 : bp.half_sums && !bounds->fn ? bounds
+                                 : bp.half_sums && !unscale->fn ? unscale
+                                                                : NULL;
+    if (missing) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", missing->name);
     const int own = !a->workspace;
     CUdeviceptr buf = (CUdeviceptr)(uintptr_t)a->workspace;
     int async = 0;
@@ -361,21 +402,39 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     }
     r = drv->MemsetD8Async(buf, 0, bytes, stream);
     if (r != CUDA_SUCCESS) st = msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "zeroing the f32 gradient buffer");
-    kp.buffer = (uint64_t)buf;
+    const CUdeviceptr f32_buffer = buf, half_bounds = buf + buffer_bytes(&pb, &bp);
+    kp.buffer = bp.spatial ? (uint64_t)f32_buffer : 0;
     kp.buffer_spatial = bp.spatial;
     kp.buffer_levels = bp.levels;
     kp.buffer_max_adds = bp.max_adds;
     kp.pair_exchange = pairing;
+    kp.half_sums = bp.half_sums ? (uint64_t)half_bounds : 0;
+    /* The bounds and the rounding loop over their elements: at most a wave of blocks each. */
+    if (st == MSDA_OK && bp.half_sums) {
+        msda_kparams hp = kp;
+        if (pb.logits) hp.weights = 0; /* softmaxed: at most 1 */
+        const int64_t vectors = (pb.N * pb.Lq * pb.M * pb.D + 7) / 8, wave = (int64_t)bounds->min_grid * bounds->block;
+        st = launch_threads(drv, bounds, &hp, vectors < wave ? vectors : wave, stream, err);
+    }
     if (st == MSDA_OK) st = launch(drv, k, &kp, stream, err);
-    if (st == MSDA_OK) {
+    if (st == MSDA_OK && bp.half_sums) {
+        msda_kparams up;
+        fill_params(&pb, 1, a->spatial_shapes, a->level_start, a->device_status, &up);
+        up.output = (uint64_t)(uintptr_t)a->grad_value;
+        up.half_sums = (uint64_t)half_bounds;
+        up.threads = pb.value_elems;
+        const int64_t vectors = (pb.value_elems + 7) / 8, wave = (int64_t)unscale->min_grid * unscale->block;
+        st = launch_threads(drv, unscale, &up, vectors < wave ? vectors : wave, stream, err);
+    }
+    if (st == MSDA_OK && bp.spatial) {
         msda_kparams cp; /* the table and the plan as the backward had them */
         fill_params(&pb, 1, a->spatial_shapes, a->level_start, a->device_status, &cp);
-        cp.buffer = (uint64_t)buf;
+        cp.buffer = (uint64_t)f32_buffer;
         cp.output = (uint64_t)(uintptr_t)a->grad_value;
         cp.buffer_spatial = bp.spatial;
         cp.buffer_levels = bp.levels;
         cp.buffer_max_adds = bp.max_adds;
-        cp.threads = (int64_t)(bytes / sizeof(float));
+        cp.threads = (int64_t)(buffer_bytes(&pb, &bp) / sizeof(float));
         /* Vectors of 8 or 4 never straddle an n (M * D is a multiple), and land aligned. */
         const int64_t row = pb.M * pb.D;
         cp.chunks = row % 8 == 0 && aligned(a->grad_value, 16) ? 8 : row % 4 == 0 && aligned(a->grad_value, 8) ? 4 : 1;

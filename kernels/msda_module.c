@@ -71,6 +71,21 @@ static const char *const kernel_names[K_COUNT] = {
     [K_SBWDBUF_F16C32_V1] = "msda_backward_softmax_f16c32_buffer_v1",
     [K_SBWDBUF_BF16C32_V4] = "msda_backward_softmax_bf16c32_buffer_v4",
     [K_SBWDBUF_BF16C32_V1] = "msda_backward_softmax_bf16c32_buffer_v1",
+    [K_BWDHALF_BF16_V8] = "msda_backward_bf16_half_v8",
+    [K_BWDHALF_BF16_V4] = "msda_backward_bf16_half_v4",
+    [K_BWDHALF_BF16_V1] = "msda_backward_bf16_half_v1",
+    [K_BWDHALF_BF16C32_V8] = "msda_backward_bf16c32_half_v8",
+    [K_BWDHALF_BF16C32_V4] = "msda_backward_bf16c32_half_v4",
+    [K_BWDHALF_BF16C32_V1] = "msda_backward_bf16c32_half_v1",
+    [K_SBWDHALF_BF16_V8] = "msda_backward_softmax_bf16_half_v8",
+    [K_SBWDHALF_BF16_V4] = "msda_backward_softmax_bf16_half_v4",
+    [K_SBWDHALF_BF16_V1] = "msda_backward_softmax_bf16_half_v1",
+    [K_SBWDHALF_BF16C32_V8] = "msda_backward_softmax_bf16c32_half_v8",
+    [K_SBWDHALF_BF16C32_V4] = "msda_backward_softmax_bf16c32_half_v4",
+    [K_SBWDHALF_BF16C32_V1] = "msda_backward_softmax_bf16c32_half_v1",
+    [K_HALF_BOUNDS_BF16] = "msda_half_bounds_bf16",
+    [K_HALF_BOUNDS_BF16C32] = "msda_half_bounds_bf16c32",
+    [K_UNSCALE_HALF_BF16] = "msda_unscale_half_bf16",
 };
 
 /* Each forward kernel msda_forward_REST has a points twin, msda_forward_points_REST
@@ -118,6 +133,12 @@ static int kernel_built(const msda_device_config *cfg, msda_kernel_id k) {
     case K_BWDBUF_BF16_V4: case K_BWDBUF_BF16_V1: case K_BWDBUF_BF16C32_V4: case K_BWDBUF_BF16C32_V1:
     case K_SBWDBUF_BF16_V4: case K_SBWDBUF_BF16_V1: case K_SBWDBUF_BF16C32_V4: case K_SBWDBUF_BF16C32_V1:
         return cfg->bf16_enabled && buffered(cfg->bf16_atomic);
+    case K_BWDHALF_BF16_V8: case K_BWDHALF_BF16_V4: case K_BWDHALF_BF16_V1:
+    case K_BWDHALF_BF16C32_V8: case K_BWDHALF_BF16C32_V4: case K_BWDHALF_BF16C32_V1:
+    case K_SBWDHALF_BF16_V8: case K_SBWDHALF_BF16_V4: case K_SBWDHALF_BF16_V1:
+    case K_SBWDHALF_BF16C32_V8: case K_SBWDHALF_BF16C32_V4: case K_SBWDHALF_BF16C32_V1:
+    case K_HALF_BOUNDS_BF16: case K_HALF_BOUNDS_BF16C32: case K_UNSCALE_HALF_BF16:
+        return cfg->bf16_enabled && cfg->bf16_half_sums;
     default:
         return 1;
     }
@@ -193,6 +214,8 @@ static msda_status load_module(const msda_driver *drv, msda_module *m, msda_erro
     if (m->config.backward_spread_log2 < 0 || m->config.backward_spread_log2 > 16)
         return msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE, "device code: backward_spread_log2 %d is not in [0, 16]",
                          m->config.backward_spread_log2);
+    if (m->config.bf16_half_sums && (!m->config.bf16_enabled || m->config.bf16_atomic != MSDA_ATOMIC_MIXED))
+        return msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE, "device code: bf16 half sums without the mixed bf16 strategy");
 
     for (int k = 0; k < K_COUNT; k++) {
         const int built = kernel_built(&m->config, (msda_kernel_id)k);

@@ -23,7 +23,13 @@ static const int64_t detr_starts[4] = {0, 13400, 16750, 17600};
 static fake_launch_ops_fn fake_ops;
 static fake_launch_clear_fn fake_clear;
 
-static void load_fake_driver(void) {
+/* What sm_90's device code says of itself (msda_device.cuh, kernels/libmsda.json). */
+static const msda_device_config sm90_config = {
+    .abi = MSDA_DEVICE_ABI, .arch = 90, .max_threads = 256, .f16_enabled = 1, .bf16_enabled = 1,
+    .f16_atomic = MSDA_ATOMIC_MIXED, .bf16_atomic = MSDA_ATOMIC_MIXED, .vector_atomics = 1,
+    .points16_waves = 16, .backward_spread_log2 = 7, .bf16_half_sums = 1};
+
+static void load_fake_driver_as(const msda_device_config *cfg) {
     const char *fork_mode = getenv("CK_FORK");
     ck_assert_msg(!fork_mode || strcmp(fork_mode, "no") != 0,
                   "CK_FORK=no: these tests need a process of their own (libmsda opens its driver once)");
@@ -36,14 +42,11 @@ static void load_fake_driver(void) {
     *(void **)&fake_ops = dlsym(lib, "fake_launch_ops");
     *(void **)&fake_clear = dlsym(lib, "fake_launch_clear");
     ck_assert(set_config && fake_ops && fake_clear);
-    /* What sm_90's device code says of itself (msda_device.cuh, kernels/libmsda.json). */
-    const msda_device_config cfg = {
-        .abi = MSDA_DEVICE_ABI, .arch = 90, .max_threads = 256, .f16_enabled = 1, .bf16_enabled = 1,
-        .f16_atomic = MSDA_ATOMIC_MIXED, .bf16_atomic = MSDA_ATOMIC_MIXED, .vector_atomics = 1,
-        .points16_waves = 16, .backward_spread_log2 = 7};
-    set_config(&cfg, sizeof cfg);
+    set_config(cfg, sizeof *cfg);
     fake_clear();
 }
+
+static void load_fake_driver(void) { load_fake_driver_as(&sm90_config); }
 
 /* Addresses that are never read (nothing runs), aligned as torch's allocations are. */
 #define NOWHERE(i) ((void *)(uintptr_t)(0x100000u * (i)))
@@ -146,13 +149,24 @@ START_TEST(the_unsplit_f32_points_forward_keeps_a_block_per_tile) {
 }
 END_TEST
 
-/* A backward call's recorded operations. */
-static int backward(msda_dtype dtype, int64_t N, int64_t Lq, msda_memory table, const fake_launch_op **ops) {
-    const msda_backward_args a = {
+static msda_backward_args backward_args(msda_dtype dtype, int64_t N, int64_t Lq, msda_memory table) {
+    return (msda_backward_args){
         .dtype = dtype, .sizes = detr_sizes(N, Lq), .spatial_shapes = detr_shapes, .level_start = detr_starts,
         .value = NOWHERE(1), .sampling_locations = NOWHERE(2), .attention_weights = NOWHERE(3),
         .grad_output = NOWHERE(4), .grad_value = NOWHERE(5), .grad_sampling_locations = NOWHERE(6),
         .grad_attention_weights = NOWHERE(7), .level_table = table};
+}
+
+/* A backward call's recorded operations. */
+static int backward_of(const msda_backward_args *a, const fake_launch_op **ops) {
+    msda_error err;
+    const msda_status st = msda_backward_cuda(a, NULL, &err);
+    ck_assert_msg(st == MSDA_OK, "backward: %s", err.message);
+    return recorded(ops);
+}
+
+static int backward(msda_dtype dtype, int64_t N, int64_t Lq, msda_memory table, const fake_launch_op **ops) {
+    const msda_backward_args a = backward_args(dtype, N, Lq, table);
     msda_error err;
     const msda_status st = msda_backward_cuda(&a, NULL, &err);
     ck_assert_msg(st == MSDA_OK, "backward: %s", err.message);
@@ -195,10 +209,17 @@ START_TEST(the_16bit_backward_buffers_what_the_plan_says) {
     /* The same on a device table: the kernels plan, in room for any table (4 levels of 1113). */
     n = backward(MSDA_F16, 2, DETR_S, MSDA_DEVICE, &ops);
     assert_buffered(ops, n, 1, "msda_backward_f16_v8", 2, 4 * 1113, 0u, 256, "msda_convert_f16");
-    /* bf16 encoder on a device table: every table of these sizes buffers every level, so the
-     * all-buffer kernel, which writes every element (grad_value not zeroed). */
-    n = backward(MSDA_BF16, 2, DETR_S, MSDA_DEVICE, &ops);
-    assert_buffered(ops, n, 0, "msda_backward_bf16_buffer_v4", 2, DETR_S, 0xfu, 0, "msda_convert_bf16");
+    /* bf16 past 2^20 adds an element (no half sums), on a device table: every table of these
+     * sizes buffers every level by bf16's own limit (32), so the all-buffer kernel, which writes
+     * every element (grad_value not zeroed). */
+    n = backward(MSDA_BF16, 1, 262145, MSDA_DEVICE, &ops);
+    ck_assert_int_eq(n, 4);
+    ck_assert_int_eq(ops[0].kind, FAKE_ALLOC);
+    ck_assert_uint_eq(ops[0].bytes, (size_t)DETR_S * 8 * 32 * 4);
+    ck_assert_str_eq(ops[2].name, "msda_backward_bf16_buffer_v4");
+    ck_assert_uint_eq(ops[2].params.buffer_levels, 0xfu);
+    ck_assert_uint_eq(ops[2].params.half_sums, 0);
+    ck_assert_str_eq(ops[3].name, "msda_convert_bf16");
     /* f16 decoder, host table: no level over the limit, no buffer, no conversion. */
     n = backward(MSDA_F16, 2, 900, MSDA_HOST, &ops);
     ck_assert_int_eq(n, 2);
@@ -206,6 +227,115 @@ START_TEST(the_16bit_backward_buffers_what_the_plan_says) {
     ck_assert_int_eq(ops[1].kind, FAKE_LAUNCH);
     ck_assert_str_eq(ops[1].name, "msda_backward_f16_v8");
     ck_assert_int_eq(ops[1].params.buffer_spatial, 0);
+}
+END_TEST
+
+/* bf16's half sums: grad_value zeroed; the workspace, the f32 buffer of `rows` rows then 16
+ * bytes of bounds (the buffer at the start keeps its alignment), allocated and zeroed; the bounds; `kernel`, the levels outside the buffer
+ * adding into grad_value; their rounding in place; then, where there is a buffer, its conversion. */
+static void assert_half_sums(const fake_launch_op *ops, int n, const char *kernel, int64_t N, int64_t Lq,
+                             int64_t rows, uint32_t levels, int32_t max_adds, int logits) {
+    const size_t value_elems = (size_t)N * DETR_S * 8 * 32, buffer_bytes = (size_t)N * rows * 8 * 32 * 4;
+    ck_assert_int_eq(n, rows ? 7 : 6);
+    ck_assert_int_eq(ops[0].kind, FAKE_MEMSET);
+    ck_assert_uint_eq(ops[0].address, (uintptr_t)NOWHERE(5));
+    ck_assert_uint_eq(ops[0].bytes, value_elems * 2);
+    ck_assert_int_eq(ops[1].kind, FAKE_ALLOC);
+    ck_assert_uint_eq(ops[1].bytes, 16 + buffer_bytes);
+    const uintptr_t ws = ops[1].address, bounds = ws + buffer_bytes;
+    ck_assert_int_eq(ops[2].kind, FAKE_MEMSET);
+    ck_assert_uint_eq(ops[2].address, ws);
+    ck_assert_uint_eq(ops[2].bytes, 16 + buffer_bytes);
+    /* The bounds: over grad_output and, unless they are logits, the weights, in one wave at most. */
+    ck_assert_int_eq(ops[3].kind, FAKE_LAUNCH);
+    ck_assert_str_eq(ops[3].name, "msda_half_bounds_bf16");
+    ck_assert_uint_eq(ops[3].params.half_sums, bounds);
+    ck_assert_uint_eq(ops[3].params.grad_output, (uintptr_t)NOWHERE(4));
+    ck_assert_uint_eq(ops[3].params.weights, logits ? 0 : (uintptr_t)NOWHERE(3));
+    ck_assert_int_eq(ops[3].params.groups, N * Lq * 8);
+    ck_assert_int_eq(ops[3].params.channels, 32);
+    ck_assert_uint_le(ops[3].grid, WAVE);
+    ck_assert_int_eq(ops[4].kind, FAKE_LAUNCH);
+    ck_assert_str_eq(ops[4].name, kernel);
+    ck_assert_uint_eq(ops[4].params.half_sums, bounds);
+    ck_assert_uint_eq(ops[4].params.buffer, rows ? ws : 0);
+    ck_assert_int_eq(ops[4].params.buffer_spatial, rows);
+    ck_assert_uint_eq(ops[4].params.buffer_levels, levels);
+    ck_assert_int_eq(ops[4].params.buffer_max_adds, max_adds);
+    ck_assert_int_eq(ops[5].kind, FAKE_LAUNCH);
+    ck_assert_str_eq(ops[5].name, "msda_unscale_half_bf16");
+    ck_assert_uint_eq(ops[5].params.output, (uintptr_t)NOWHERE(5));
+    ck_assert_uint_eq(ops[5].params.half_sums, bounds);
+    ck_assert_int_eq(ops[5].params.threads, value_elems);
+    ck_assert_int_eq(ops[5].params.queries, Lq);
+    ck_assert_int_eq(ops[5].params.points, 4);
+    ck_assert_uint_le(ops[5].grid, WAVE);
+    if (!rows) return;
+    ck_assert_int_eq(ops[6].kind, FAKE_LAUNCH);
+    ck_assert_str_eq(ops[6].name, "msda_convert_bf16");
+    ck_assert_uint_eq(ops[6].params.buffer, ws);
+    ck_assert_int_eq(ops[6].params.threads, buffer_bytes / 4);
+}
+
+START_TEST(the_bf16_backward_adds_its_native_levels_as_scaled_halves) {
+    load_fake_driver();
+    const fake_launch_op *ops;
+    /* Encoder, host table: f16's limit (256) buffers levels 2 and 3; levels 0 and 1 in halves,
+     * lane pairs swapping for the buffer's f32 `red`s. */
+    int n = backward(MSDA_BF16, 2, DETR_S, MSDA_HOST, &ops);
+    assert_half_sums(ops, n, "msda_backward_bf16_half_v8", 2, DETR_S, 850 + 221, 0xcu, 0, 0);
+    ck_assert_int_eq(ops[4].params.pair_exchange, 1);
+    /* Device table: the kernels plan with that limit, in room for any table (4 levels of 1113). */
+    n = backward(MSDA_BF16, 2, DETR_S, MSDA_DEVICE, &ops);
+    assert_half_sums(ops, n, "msda_backward_bf16_half_v8", 2, DETR_S, 4 * 1113, 0u, 256, 0);
+    /* Decoder: every level in halves, no f32 buffer, so 16 bytes of workspace and no conversion. */
+    n = backward(MSDA_BF16, 2, 900, MSDA_HOST, &ops);
+    assert_half_sums(ops, n, "msda_backward_bf16_half_v8", 2, 900, 0, 0u, 0, 0);
+    /* Logits (the fused softmax): the softmaxed weights are at most 1, so the bounds skip them. */
+    msda_backward_args a = backward_args(MSDA_BF16, 2, 900, MSDA_HOST);
+    a.weights = MSDA_WEIGHTS_LOGITS;
+    n = backward_of(&a, &ops);
+    assert_half_sums(ops, n, "msda_backward_softmax_bf16_half_v8", 2, 900, 0, 0u, 0, 1);
+    /* f32 coordinates beside the bf16 value. */
+    a = backward_args(MSDA_BF16, 2, 900, MSDA_HOST);
+    a.coord_type = MSDA_COORD_F32;
+    n = backward_of(&a, &ops);
+    ck_assert_str_eq(ops[3].name, "msda_half_bounds_bf16c32");
+    ck_assert_str_eq(ops[4].name, "msda_backward_bf16c32_half_v8");
+    /* The workspace the caller is told to bring is what the call takes. */
+    a = backward_args(MSDA_BF16, 2, DETR_S, MSDA_HOST);
+    size_t bytes = 0;
+    msda_error err;
+    ck_assert_int_eq(msda_backward_cuda_workspace(&a, &bytes, &err), MSDA_OK);
+    ck_assert_uint_eq(bytes, 16 + (size_t)2 * (850 + 221) * 8 * 32 * 4);
+    a.workspace = NOWHERE(9);
+    a.workspace_bytes = bytes;
+    n = backward_of(&a, &ops);
+    ck_assert_int_eq(n, 6); /* no allocation */
+    ck_assert_uint_eq(ops[1].address, (uintptr_t)NOWHERE(9));
+    ck_assert_uint_eq(ops[3].params.buffer, (uintptr_t)NOWHERE(9));
+    ck_assert_uint_eq(ops[3].params.half_sums, (uintptr_t)NOWHERE(9) + bytes - 16);
+    a.workspace_bytes = bytes - 1; /* too small: refused before anything is queued */
+    ck_assert_int_eq(msda_backward_cuda(&a, NULL, &err), MSDA_ERR_BAD_ARGUMENT);
+    ck_assert_int_eq(recorded(&ops), 0);
+    /* f16 keeps its own path: no bounds, no rounding in place. */
+    n = backward(MSDA_F16, 2, 900, MSDA_HOST, &ops);
+    ck_assert_int_eq(n, 2);
+    ck_assert_str_eq(ops[1].name, "msda_backward_f16_v8");
+    ck_assert_uint_eq(ops[1].params.half_sums, 0);
+}
+END_TEST
+
+START_TEST(device_code_with_half_sums_but_no_mixed_bf16_strategy_is_refused) {
+    msda_device_config cfg = sm90_config;
+    cfg.bf16_atomic = MSDA_ATOMIC_F32_BUFFER;
+    load_fake_driver_as(&cfg);
+    const msda_backward_args a = backward_args(MSDA_BF16, 2, 900, MSDA_HOST);
+    msda_error err;
+    ck_assert_int_eq(msda_backward_cuda(&a, NULL, &err), MSDA_ERR_NO_KERNEL_IMAGE);
+    ck_assert_msg(strstr(err.message, "half sums"), "%s", err.message);
+    const fake_launch_op *ops;
+    ck_assert_int_eq(recorded(&ops), 0);
 }
 END_TEST
 
@@ -257,6 +387,8 @@ TCase *kt_tcase_launch(void) {
     tcase_add_test(tc, the_decoder_forward_splits_its_points_then_takes_one_wave);
     tcase_add_test(tc, the_unsplit_f32_points_forward_keeps_a_block_per_tile);
     tcase_add_test(tc, the_16bit_backward_buffers_what_the_plan_says);
+    tcase_add_test(tc, the_bf16_backward_adds_its_native_levels_as_scaled_halves);
+    tcase_add_test(tc, device_code_with_half_sums_but_no_mixed_bf16_strategy_is_refused);
     tcase_add_test(tc, the_backward_spreads_its_queries_in_runs_of_at_least_128);
     return tc;
 }
