@@ -383,8 +383,9 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     }
     if (!bp.spatial && !bp.half_sums) return launch(drv, k, &kp, stream, err);
 
-    /* Some levels summed in an f32 buffer, then rounded once into grad_value; under half sums the
-     * others' bounds first, and their scaled f16 sums rounded to bf16 in place before that. */
+    /* Some levels summed in an f32 buffer, then rounded once into grad_value. Under half sums the
+     * bounds come first, and the other levels' scaled f16 sums are rounded to bf16 in place
+     * before that conversion. */
     const msda_kernel *conv = &mod->kernels[pb.dtype == MSDA_F16 ? K_CONVERT_F16 : K_CONVERT_BF16];
     const msda_kernel *bounds = &mod->kernels[pb.coord_f32 ? K_HALF_BOUNDS_BF16C32 : K_HALF_BOUNDS_BF16];
     const msda_kernel *unscale = &mod->kernels[K_UNSCALE_HALF_BF16];
@@ -401,7 +402,7 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
         if (st != MSDA_OK) return st;
     }
     r = drv->MemsetD8Async(buf, 0, bytes, stream);
-    if (r != CUDA_SUCCESS) st = msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "zeroing the f32 gradient buffer");
+    if (r != CUDA_SUCCESS) st = msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "zeroing the backward's workspace");
     const CUdeviceptr f32_buffer = buf, half_bounds = buf + buffer_bytes(&pb, &bp);
     kp.buffer = bp.spatial ? (uint64_t)f32_buffer : 0;
     kp.buffer_spatial = bp.spatial;
