@@ -489,10 +489,12 @@ __device__ __forceinline__ backward_place backward_place_of(const msda_kparams &
 
 // bf16's half sums (MSDA_BF16_HALF_SUMS): the power of two 2^e their adds are scaled by. An
 // element of a level takes at most Lq * P adds (one corner of each point of its head on that
-// level), each at most max |grad_output| * max |weight| (bilinear weights are at most 1), and
-// rounding at most doubles a sum; so with those under 2^gk, 2^wk and 2^ck, e = 14 - gk - wk - ck
-// keeps every sum under 2^15, inside f16's 65504, and puts the largest as far above f16's
-// smallest normal number (2^-14) as that allows. In exponents, so nothing overflows; a bound
+// level), each at most max |grad_output| * max |weight| (bilinear weights are at most 1). With
+// those under 2^gk, 2^wk and 2^ck, e = 14 - gk - wk - ck keeps the exact sums of magnitudes
+// under 2^14; rounding to nearest at most doubles a sum (an add's error is at most the add, or,
+// where the sum enters a higher binade, 2^-11 of it: at most 16 times in f16), so a rounded sum
+// stays under 2.02 * 2^14, half of f16's 65504, with the largest as far above f16's smallest
+// normal number (2^-14) as that allows. In exponents, so nothing overflows; a bound
 // that is not finite (an inf in grad_output or the weights) gives e = 0: such sums are inf or
 // NaN whatever the scale. Clamped so that 2^e and 2^-e are normal floats.
 __device__ __forceinline__ int half_sum_exponent(const msda_kparams &p) {
