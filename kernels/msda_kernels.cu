@@ -803,11 +803,18 @@ template <class Cr> __device__ __forceinline__ void half_sum_bounds(const msda_k
     float mw = p.weights ? max_abs_of(reinterpret_cast<const typename Cr::S *>(p.weights),
                                       p.groups * p.levels * p.points, tid, stride)
                          : 1.0f;
+    // Reduced in the block first, then one atomicMax pair a block: every warp's own pair, all on
+    // two addresses, queued at one L2 slice (8448 pairs for a wave on the H200).
+    __shared__ float warp_g[MSDA_MAX_THREADS / 32], warp_w[MSDA_MAX_THREADS / 32];
     for (int o = 16; o > 0; o >>= 1) {
         mg = fmaxf(mg, __shfl_xor_sync(0xffffffffu, mg, o));
         mw = fmaxf(mw, __shfl_xor_sync(0xffffffffu, mw, o));
     }
-    if ((threadIdx.x & 31) == 0) {
+    const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    if ((threadIdx.x & 31) == 0) warp_g[warp] = mg, warp_w[warp] = mw;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int k = 1; k < warps; k++) mg = fmaxf(mg, warp_g[k]), mw = fmaxf(mw, warp_w[k]);
         unsigned *bound = reinterpret_cast<unsigned *>(p.half_sums);
         atomicMax(bound, __float_as_uint(mg));
         atomicMax(bound + 1, __float_as_uint(mw));
