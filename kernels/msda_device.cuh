@@ -99,15 +99,19 @@
 // enc_b8 2.923 / 2.665, dec_b2_q900 0.0584 / 0.0555; grad_value error on enc_b2 1.66e-3 /
 // 1.80e-3, on the decoder 3.05e-3 / 1.80e-3 (kernels/PERF.md, session 13). Other architectures:
 // the f32 buffer's mixed rule, unmeasured with this.
+// Where the half-sum kernels exist: wherever bf16 is built and mixed (sm_80 and newer), in the
+// host pass too, which compiles their launch wrappers without knowing the device pass's
+// architecture; MSDA_BF16_HALF_SUMS (msda_config.bf16_half_sums) says where the launcher takes them.
+#define MSDA_HALF_SUMS_BUILT (MSDA_ENABLE_BF16 && MSDA_BF16_ATOMIC == MSDA_ATOMIC_MIXED)
 #ifndef MSDA_BF16_HALF_SUMS
-#if MSDA_ARCH >= 90 && MSDA_BF16_ATOMIC == MSDA_ATOMIC_MIXED
+#if MSDA_ARCH >= 90 && MSDA_HALF_SUMS_BUILT
 #define MSDA_BF16_HALF_SUMS 1
 #else
 #define MSDA_BF16_HALF_SUMS 0
 #endif
 #endif
-#if MSDA_BF16_HALF_SUMS && MSDA_BF16_ATOMIC != MSDA_ATOMIC_MIXED
-#error "MSDA_BF16_HALF_SUMS goes with the mixed bf16 strategy (MSDA_BF16_ATOMIC=4)"
+#if MSDA_BF16_HALF_SUMS && !MSDA_HALF_SUMS_BUILT
+#error "MSDA_BF16_HALF_SUMS needs the bf16 kernels with the mixed strategy (MSDA_ENABLE_BF16=1, MSDA_BF16_ATOMIC=4)"
 #endif
 // The half-sum backward loads a point's four corners before any atomic, as f16's does (H200,
 // enc_b2 bf16 backward, graph ms, in turn / first: random 0.765 / 0.697, realistic 0.714 / 0.623).

@@ -766,7 +766,7 @@ template <class Tr> __device__ __forceinline__ void convert(const msda_kparams &
         convert_vec<Tr, 1>(p);
 }
 
-#if MSDA_ENABLE_BF16 && MSDA_BF16_STRATEGY == MSDA_ATOMIC_MIXED // the kernels below that use them
+#if MSDA_HALF_SUMS_BUILT // the helpers of the half-sum kernels below
 // bf16's half sums, before the backward: max |grad_output| and max |weight| (1 where the weights
 // are logits: p.weights is 0, as softmaxed weights are at most 1) into p.half_sums, by atomicMax
 // on their bits (zeroed by the launcher; non-negative floats order as their bits). NaNs are left
@@ -910,11 +910,9 @@ MSDA_KERNEL msda_convert_bf16(const msda_kparams p) { convert<bf16_t>(p); }
 MSDA_BUFFER_SET(bf16, bf16_t, bf16_t)
 MSDA_BUFFER_SET(bf16c32, bf16_t, f32_t)
 #endif
-#if MSDA_BF16_STRATEGY == MSDA_ATOMIC_MIXED
+#if MSDA_HALF_SUMS_BUILT
 // bf16's half sums (msda_device.cuh): msda_backward_[softmax_]NAME_half_vVEC, the bounds their
-// scale comes from, and the rounding in place. Built with the mixed strategy (sm_80 and newer),
-// used where MSDA_BF16_HALF_SUMS says (a knob of the device pass alone, which the host pass's
-// kernel stubs cannot see).
+// scale comes from, and the rounding in place.
 #define MSDA_HALF_SUMS_PAIR(NAME, TR, CR, VEC)                                                                      \
     MSDA_KERNEL msda_backward_##NAME##_half_v##VEC(const msda_kparams p) { backward<TR, CR, VEC, false, false, true>(p); } \
     MSDA_KERNEL msda_backward_softmax_##NAME##_half_v##VEC(const msda_kparams p) {                                 \

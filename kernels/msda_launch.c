@@ -403,13 +403,12 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     }
     r = drv->MemsetD8Async(buf, 0, bytes, stream);
     if (r != CUDA_SUCCESS) st = msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "zeroing the backward's workspace");
-    const CUdeviceptr f32_buffer = buf, half_bounds = buf + buffer_bytes(&pb, &bp);
-    kp.buffer = bp.spatial ? (uint64_t)f32_buffer : 0;
+    kp.buffer = bp.spatial ? (uint64_t)buf : 0;
     kp.buffer_spatial = bp.spatial;
     kp.buffer_levels = bp.levels;
     kp.buffer_max_adds = bp.max_adds;
     kp.pair_exchange = pairing;
-    kp.half_sums = bp.half_sums ? (uint64_t)half_bounds : 0;
+    kp.half_sums = bp.half_sums ? (uint64_t)(buf + buffer_bytes(&pb, &bp)) : 0;
     /* The bounds and the rounding loop over their elements: at most a wave of blocks each. */
     if (st == MSDA_OK && bp.half_sums) {
         msda_kparams hp = kp;
@@ -418,23 +417,22 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
         st = launch_threads(drv, bounds, &hp, vectors < wave ? vectors : wave, stream, err);
     }
     if (st == MSDA_OK) st = launch(drv, k, &kp, stream, err);
+    /* The passes after the backward, on its table and plan: the rounding in place, then the
+     * conversion. */
+    msda_kparams cp;
+    fill_params(&pb, 1, a->spatial_shapes, a->level_start, a->device_status, &cp);
+    cp.output = (uint64_t)(uintptr_t)a->grad_value;
+    cp.half_sums = kp.half_sums;
+    cp.buffer = kp.buffer;
+    cp.buffer_spatial = bp.spatial;
+    cp.buffer_levels = bp.levels;
+    cp.buffer_max_adds = bp.max_adds;
     if (st == MSDA_OK && bp.half_sums) {
-        msda_kparams up;
-        fill_params(&pb, 1, a->spatial_shapes, a->level_start, a->device_status, &up);
-        up.output = (uint64_t)(uintptr_t)a->grad_value;
-        up.half_sums = (uint64_t)half_bounds;
-        up.threads = pb.value_elems;
+        cp.threads = pb.value_elems;
         const int64_t vectors = (pb.value_elems + 7) / 8, wave = (int64_t)unscale->min_grid * unscale->block;
-        st = launch_threads(drv, unscale, &up, vectors < wave ? vectors : wave, stream, err);
+        st = launch_threads(drv, unscale, &cp, vectors < wave ? vectors : wave, stream, err);
     }
     if (st == MSDA_OK && bp.spatial) {
-        msda_kparams cp; /* the table and the plan as the backward had them */
-        fill_params(&pb, 1, a->spatial_shapes, a->level_start, a->device_status, &cp);
-        cp.buffer = (uint64_t)f32_buffer;
-        cp.output = (uint64_t)(uintptr_t)a->grad_value;
-        cp.buffer_spatial = bp.spatial;
-        cp.buffer_levels = bp.levels;
-        cp.buffer_max_adds = bp.max_adds;
         cp.threads = (int64_t)(buffer_bytes(&pb, &bp) / sizeof(float));
         /* Vectors of 8 or 4 never straddle an n (M * D is a multiple), and land aligned. */
         const int64_t row = pb.M * pb.D;

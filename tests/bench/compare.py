@@ -236,28 +236,23 @@ EAGER_ROUNDS = 3
 
 
 def eager_ms(impl, gout, reps, warmup):
-    """The eager fwd and fwd+bwd medians of one block of calls (None where one failed)."""
-    got = []
-    for fn in (forward_only(impl), fwd_bwd(impl, gout)):
-        try:
-            got.append(median_ms(fn, reps, warmup))
-        except Exception:
-            got.append(None)
-            torch.cuda.synchronize()
-    return got
-
-
-def timings(impl, gout, reps, warmup):
-    """eager fwd, eager fwd+bwd, graph fwd, graph fwd+bwd in ms (None where one failed), and
-    the first failure's text."""
+    """The eager fwd and fwd+bwd medians of one block of calls (None where one failed), and the
+    first failure's text."""
     got, note = [], ""
-    for make in (forward_only, lambda i: fwd_bwd(i, gout)):
-        fn = make(impl)
+    for fn in (forward_only(impl), fwd_bwd(impl, gout)):
         try:
             got.append(median_ms(fn, reps, warmup))
         except Exception as exc:
             got.append(None)
             note = note or f"eager: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+            torch.cuda.synchronize()
+    return got, note
+
+
+def timings(impl, gout, reps, warmup):
+    """eager fwd, eager fwd+bwd, graph fwd, graph fwd+bwd in ms (None where one failed), and
+    the first failure's text."""
+    got, note = eager_ms(impl, gout, reps, warmup)
     for k, make in enumerate((forward_only, lambda i: fwd_bwd(i, gout))):
         eager = got[k]
         if eager is None:
@@ -330,7 +325,7 @@ def run(peers, missing, dtypes, reps, warmup, kinds=("random", "realistic")):
                     for r in timed:
                         if r["t"][0] is None and r["t"][1] is None:
                             continue
-                        again = eager_ms(impls[r["impl"]], g, reps, warmup)
+                        again, _ = eager_ms(impls[r["impl"]], g, reps, warmup)
                         # a call that failed in the first round stays failed
                         r["t"][:2] = [None if a is None else a if b is None else min(a, b)
                                       for a, b in zip(r["t"][:2], again)]
