@@ -21,8 +21,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 
 from ._errors import GPU, MSDAError, MSDAInputError, Status, error_from_status
-from ._library import (CoordType, DType, Memory, Sizes, Weights, _BackwardArgs, _Error,
-                       _ForwardArgs, _Sizes, library)
+from ._library import (CoordType, DType, Library, Memory, Sizes, Weights, _BackwardArgs,
+                       _Error, _ForwardArgs, _Sizes, library)
 from ._shapes import check_forward, check_grad_output, output_shape
 
 _DTYPES = {
@@ -79,15 +79,13 @@ def coord_dtype(value: torch.dtype, locations: torch.dtype, weights: torch.dtype
 
 
 # ---- shapes ------------------------------------------------------------------------------------
-# check_forward's sizes and their ctypes struct: what sizes_of returns, and what a caller that
-# has prepared the inputs hands forward and backward (their `prepared`).
-Prepared = Tuple[Sizes, _Sizes]
-_sizes_cache: Dict[tuple, Prepared] = {}
+# check_forward's sizes and their ctypes struct, per combination of shapes.
+_sizes_cache: Dict[tuple, Tuple[Sizes, _Sizes]] = {}
 
 
 def sizes_of(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
              sampling_locations: torch.Tensor, attention_weights: torch.Tensor
-             ) -> Prepared:
+             ) -> Tuple[Sizes, _Sizes]:
     """check_forward's sizes and their ctypes struct, cached per combination of shapes."""
     key = (value.shape, spatial_shapes.shape, level_start_index.shape, sampling_locations.shape,
            attention_weights.shape)
@@ -106,7 +104,7 @@ class _Table:
     and what keeps that memory alive."""
 
     __slots__ = ("memory", "shapes", "starts", "keep", "host", "refs", "versions", "checked",
-                 "__weakref__")
+                 "workspace", "__weakref__")
 
     def __init__(self, memory: Memory, shapes: int, starts: int, keep: tuple,
                  host: Optional[tuple], refs: tuple, versions: tuple) -> None:
@@ -118,6 +116,7 @@ class _Table:
         self.refs = refs          # weak references to the caller's two tensors
         self.versions = versions  # their _version when this was made
         self.checked: set = set()  # the S values a device table was found consistent with
+        self.workspace: Dict[tuple, int] = {}  # the backward's workspace bytes (run_backward)
 
 
 # (id(spatial_shapes), id(level_start_index)) -> _Table; an entry goes when either tensor does.
@@ -261,50 +260,83 @@ def _cuda_index(device: torch.device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 
 
-def _run_cuda(index: int, call: Callable[[int], int], err: _Error, device: torch.device) -> None:
-    """call(stream) on torch's current stream of the device, with the device current."""
-    stream = _raw_stream(index) if _raw_stream else torch.cuda.current_stream(index).cuda_stream
-    if torch.cuda.current_device() != index:
-        with torch.cuda.device(index):
-            return _run_cuda(index, call, err, device)
-    status = call(stream)
+def _stream(index: int) -> int:
+    """torch's current stream of the device, as the integer libmsda takes."""
+    return _raw_stream(index) if _raw_stream else torch.cuda.current_stream(index).cuda_stream
+
+
+def _cuda_status(fn: Callable[..., int], *args) -> int:
+    """fn(*args), once more where it found no current CUDA context: a thread that has made no
+    CUDA runtime call yet (an autograd worker, a new thread) may have none even though torch's
+    current device is right, and a runtime call that needs one binds the device's primary
+    context."""
+    status = fn(*args)
     if status == Status.NO_CONTEXT:
-        # A thread that has not yet made a CUDA runtime call (an autograd worker, a new
-        # thread) may have no current context even though torch's current device is
-        # right: a runtime call that needs one binds the device's primary context.
-        torch.cuda.synchronize(index)
-        status = call(stream)
-    library().check(status, err, _gpu(device))
+        torch.cuda.synchronize()
+        status = fn(*args)
+    return status
 
 
-def _prepare(value: torch.Tensor, spatial_shapes: torch.Tensor,
-             level_start_index: torch.Tensor, sampling_locations: torch.Tensor,
-             attention_weights: torch.Tensor, check: bool):
+class Call:
+    """One call's inputs as libmsda takes them, apart from the tensors: checked and looked up
+    once by `prepare`, used by the forward, and handed to the backward, which has nothing left
+    to check or look up (a decoder layer's op runs in tens of microseconds on a GPU, and every
+    microsecond of Python shows)."""
+
+    __slots__ = ("sizes", "c_sizes", "dtype", "cdt", "logits", "device", "table", "index",
+                 "status", "lib")
+
+    def __init__(self, sizes: Sizes, c_sizes: _Sizes, dtype: torch.dtype, cdt: torch.dtype,
+                 logits: bool, device: torch.device, table: Optional[_Table], index: int,
+                 status: int, lib: Library) -> None:
+        self.sizes = sizes
+        self.c_sizes = c_sizes
+        self.dtype = dtype      # value's, the output's and grad_value's
+        self.cdt = cdt          # coord_dtype: the locations', the weights' and their gradients'
+        self.logits = logits    # attention_weights are logits (the fused softmax)
+        self.device = device
+        self.table = table      # None for an empty problem, which reaches no library call
+        self.index = index      # the CUDA device's index; -1 for the CPU
+        self.status = status    # the device status word's address for a GPU table, else 0
+        self.lib = lib          # the library of the call's forward, which its backward takes too
+
+
+def prepare(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
+            sampling_locations: torch.Tensor, attention_weights: torch.Tensor, *,
+            check: bool = True, weights_are_logits: bool = False
+            ) -> Tuple[Call, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The Call and the three tensors as the kernels take them: the locations and weights cast
+    to coord_dtype, all three contiguous. check=False: check_dtypes has passed already. Shape
+    errors and an inconsistent level table raise MSDAInputError here, before any work."""
     if check:
         check_dtypes(value, spatial_shapes, level_start_index, sampling_locations,
                      attention_weights)
     sizes, c_sizes = sizes_of(value, spatial_shapes, level_start_index, sampling_locations,
                               attention_weights)
-    cdt = coord_dtype(value.dtype, sampling_locations.dtype, attention_weights.dtype)
+    dtype = value.dtype
+    cdt = coord_dtype(dtype, sampling_locations.dtype, attention_weights.dtype)
     if sampling_locations.dtype != cdt:
         sampling_locations = sampling_locations.to(cdt)
     if attention_weights.dtype != cdt:
         attention_weights = attention_weights.to(cdt)
-    return (sizes, c_sizes, cdt, value.contiguous(), sampling_locations.contiguous(),
-            attention_weights.contiguous())
+    device = value.device
+    table, index, status = (None, -1, 0) if sizes.empty else _table_for(
+        spatial_shapes, level_start_index, sizes, device)
+    return (Call(sizes, c_sizes, dtype, cdt, weights_are_logits, device, table, index, status,
+                 library()),
+            value.contiguous(), sampling_locations.contiguous(), attention_weights.contiguous())
 
 
-def _fill(a, dtype: torch.dtype, cdt: torch.dtype, c_sizes: _Sizes, table: _Table,
-          status: int, value: torch.Tensor, loc: torch.Tensor, w: torch.Tensor,
-          logits: bool) -> None:
-    a.dtype = _DTYPES[dtype]
-    a.weights = Weights.LOGITS if logits else Weights.SOFTMAXED
-    a.sizes = c_sizes
+def _fill(a, call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Tensor) -> None:
+    table = call.table
+    a.dtype = _DTYPES[call.dtype]
+    a.weights = Weights.LOGITS if call.logits else Weights.SOFTMAXED
+    a.sizes = call.c_sizes
     a.spatial_shapes = table.shapes
     a.level_start = table.starts
     a.level_table = table.memory
-    a.device_status = status
-    a.coord_type = CoordType.F32 if cdt != dtype else CoordType.SAME
+    a.device_status = call.status
+    a.coord_type = CoordType.F32 if call.cdt != call.dtype else CoordType.SAME
     a.value = value.data_ptr()
     a.sampling_locations = loc.data_ptr()
     a.attention_weights = w.data_ptr()
@@ -329,111 +361,116 @@ def _table_for(spatial_shapes: torch.Tensor, level_start_index: torch.Tensor, si
     return table, index, 0
 
 
-def _prepared(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
-              sampling_locations: torch.Tensor, attention_weights: torch.Tensor, check: bool,
-              prepared: Optional[Prepared]):
-    """_prepare's result, or, where the caller has prepared the inputs already (prepared: their
-    sizes_of; locations and weights cast to coord_dtype, all three contiguous), the same
-    without doing it again: the op's eager calls check once per call, not once a layer."""
-    if prepared is None:
-        return _prepare(value, spatial_shapes, level_start_index, sampling_locations,
-                        attention_weights, check)
-    return (prepared[0], prepared[1], sampling_locations.dtype, value, sampling_locations,
-            attention_weights)
-
-
-def forward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
-            sampling_locations: torch.Tensor, attention_weights: torch.Tensor, *,
-            check: bool = True, weights_are_logits: bool = False,
-            prepared: Optional[Prepared] = None) -> torch.Tensor:
-    """The op's output (N, Lq, M * D) in value's dtype, on value's device. Records no autograd
-    graph (its result never requires grad). check=False: check_dtypes has passed already.
-    weights_are_logits: the kernels softmax attention_weights over each (n, q, m)'s L*P.
-    prepared: see _prepared."""
-    sizes, c_sizes, cdt, value, loc, w = _prepared(value, spatial_shapes, level_start_index,
-                                                   sampling_locations, attention_weights, check,
-                                                   prepared)
+def run_forward(call: Call, value: torch.Tensor, loc: torch.Tensor,
+                w: torch.Tensor) -> torch.Tensor:
+    """The op's output (N, Lq, M * D) in value's dtype, on value's device, for tensors as
+    `prepare` returned them. Records no autograd graph. CUDA tensors: on torch's current stream
+    of their device, with that device made current."""
+    sizes = call.sizes
     shape = output_shape(sizes)
     if sizes.empty:
         return value.new_zeros(shape)
-    device = value.device
-    table, index, status = _table_for(spatial_shapes, level_start_index, sizes, device)
-    output = torch.empty(shape, dtype=value.dtype, device=device)
+    index = call.index
+    if index >= 0 and torch.cuda.current_device() != index:
+        with torch.cuda.device(index):
+            return run_forward(call, value, loc, w)
+    output = torch.empty(shape, dtype=call.dtype, device=call.device)
     pt = _per_thread
     a = pt.fwd
-    _fill(a, value.dtype, cdt, c_sizes, table, status, value, loc, w, weights_are_logits)
+    _fill(a, call, value, loc, w)
     a.output = output.data_ptr()
-    lib = library()
+    lib = call.lib
     if index < 0:
-        lib.check(lib.forward_cpu(pt.fwd_ref, torch.get_num_threads(), pt.err_ref), pt.err)
+        status = lib.forward_cpu(pt.fwd_ref, torch.get_num_threads(), pt.err_ref)
     else:
-        _run_cuda(index, lambda stream: lib.forward_cuda(pt.fwd_ref, stream, pt.err_ref),
-                  pt.err, device)
+        status = _cuda_status(lib.forward_cuda, pt.fwd_ref, _stream(index), pt.err_ref)
+    if status:
+        lib.check(status, pt.err, None if index < 0 else _gpu(call.device))
     return output
 
 
-# (sizes, dtype, coordinate type, device, where the table is and its numbers) -> workspace bytes
-_workspace_cache: Dict[tuple, int] = {}
-
-
-def backward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
-             sampling_locations: torch.Tensor, attention_weights: torch.Tensor,
-             grad_output: torch.Tensor, *, check: bool = True,
-             weights_are_logits: bool = False,
-             prepared: Optional[Prepared] = None) -> List[torch.Tensor]:
-    """[grad_value, grad_sampling_locations, grad_attention_weights]: the first in value's
-    dtype, the others in coord_dtype's. check, weights_are_logits, prepared: as forward's (with
-    logits, the third is the gradient with respect to them)."""
-    sizes, c_sizes, cdt, value, loc, w = _prepared(value, spatial_shapes, level_start_index,
-                                                   sampling_locations, attention_weights, check,
-                                                   prepared)
+def run_backward(call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Tensor,
+                 grad_output: torch.Tensor) -> List[torch.Tensor]:
+    """[grad_value, grad_sampling_locations, grad_attention_weights] for tensors as `prepare`
+    returned them: the first in value's dtype, the others in coord_dtype's (with logits, the
+    third is the gradient with respect to them)."""
+    sizes = call.sizes
     check_grad_output(sizes, grad_output.shape)
-    device = value.device
+    device = call.device
     if grad_output.device != device:
         raise MSDAInputError(f"msda: grad_output is on {grad_output.device} and value on "
                              f"{device}")
-    if grad_output.dtype != value.dtype:
-        grad_output = grad_output.to(value.dtype)
+    if grad_output.dtype != call.dtype:
+        grad_output = grad_output.to(call.dtype)
     grad_output = grad_output.contiguous()
     if sizes.empty:
         return [torch.zeros_like(value), torch.zeros_like(loc), torch.zeros_like(w)]
-    table, index, status = _table_for(spatial_shapes, level_start_index, sizes, device)
+    index = call.index
+    if index >= 0 and torch.cuda.current_device() != index:
+        with torch.cuda.device(index):
+            return run_backward(call, value, loc, w, grad_output)
     # Each is written entirely by the call (grad_value zeroed by it first).
     grads = [torch.empty_like(value), torch.empty_like(loc), torch.empty_like(w)]
     pt = _per_thread
     a = pt.bwd
-    _fill(a, value.dtype, cdt, c_sizes, table, status, value, loc, w, weights_are_logits)
+    _fill(a, call, value, loc, w)
     a.grad_output = grad_output.data_ptr()
     a.grad_value = grads[0].data_ptr()
     a.grad_sampling_locations = grads[1].data_ptr()
     a.grad_attention_weights = grads[2].data_ptr()
     a.workspace = None
     a.workspace_bytes = 0
-    lib = library()
+    lib = call.lib
     if index < 0:
-        lib.check(lib.backward_cpu(pt.bwd_ref, torch.get_num_threads(), pt.err_ref), pt.err)
+        status = lib.backward_cpu(pt.bwd_ref, torch.get_num_threads(), pt.err_ref)
+        if status:
+            lib.check(status, pt.err)
         return grads
-
-    held: List[torch.Tensor] = []
-
-    def call(stream: int) -> int:
-        key = (sizes, value.dtype, cdt, index, table.memory, table.host)
-        nbytes = _workspace_cache.get(key)
-        if nbytes is None:
-            st = lib.backward_cuda_workspace(pt.bwd_ref, pt.nbytes_ref, pt.err_ref)
-            if st:
-                return st
-            nbytes = pt.nbytes.value
-            if len(_workspace_cache) > 512:
-                _workspace_cache.clear()
-            _workspace_cache[key] = nbytes
-        if nbytes and not held:
+    # The workspace's size per table, sizes and types (the table decides the buffer plan).
+    key = (sizes, call.dtype, call.cdt, index)
+    cache = call.table.workspace
+    nbytes = cache.get(key)
+    status = 0
+    if nbytes is None:
+        status = _cuda_status(lib.backward_cuda_workspace, pt.bwd_ref, pt.nbytes_ref, pt.err_ref)
+        nbytes = pt.nbytes.value
+        if not status:
+            if len(cache) > 64:  # a model has a few shapes a table; a sweep must not grow it
+                cache.clear()
+            cache[key] = nbytes
+    held = None
+    if not status:
+        if nbytes:
             # From torch's caching allocator, on the call's stream: freed after the call, the
             # memory is reused only by work ordered after it on that stream. Left as it comes:
             # the call zeroes what it uses.
-            held.append(torch.empty(nbytes, dtype=torch.uint8, device=device))
-            a.workspace = held[0].data_ptr()
+            held = torch.empty(nbytes, dtype=torch.uint8, device=device)
+            a.workspace = held.data_ptr()
             a.workspace_bytes = nbytes
-        return lib.backward_cuda(pt.bwd_ref, stream, pt.err_ref)
-    _run_cuda(index, call, pt.err, device)
+        status = _cuda_status(lib.backward_cuda, pt.bwd_ref, _stream(index), pt.err_ref)
+    del held
+    if status:
+        lib.check(status, pt.err, _gpu(device))
     return grads
+
+
+def forward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
+            sampling_locations: torch.Tensor, attention_weights: torch.Tensor, *,
+            check: bool = True, weights_are_logits: bool = False) -> torch.Tensor:
+    """prepare, then run_forward: the output for the op's five arguments as users pass them.
+    weights_are_logits: the kernels softmax attention_weights over each (n, q, m)'s L*P."""
+    call, value, loc, w = prepare(value, spatial_shapes, level_start_index, sampling_locations,
+                                  attention_weights, check=check,
+                                  weights_are_logits=weights_are_logits)
+    return run_forward(call, value, loc, w)
+
+
+def backward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
+             sampling_locations: torch.Tensor, attention_weights: torch.Tensor,
+             grad_output: torch.Tensor, *, check: bool = True,
+             weights_are_logits: bool = False) -> List[torch.Tensor]:
+    """prepare, then run_backward: the three gradients for the op's arguments and grad_output."""
+    call, value, loc, w = prepare(value, spatial_shapes, level_start_index, sampling_locations,
+                                  attention_weights, check=check,
+                                  weights_are_logits=weights_are_logits)
+    return run_backward(call, value, loc, w, grad_output)

@@ -1,7 +1,8 @@
 """The op with autograd: a torch custom op where torch has torch.library.custom_op (2.4 and
 later), so that torch.compile traces it as one node, and a plain autograd.Function, which eager
 calls take (a custom op's Python dispatch costs several times a Function's per call, and the
-op's small calls are dominated by such costs), as does torch without custom_op.
+op's small calls are dominated by such costs), as does torch without custom_op. An eager call
+with nothing to differentiate (no_grad, inference_mode) runs the kernels without either.
 
 No `from __future__ import annotations` here: custom_op reads the type hints of the functions
 it wraps to build the op's schema.
@@ -9,6 +10,7 @@ it wraps to build the op's schema.
 from typing import Callable, Optional, Tuple
 
 import torch
+import torch.autograd.forward_ad as _forward_ad
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
@@ -26,24 +28,26 @@ class MSDAFunction(torch.autograd.Function):
     def forward(ctx, value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
                 sampling_locations: Tensor, attention_weights: Tensor,
                 check: bool = True, weights_are_logits: bool = False,
-                prepared: Optional[kernels.Prepared] = None) -> Tensor:
-        # check=False: the dtypes and devices are checked already; prepared (from
-        # ms_deform_attn): the rest too (kernels.forward's `prepared`).
+                call: Optional[kernels.Call] = None) -> Tensor:
+        # call (from ms_deform_attn): the inputs are checked, cast and contiguous already, and
+        # call is kernels.prepare's for them. Without it, prepare here (check=False: the dtypes
+        # and devices are checked already).
+        if call is None:
+            call, value, sampling_locations, attention_weights = kernels.prepare(
+                value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+                check=check, weights_are_logits=weights_are_logits)
+        # The table too: the call's table points into it, and autograd tells if it changes.
         ctx.save_for_backward(value, spatial_shapes, level_start_index, sampling_locations,
                               attention_weights)
-        ctx.weights_are_logits = weights_are_logits
-        ctx.prepared = prepared
-        return kernels.forward(value, spatial_shapes, level_start_index, sampling_locations,
-                               attention_weights, check=check,
-                               weights_are_logits=weights_are_logits, prepared=prepared)
+        ctx.call = call
+        return kernels.run_forward(call, value, sampling_locations, attention_weights)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad_output: Tensor):
-        # The forward's very tensors (checked, and prepared where they were then).
-        grad_value, grad_locations, grad_weights = kernels.backward(
-            *ctx.saved_tensors, grad_output, check=False,
-            weights_are_logits=ctx.weights_are_logits, prepared=ctx.prepared)
+        value, _, _, sampling_locations, attention_weights = ctx.saved_tensors
+        grad_value, grad_locations, grad_weights = kernels.run_backward(
+            ctx.call, value, sampling_locations, attention_weights, grad_output)
         return grad_value, None, None, grad_locations, grad_weights, None, None, None
 
 
@@ -112,19 +116,9 @@ _is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "i
                                            lambda: False)
 
 
-def apply(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
-          sampling_locations: Tensor, attention_weights: Tensor,
-          weights_are_logits: bool, prepared: Optional[kernels.Prepared]) -> Tensor:
-    """The differentiable op on inputs already checked, cast and made contiguous (see
-    ms_deform_attn): the custom op while torch.compile traces (prepared None: sizes are
-    symbolic then), the autograd.Function otherwise (the same kernels)."""
-    op = _custom_op_logits if weights_are_logits else _custom_op
-    if prepared is None:
-        assert op is not None  # only while compiling, which needs custom_op
-        return op(value, spatial_shapes, level_start_index, sampling_locations,
-                  attention_weights)
-    return MSDAFunction.apply(value, spatial_shapes, level_start_index, sampling_locations,
-                              attention_weights, False, weights_are_logits, prepared)
+def _forward_ad_level() -> int:
+    """The innermost dual level of forward-mode AD (torch.autograd.forward_ad), -1 outside any."""
+    return getattr(_forward_ad, "_current_level", -1)
 
 
 def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
@@ -151,21 +145,28 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
     for the original signature and ignored: libmsda takes any batch size in one call.
     """
     del im2col_step
-    kernels.check_dtypes(value, spatial_shapes, level_start_index, sampling_locations,
-                         attention_weights)
-    prepared: Optional[kernels.Prepared] = None
-    if _is_compiling() and HAS_CUSTOM_OP:  # symbolic sizes: nothing to cache them by
+    if _is_compiling() and HAS_CUSTOM_OP:
+        # The custom op, traced as one node; sizes are symbolic, so nothing is cached by them.
+        kernels.check_dtypes(value, spatial_shapes, level_start_index, sampling_locations,
+                             attention_weights)
         check_forward(value.shape, spatial_shapes.shape, level_start_index.shape,
                       sampling_locations.shape, attention_weights.shape)
-    else:
-        prepared = kernels.sizes_of(value, spatial_shapes, level_start_index,
-                                    sampling_locations, attention_weights)
-    # Cast here rather than inside the op, so that autograd casts the gradients back.
-    cdt = kernels.coord_dtype(value.dtype, sampling_locations.dtype, attention_weights.dtype)
-    if sampling_locations.dtype != cdt:
-        sampling_locations = sampling_locations.to(cdt)
-    if attention_weights.dtype != cdt:
-        attention_weights = attention_weights.to(cdt)
-    return apply(value.contiguous(), spatial_shapes, level_start_index,
-                 sampling_locations.contiguous(), attention_weights.contiguous(),
-                 weights_are_logits, prepared)
+        cdt = kernels.coord_dtype(value.dtype, sampling_locations.dtype, attention_weights.dtype)
+        op = _custom_op_logits if weights_are_logits else _custom_op
+        assert op is not None
+        return op(value.contiguous(), spatial_shapes, level_start_index,
+                  sampling_locations.to(cdt).contiguous(), attention_weights.to(cdt).contiguous())
+    # Cast (in prepare) before the Function, so that autograd casts the gradients back.
+    call, value, sampling_locations, attention_weights = kernels.prepare(
+        value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+        weights_are_logits=weights_are_logits)
+    if ((torch.is_grad_enabled() and (value.requires_grad or sampling_locations.requires_grad
+                                      or attention_weights.requires_grad))
+            or _forward_ad_level() >= 0):
+        return MSDAFunction.apply(value, spatial_shapes, level_start_index, sampling_locations,
+                                  attention_weights, False, weights_are_logits, call)
+    # Nothing to differentiate (no_grad, inference_mode, or no input that requires grad): the
+    # kernels without the Function, whose apply costs about as much as the rest of the call.
+    # (Under forward-mode AD the Function stays, which refuses dual tensors as it always did,
+    # rather than dropping their tangents.)
+    return kernels.run_forward(call, value, sampling_locations, attention_weights)

@@ -211,3 +211,49 @@ def test_concurrent_calls_from_threads():
         t.join()
     for got, want in zip(results, expected):
         assert torch.equal(got, want)
+
+
+def test_calls_with_nothing_to_differentiate_skip_the_function(monkeypatch):
+    # no_grad, inference_mode and inputs that require no grad run the kernels directly: the same
+    # output as the autograd path, and no graph. The Function is not called for them.
+    value, shapes, starts, loc, w = make_inputs(SHAPES, dtype=torch.float64, seed=11)
+    with_grad = msda.ms_deform_attn(value.requires_grad_(True), shapes, starts, loc, w)
+    assert with_grad.grad_fn is not None
+    value = value.detach()
+    calls = []
+    real = _torch_ops.MSDAFunction.apply
+    monkeypatch.setattr(_torch_ops.MSDAFunction, "apply",
+                        lambda *a: calls.append(1) or real(*a))
+    outs = [msda.ms_deform_attn(value, shapes, starts, loc, w)]
+    with torch.no_grad():
+        outs.append(msda.ms_deform_attn(value.requires_grad_(True), shapes, starts, loc, w))
+    with torch.inference_mode():
+        outs.append(msda.ms_deform_attn(value, shapes, starts, loc, w))
+    assert calls == []
+    for out in outs:
+        assert out.grad_fn is None and not out.requires_grad
+        assert torch.equal(out, with_grad.detach())
+    msda.ms_deform_attn(value, shapes, starts, loc.requires_grad_(True), w)
+    assert calls == [1]
+
+
+def test_forward_mode_ad_is_refused_rather_than_dropped():
+    # The op has no forward-mode derivative: a dual input must fail, not lose its tangent,
+    # under no_grad too (forward-mode AD does not follow grad mode).
+    import torch.autograd.forward_ad as fwad
+    value, shapes, starts, loc, w = make_inputs(SHAPES, dtype=torch.float64, seed=12)
+    for mode in (torch.enable_grad, torch.no_grad):
+        with fwad.dual_level(), mode():
+            dual = fwad.make_dual(value, torch.ones_like(value))
+            with pytest.raises(RuntimeError):
+                msda.ms_deform_attn(dual, shapes, starts, loc, w)
+
+
+def test_level_table_changed_between_forward_and_backward_is_refused():
+    # The backward reuses the forward's table: autograd's check of saved tensors must see an
+    # in-place change of it and refuse, rather than the backward reading the new numbers.
+    value, shapes, starts, loc, w = make_inputs(SHAPES, dtype=torch.float64, seed=13)
+    out = msda.ms_deform_attn(value.requires_grad_(True), shapes, starts, loc, w)
+    shapes[0, 0] = 1
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.backward(torch.ones_like(out))
