@@ -10,13 +10,19 @@ forward + backward through autograd, each
   - "torch floor": an autograd.Function that only allocates its results (what torch itself
                  costs for such a call, under any wrapper),
 and on CUDA the GPU time per call from a CUDA graph of 20 calls, to which a call should add at
-most the "no launch" cost. A figure to compare, not a test: run it against two checkouts, e.g.
+most the "no launch" cost. A figure to compare, not a test:
   PYTHONPATH=wheels MSDA_LIBRARY=build/kernels/libmsda.so python3 tests/bench/overhead.py
-with each tree's wheels/ and library. Shapes: --shape tiny (one query; the CPU's own work is
-negligible) or dec_b2_q900 (FACTS.md's decoder case, for a GPU).
+--against DIR times another copy of the package (DIR holds its `msda`, e.g. an older checkout's
+wheels/) beside this one, in --processes fresh processes of each, taken in turns (a busy host's
+slow spells fall on both), and prints the median of each row over them, with the same library.
+Shapes: --shape tiny (one query; the CPU's own work is negligible) or dec_b2_q900 (FACTS.md's
+decoder case, for a GPU).
 """
 import argparse
+import json
+import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -106,7 +112,15 @@ def main():
     ap.add_argument("--clock", default="wall", choices=("wall", "cpu"),
                     help="cpu: this process's CPU time, steadier than wall time on a busy "
                          "machine (CPU path only: it does not count time spent waiting)")
+    ap.add_argument("--against", metavar="DIR",
+                    help="a directory holding another copy of the msda package, timed beside "
+                         "this one")
+    ap.add_argument("--processes", type=int, default=5,
+                    help="with --against: fresh processes of each, taken in turns")
+    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # rows, for --against
     args = ap.parse_args()
+    if args.against:
+        return compare(args)
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     shape = args.shape or ("tiny" if args.device == "cpu" else "dec_b2_q900")
     dtype = getattr(torch, args.dtype)
@@ -123,8 +137,9 @@ def main():
         out = msda.ms_deform_attn(leaves[0], shapes, starts, leaves[1], leaves[2])
         out.backward(gout)
 
-    print(f"msda {msda.__file__}, torch {torch.__version__}, device {args.device}, shape {shape}, "
-          f"{args.dtype}, table on the {args.device}, {args.clock} clock")
+    if not args.json:
+        print(f"msda {msda.__file__}, torch {torch.__version__}, device {args.device}, "
+              f"shape {shape}, {args.dtype}, table on the {args.device}, {args.clock} clock")
     rows = []
     if args.device == "cuda":
         rows.append(("CUDA graph (GPU time)", graph_us(fwd), graph_us(fwd_bwd)))
@@ -140,9 +155,47 @@ def main():
     rows.append(("full", timed(fwd), timed(fwd_bwd)))
     no_launch()
     rows.append(("no launch (wrapper only)", timed(fwd), timed(fwd_bwd)))
+    if args.json:
+        print(json.dumps({"msda": msda.__file__, "rows": rows}))
+        return 0
     print(f"{'us per call':<26} {'forward':>10} {'fwd+bwd':>10}")
     for name, f, fb in rows:
         print(f"{name:<26} {f:>10.1f} {fb:>10.1f}")
+    return 0
+
+
+def compare(args):
+    """This package against --against's, in alternating fresh processes of this script."""
+    against = os.path.abspath(args.against)
+    if not os.path.isfile(os.path.join(against, "msda", "__init__.py")):
+        print(f"overhead.py: {against} holds no msda package", file=sys.stderr)
+        return 2
+    base = [sys.executable, os.path.abspath(__file__), "--json", "--device", args.device,
+            "--dtype", args.dtype, "--calls", str(args.calls), "--rounds", str(args.rounds),
+            "--clock", args.clock] + (["--shape", args.shape] if args.shape else [])
+    env_of = {"this": dict(os.environ)}
+    env_of["against"] = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [against] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    got = {"this": [], "against": []}
+    where = {}
+    for k in range(args.processes):
+        for which in (("this", "against") if k % 2 == 0 else ("against", "this")):
+            run = subprocess.run(base, env=env_of[which], capture_output=True, text=True)
+            if run.returncode != 0:
+                print(f"overhead.py: the {which} process failed:\n{run.stderr[-2000:]}",
+                      file=sys.stderr)
+                return 1
+            result = json.loads(run.stdout.strip().splitlines()[-1])
+            where[which] = result["msda"]
+            got[which].append(result["rows"])
+    print(f"this: msda {where['this']}\nagainst: msda {where['against']}\n"
+          f"torch {torch.__version__}, device {args.device}, {args.dtype}, {args.clock} clock; "
+          f"us per call, median over {args.processes} processes of each, taken in turns")
+    print(f"{'':<26} {'forward':>10} {'against':>10} {'fwd+bwd':>10} {'against':>10}")
+    for r, (name, _, _) in enumerate(got["this"][0]):
+        med = {w: [statistics.median(p[r][c] for p in got[w]) for c in (1, 2)] for w in got}
+        print(f"{name:<26} {med['this'][0]:>10.1f} {med['against'][0]:>10.1f} "
+              f"{med['this'][1]:>10.1f} {med['against'][1]:>10.1f}")
     return 0
 
 
