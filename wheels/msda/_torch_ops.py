@@ -116,9 +116,15 @@ _is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "i
                                            lambda: False)
 
 
-def _forward_ad_level() -> int:
-    """The innermost dual level of forward-mode AD (torch.autograd.forward_ad), -1 outside any."""
-    return getattr(_forward_ad, "_current_level", -1)
+_peek_transforms: Callable[[], object] = getattr(getattr(torch._C, "_functorch", None),
+                                                 "peek_interpreter_stack", lambda: None)
+
+
+def _transformed() -> bool:
+    """Whether forward-mode AD (a dual level of torch.autograd.forward_ad) or a torch.func
+    transform (vmap, grad, jvp, ...) is active: the op then goes through the autograd.Function,
+    whose refusal of them torch words clearly."""
+    return getattr(_forward_ad, "_current_level", -1) >= 0 or _peek_transforms() is not None
 
 
 def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
@@ -162,11 +168,11 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
         weights_are_logits=weights_are_logits)
     if ((torch.is_grad_enabled() and (value.requires_grad or sampling_locations.requires_grad
                                       or attention_weights.requires_grad))
-            or _forward_ad_level() >= 0):
+            or _transformed()):
         return MSDAFunction.apply(value, spatial_shapes, level_start_index, sampling_locations,
                                   attention_weights, False, weights_are_logits, call)
     # Nothing to differentiate (no_grad, inference_mode, or no input that requires grad): the
     # kernels without the Function, whose apply costs about as much as the rest of the call.
-    # (Under forward-mode AD the Function stays, which refuses dual tensors as it always did,
-    # rather than dropping their tangents.)
+    # (Under forward-mode AD and torch.func transforms the Function stays, which refuses them
+    # as it always did, rather than dropping tangents or failing on a batched tensor's data.)
     return kernels.run_forward(call, value, sampling_locations, attention_weights)

@@ -249,6 +249,15 @@ def test_forward_mode_ad_is_refused_rather_than_dropped():
                 msda.ms_deform_attn(dual, shapes, starts, loc, w)
 
 
+def test_torch_func_transforms_get_the_functions_refusal():
+    # vmap of a call with nothing to differentiate: torch's own message about autograd.Function
+    # and transforms, not a failure to read a batched tensor's data.
+    value, shapes, starts, loc, w = make_inputs(SHAPES, dtype=torch.float64, seed=14)
+    with pytest.raises(RuntimeError, match="autograd.Function"):
+        torch.func.vmap(lambda v: msda.ms_deform_attn(v, shapes, starts, loc, w))(
+            torch.stack([value, value]))
+
+
 def test_level_table_changed_between_forward_and_backward_is_refused():
     # The backward reuses the forward's table: autograd's check of saved tensors must see an
     # in-place change of it and refuse, rather than the backward reading the new numbers.
