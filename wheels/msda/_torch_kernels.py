@@ -438,17 +438,15 @@ def run_backward(call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Te
             if len(cache) > 64:  # a model has a few shapes a table; a sweep must not grow it
                 cache.clear()
             cache[key] = nbytes
-    held = None
     if not status:
         if nbytes:
-            # From torch's caching allocator, on the call's stream: freed after the call, the
-            # memory is reused only by work ordered after it on that stream. Left as it comes:
-            # the call zeroes what it uses.
-            held = torch.empty(nbytes, dtype=torch.uint8, device=device)
-            a.workspace = held.data_ptr()
+            # From torch's caching allocator, on the call's stream: freed when this function
+            # returns, the memory is reused only by work ordered after the call on that stream.
+            # Left as it comes: the call zeroes what it uses.
+            workspace = torch.empty(nbytes, dtype=torch.uint8, device=device)
+            a.workspace = workspace.data_ptr()
             a.workspace_bytes = nbytes
         status = _cuda_status(lib.backward_cuda, pt.bwd_ref, _stream(index), pt.err_ref)
-    del held
     if status:
         lib.check(status, pt.err, _gpu(device))
     return grads
