@@ -5,9 +5,11 @@ call these. CPU tensors run libmsda's CPU path with torch's thread count; CUDA t
 enqueued on torch's current stream of their device, with that device made current, because
 libmsda launches in the calling thread's current CUDA context.
 
-Made for small calls (a decoder layer's op runs in tens of microseconds on a GPU): the shape
-checks are cached per combination of shapes, the level table per tensor, the ctypes argument
-structs are reused per thread, and a level table on the GPU is handed to libmsda where it is,
+Made for small calls (a decoder layer's op runs in tens of microseconds on a GPU): the checks
+are made once per combination of the inputs' shapes, types and devices (a _Plan), whose last
+Call is reused while the level table (made once per tensor and version) and the library are
+the same; the ctypes argument structs are reused per thread and refilled only for another
+Call, and a level table on the GPU is handed to libmsda where it is,
 so that no call copies it to the host or synchronises (models keep it on the GPU; a copy per
 call would also forbid CUDA-graph capture).
 """
@@ -78,24 +80,24 @@ def coord_dtype(value: torch.dtype, locations: torch.dtype, weights: torch.dtype
     return value
 
 
-# ---- shapes ------------------------------------------------------------------------------------
-# check_forward's sizes and their ctypes struct, per combination of shapes.
-_sizes_cache: Dict[tuple, Tuple[Sizes, _Sizes]] = {}
+# ---- shapes ----------------------------------------------------------------------------------
+class _Plan:
+    """What prepare's checks found for one combination of the five tensors' shapes, dtypes and
+    devices and the weights' kind: found once, then looked up by that combination. `call` is
+    the last Call made under it, which the next call takes where its table and library are the
+    same ones (a model's layers pass one table)."""
+
+    __slots__ = ("sizes", "c_sizes", "cdt", "out_shape", "call")
+
+    def __init__(self, sizes: Sizes, c_sizes: _Sizes, cdt: torch.dtype) -> None:
+        self.sizes = sizes
+        self.c_sizes = c_sizes
+        self.cdt = cdt
+        self.out_shape = output_shape(sizes)
+        self.call: Optional["Call"] = None
 
 
-def sizes_of(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
-             sampling_locations: torch.Tensor, attention_weights: torch.Tensor
-             ) -> Tuple[Sizes, _Sizes]:
-    """check_forward's sizes and their ctypes struct, cached per combination of shapes."""
-    key = (value.shape, spatial_shapes.shape, level_start_index.shape, sampling_locations.shape,
-           attention_weights.shape)
-    hit = _sizes_cache.get(key)
-    if hit is None:
-        sizes = check_forward(*key)
-        if len(_sizes_cache) > 512:  # a model has a handful; a sweep must not grow it forever
-            _sizes_cache.clear()
-        hit = _sizes_cache[key] = (sizes, _Sizes(*sizes))
-    return hit
+_plans: Dict[tuple, _Plan] = {}
 
 
 # ---- the level table ---------------------------------------------------------------------------
@@ -229,7 +231,8 @@ def _check_device_table(t: _Table, shapes: torch.Tensor, starts: torch.Tensor, s
 # ---- the calls ---------------------------------------------------------------------------------
 class _PerThread(threading.local):
     """Argument structs reused by every call of a thread (libmsda reads them only during the
-    call)."""
+    call). `fwd_call` and `bwd_call`: the Call whose fields other than the tensors' addresses
+    each struct holds now (a model's calls mostly repeat one Call)."""
 
     def __init__(self) -> None:
         self.fwd = _ForwardArgs()
@@ -240,6 +243,8 @@ class _PerThread(threading.local):
         self.err_ref = ctypes.byref(self.err)
         self.nbytes = ctypes.c_size_t(0)
         self.nbytes_ref = ctypes.byref(self.nbytes)
+        self.fwd_call: Optional[Call] = None
+        self.bwd_call: Optional[Call] = None
 
 
 _per_thread = _PerThread()
@@ -279,20 +284,20 @@ def _cuda_status(fn: Callable[..., int], *args) -> int:
 
 class Call:
     """One call's inputs as libmsda takes them, apart from the tensors: checked and looked up
-    once by `prepare`, used by the forward, and handed to the backward, which has nothing left
-    to check or look up (a decoder layer's op runs in tens of microseconds on a GPU, and every
-    microsecond of Python shows)."""
+    by `prepare`, used by the forward, and handed to the backward, which has nothing left to
+    check or look up (a decoder layer's op runs in tens of microseconds on a GPU, and every
+    microsecond of Python shows). Calls of one plan, table and library share one Call."""
 
-    __slots__ = ("sizes", "c_sizes", "dtype", "cdt", "logits", "device", "table", "index",
-                 "status", "lib")
+    __slots__ = ("sizes", "c_sizes", "out_shape", "dtype", "cdt", "logits", "device", "table",
+                 "index", "status", "lib")
 
-    def __init__(self, sizes: Sizes, c_sizes: _Sizes, dtype: torch.dtype, cdt: torch.dtype,
-                 logits: bool, device: torch.device, table: Optional[_Table], index: int,
-                 status: int, lib: Library) -> None:
-        self.sizes = sizes
-        self.c_sizes = c_sizes
+    def __init__(self, plan: _Plan, dtype: torch.dtype, logits: bool, device: torch.device,
+                 table: Optional[_Table], index: int, status: int, lib: Library) -> None:
+        self.sizes = plan.sizes
+        self.c_sizes = plan.c_sizes
+        self.out_shape = plan.out_shape  # the output's shape, and grad_output's
         self.dtype = dtype      # value's, the output's and grad_value's
-        self.cdt = cdt          # coord_dtype: the locations', the weights' and their gradients'
+        self.cdt = plan.cdt     # coord_dtype: the locations', the weights' and their gradients'
         self.logits = logits    # attention_weights are logits (the fused softmax)
         self.device = device
         self.table = table      # None for an empty problem, which reaches no library call
@@ -301,33 +306,85 @@ class Call:
         self.lib = lib          # the library of the call's forward, which its backward takes too
 
 
+def _make_plan(key: tuple, value: torch.Tensor, spatial_shapes: torch.Tensor,
+               level_start_index: torch.Tensor, sampling_locations: torch.Tensor,
+               attention_weights: torch.Tensor) -> _Plan:
+    check_dtypes(value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
+    sizes = check_forward(value.shape, spatial_shapes.shape, level_start_index.shape,
+                          sampling_locations.shape, attention_weights.shape)
+    plan = _Plan(sizes, _Sizes(*sizes), coord_dtype(value.dtype, sampling_locations.dtype,
+                                                    attention_weights.dtype))
+    if len(_plans) > 512:  # a model has a handful; a sweep must not grow it forever
+        _plans.clear()
+    _plans[key] = plan
+    return plan
+
+
 def prepare(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
             sampling_locations: torch.Tensor, attention_weights: torch.Tensor, *,
-            check: bool = True, weights_are_logits: bool = False
+            weights_are_logits: bool = False
             ) -> Tuple[Call, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The Call and the three tensors as the kernels take them: the locations and weights cast
-    to coord_dtype, all three contiguous. check=False: check_dtypes has passed already. Shape
-    errors and an inconsistent level table raise MSDAInputError here, before any work."""
-    if check:
-        check_dtypes(value, spatial_shapes, level_start_index, sampling_locations,
-                     attention_weights)
-    sizes, c_sizes = sizes_of(value, spatial_shapes, level_start_index, sampling_locations,
-                              attention_weights)
-    dtype = value.dtype
-    cdt = coord_dtype(dtype, sampling_locations.dtype, attention_weights.dtype)
+    to coord_dtype, all three contiguous. Type, device and shape errors and an inconsistent
+    level table raise MSDAInputError here, before any work."""
+    device = value.device
+    # Everything the checks read: a combination seen before passed them.
+    key = (value.shape, value.dtype, device, sampling_locations.shape, sampling_locations.dtype,
+           sampling_locations.device, attention_weights.shape, attention_weights.dtype,
+           attention_weights.device, spatial_shapes.shape, spatial_shapes.dtype,
+           spatial_shapes.device, level_start_index.shape, level_start_index.dtype,
+           level_start_index.device, weights_are_logits)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _make_plan(key, value, spatial_shapes, level_start_index, sampling_locations,
+                          attention_weights)
+    cdt = plan.cdt
     if sampling_locations.dtype != cdt:
         sampling_locations = sampling_locations.to(cdt)
     if attention_weights.dtype != cdt:
         attention_weights = attention_weights.to(cdt)
-    device = value.device
-    table, index, status = (None, -1, 0) if sizes.empty else _table_for(
-        spatial_shapes, level_start_index, sizes, device)
-    return (Call(sizes, c_sizes, dtype, cdt, weights_are_logits, device, table, index, status,
-                 library()),
-            value.contiguous(), sampling_locations.contiguous(), attention_weights.contiguous())
+    lib = library()
+    call = plan.call
+    if plan.sizes.empty:
+        if call is None or call.lib is not lib:
+            call = plan.call = Call(plan, value.dtype, weights_are_logits, device, None, -1, 0,
+                                    lib)
+    else:
+        table = level_table(spatial_shapes, level_start_index)
+        if call is None or call.table is not table or call.lib is not lib:
+            call = _new_call(plan, value.dtype, weights_are_logits, device, table,
+                             spatial_shapes, level_start_index, lib)
+    return (call, value.contiguous(), sampling_locations.contiguous(),
+            attention_weights.contiguous())
 
 
-def _fill(a, call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Tensor) -> None:
+def _new_call(plan: _Plan, dtype: torch.dtype, logits: bool, device: torch.device,
+              table: _Table, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
+              lib: Library) -> Call:
+    """A Call on this table; kept as the plan's where its table is checked (a device table
+    seen first while a CUDA graph is captured is checked by a later call)."""
+    if device.type == "cpu":  # check_dtypes saw to it that the table is on the CPU too
+        call = plan.call = Call(plan, dtype, logits, device, table, -1, 0, lib)
+        return call
+    if device.type != "cuda":
+        raise MSDAInputError(f"msda: tensors on {device} are not supported (CPU and CUDA are)")
+    if spatial_shapes.device.type != level_start_index.device.type:
+        raise MSDAInputError(f"msda: spatial_shapes is on {spatial_shapes.device} and "
+                             f"level_start_index on {level_start_index.device}; the level table "
+                             f"must be in one place")
+    index = _cuda_index(device)
+    if table.memory != Memory.DEVICE:
+        call = plan.call = Call(plan, dtype, logits, device, table, index, 0, lib)
+        return call
+    _check_device_table(table, spatial_shapes, level_start_index, plan.sizes, index)
+    call = Call(plan, dtype, logits, device, table, index, _status_tensor(index).data_ptr(), lib)
+    if plan.sizes.spatial in table.checked:
+        plan.call = call
+    return call
+
+
+def _fill(a, call: Call) -> None:
+    """The fields of an args struct that a Call decides (all but the tensors' addresses)."""
     table = call.table
     a.dtype = _DTYPES[call.dtype]
     a.weights = Weights.LOGITS if call.logits else Weights.SOFTMAXED
@@ -337,28 +394,6 @@ def _fill(a, call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Tensor
     a.level_table = table.memory
     a.device_status = call.status
     a.coord_type = CoordType.F32 if call.cdt != call.dtype else CoordType.SAME
-    a.value = value.data_ptr()
-    a.sampling_locations = loc.data_ptr()
-    a.attention_weights = w.data_ptr()
-
-
-def _table_for(spatial_shapes: torch.Tensor, level_start_index: torch.Tensor, sizes: Sizes,
-               device: torch.device) -> Tuple[_Table, int, int]:
-    """The table, the CUDA device index (-1 for the CPU), the device status address (or 0)."""
-    if device.type == "cpu":  # check_dtypes saw to it that the table is on the CPU too
-        return level_table(spatial_shapes, level_start_index), -1, 0
-    if device.type != "cuda":
-        raise MSDAInputError(f"msda: tensors on {device} are not supported (CPU and CUDA are)")
-    if spatial_shapes.device.type != level_start_index.device.type:
-        raise MSDAInputError(f"msda: spatial_shapes is on {spatial_shapes.device} and "
-                             f"level_start_index on {level_start_index.device}; the level table "
-                             f"must be in one place")
-    index = _cuda_index(device)
-    table = level_table(spatial_shapes, level_start_index)
-    if table.memory == Memory.DEVICE:
-        _check_device_table(table, spatial_shapes, level_start_index, sizes, index)
-        return table, index, _status_tensor(index).data_ptr()
-    return table, index, 0
 
 
 def run_forward(call: Call, value: torch.Tensor, loc: torch.Tensor,
@@ -366,18 +401,21 @@ def run_forward(call: Call, value: torch.Tensor, loc: torch.Tensor,
     """The op's output (N, Lq, M * D) in value's dtype, on value's device, for tensors as
     `prepare` returned them. Records no autograd graph. CUDA tensors: on torch's current stream
     of their device, with that device made current."""
-    sizes = call.sizes
-    shape = output_shape(sizes)
-    if sizes.empty:
-        return value.new_zeros(shape)
+    if call.sizes.empty:
+        return value.new_zeros(call.out_shape)
     index = call.index
     if index >= 0 and torch.cuda.current_device() != index:
         with torch.cuda.device(index):
             return run_forward(call, value, loc, w)
-    output = torch.empty(shape, dtype=call.dtype, device=call.device)
+    output = value.new_empty(call.out_shape)
     pt = _per_thread
     a = pt.fwd
-    _fill(a, call, value, loc, w)
+    if pt.fwd_call is not call:
+        _fill(a, call)
+        pt.fwd_call = call
+    a.value = value.data_ptr()
+    a.sampling_locations = loc.data_ptr()
+    a.attention_weights = w.data_ptr()
     a.output = output.data_ptr()
     lib = call.lib
     if index < 0:
@@ -394,8 +432,8 @@ def run_backward(call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Te
     """[grad_value, grad_sampling_locations, grad_attention_weights] for tensors as `prepare`
     returned them: the first in value's dtype, the others in coord_dtype's (with logits, the
     third is the gradient with respect to them)."""
-    sizes = call.sizes
-    check_grad_output(sizes, grad_output.shape)
+    if grad_output.shape != call.out_shape:
+        check_grad_output(call.sizes, grad_output.shape)
     device = call.device
     if grad_output.device != device:
         raise MSDAInputError(f"msda: grad_output is on {grad_output.device} and value on "
@@ -403,7 +441,7 @@ def run_backward(call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Te
     if grad_output.dtype != call.dtype:
         grad_output = grad_output.to(call.dtype)
     grad_output = grad_output.contiguous()
-    if sizes.empty:
+    if call.sizes.empty:
         return [torch.zeros_like(value), torch.zeros_like(loc), torch.zeros_like(w)]
     index = call.index
     if index >= 0 and torch.cuda.current_device() != index:
@@ -413,7 +451,12 @@ def run_backward(call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Te
     grads = [torch.empty_like(value), torch.empty_like(loc), torch.empty_like(w)]
     pt = _per_thread
     a = pt.bwd
-    _fill(a, call, value, loc, w)
+    if pt.bwd_call is not call:
+        _fill(a, call)
+        pt.bwd_call = call
+    a.value = value.data_ptr()
+    a.sampling_locations = loc.data_ptr()
+    a.attention_weights = w.data_ptr()
     a.grad_output = grad_output.data_ptr()
     a.grad_value = grads[0].data_ptr()
     a.grad_sampling_locations = grads[1].data_ptr()
@@ -427,7 +470,7 @@ def run_backward(call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Te
             lib.check(status, pt.err)
         return grads
     # The workspace's size per table, sizes and types (the table decides the buffer plan).
-    key = (sizes, call.dtype, call.cdt, index)
+    key = (call.sizes, call.dtype, call.cdt, index)
     cache = call.table.workspace
     nbytes = cache.get(key)
     status = 0
@@ -454,21 +497,19 @@ def run_backward(call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Te
 
 def forward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
             sampling_locations: torch.Tensor, attention_weights: torch.Tensor, *,
-            check: bool = True, weights_are_logits: bool = False) -> torch.Tensor:
+            weights_are_logits: bool = False) -> torch.Tensor:
     """prepare, then run_forward: the output for the op's five arguments as users pass them.
     weights_are_logits: the kernels softmax attention_weights over each (n, q, m)'s L*P."""
     call, value, loc, w = prepare(value, spatial_shapes, level_start_index, sampling_locations,
-                                  attention_weights, check=check,
-                                  weights_are_logits=weights_are_logits)
+                                  attention_weights, weights_are_logits=weights_are_logits)
     return run_forward(call, value, loc, w)
 
 
 def backward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
              sampling_locations: torch.Tensor, attention_weights: torch.Tensor,
-             grad_output: torch.Tensor, *, check: bool = True,
+             grad_output: torch.Tensor, *,
              weights_are_logits: bool = False) -> List[torch.Tensor]:
     """prepare, then run_backward: the three gradients for the op's arguments and grad_output."""
     call, value, loc, w = prepare(value, spatial_shapes, level_start_index, sampling_locations,
-                                  attention_weights, check=check,
-                                  weights_are_logits=weights_are_logits)
+                                  attention_weights, weights_are_logits=weights_are_logits)
     return run_backward(call, value, loc, w, grad_output)

@@ -27,15 +27,13 @@ class MSDAFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
                 sampling_locations: Tensor, attention_weights: Tensor,
-                check: bool = True, weights_are_logits: bool = False,
-                call: Optional[kernels.Call] = None) -> Tensor:
+                weights_are_logits: bool = False, call: Optional[kernels.Call] = None) -> Tensor:
         # call (from ms_deform_attn): the inputs are checked, cast and contiguous already, and
-        # call is kernels.prepare's for them. Without it, prepare here (check=False: the dtypes
-        # and devices are checked already).
+        # call is kernels.prepare's for them. Without it, prepare here.
         if call is None:
             call, value, sampling_locations, attention_weights = kernels.prepare(
                 value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
-                check=check, weights_are_logits=weights_are_logits)
+                weights_are_logits=weights_are_logits)
         # The table too: the call's table points into it, and autograd tells if it changes.
         ctx.save_for_backward(value, spatial_shapes, level_start_index, sampling_locations,
                               attention_weights)
@@ -48,7 +46,7 @@ class MSDAFunction(torch.autograd.Function):
         value, _, _, sampling_locations, attention_weights = ctx.saved_tensors
         grad_value, grad_locations, grad_weights = kernels.run_backward(
             ctx.call, value, sampling_locations, attention_weights, grad_output)
-        return grad_value, None, None, grad_locations, grad_weights, None, None, None
+        return grad_value, None, None, grad_locations, grad_weights, None, None
 
 
 def _register_custom_op(name: str, logits: bool) -> OpFn:
@@ -170,7 +168,7 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
                                       or attention_weights.requires_grad))
             or _transformed()):
         return MSDAFunction.apply(value, spatial_shapes, level_start_index, sampling_locations,
-                                  attention_weights, False, weights_are_logits, call)
+                                  attention_weights, weights_are_logits, call)
     # Nothing to differentiate (no_grad, inference_mode, or no input that requires grad): the
     # kernels without the Function, whose apply costs about as much as the rest of the call.
     # (Under forward-mode AD and torch.func transforms the Function stays, which refuses them

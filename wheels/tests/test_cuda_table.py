@@ -138,6 +138,30 @@ def test_the_kernels_check_a_table_changed_under_a_graph():
     g.replay()
     torch.cuda.synchronize()
     assert torch.isfinite(out).all()
+    # Now, not whenever the garbage collector breaks the cycle through `info`'s traceback: a
+    # graph or its pool's memory released during a later test's capture invalidates that capture.
+    del g, out
+
+
+def test_a_table_first_seen_under_capture_is_checked_by_the_next_eager_call():
+    # Capture skips the table's host check (no sync may happen then); the Call made there must
+    # not be reused by eager calls as if the table had passed it.
+    value, shapes, starts, loc, w = _inputs(107)
+    msda.ms_deform_attn(value, shapes, starts, loc, w)  # the plan, kernels and allocator warm
+    bad = torch.tensor([0, 221, 285, 304], device="cuda")  # level 2 starts one row late
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        msda.ms_deform_attn(value, shapes, starts, loc, w)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        msda.ms_deform_attn(value, shapes, bad, loc, w)
+    with pytest.raises(msda.MSDAInputError, match=r"level_start\[2\] is 285"):
+        msda.ms_deform_attn(value, shapes, bad, loc, w)
+    del g
+    torch.cuda.synchronize()
+    msda.check_level_tables()  # the graph never ran: nothing stored
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])

@@ -266,3 +266,43 @@ def test_level_table_changed_between_forward_and_backward_is_refused():
     shapes[0, 0] = 1
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         out.backward(torch.ones_like(out))
+
+
+def test_calls_of_one_problem_share_one_call():
+    # prepare checks a combination of shapes, types and devices once and reuses the Call while
+    # the table and the library are the same; anything else gets its own.
+    from msda import _torch_kernels as tk
+    value, shapes, starts, loc, w = make_inputs(SHAPES, dtype=torch.float64, seed=15)
+    first = tk.prepare(value, shapes, starts, loc, w)[0]
+    assert tk.prepare(value, shapes, starts, loc, w)[0] is first
+    assert tk.prepare(value.clone(), shapes, starts, loc.clone(), w.clone())[0] is first
+    assert tk.prepare(value, shapes.clone(), starts, loc, w)[0] is not first  # another table
+    assert tk.prepare(value, shapes, starts, loc, w, weights_are_logits=True)[0] is not first
+    assert tk.prepare(value.float(), shapes, starts, loc, w)[0].cdt == torch.float32
+    shapes[0, 0] = shapes[0, 0]  # in place: a new version of the table
+    changed = tk.prepare(value, shapes, starts, loc, w)[0]
+    assert changed is not first and changed.table is not first.table
+    # A combination seen before passed its checks; a new one is checked again.
+    with pytest.raises(msda.MSDAInputError, match="sampling_locations has dtype torch.int64"):
+        tk.prepare(value, shapes, starts, loc.long(), w)
+    with pytest.raises(msda.MSDAInputError, match="attention_weights has shape"):
+        tk.prepare(value, shapes, starts, loc, w[:, :, :, :, :1])
+
+
+def test_alternating_problems_on_one_thread_each_get_their_own_arguments():
+    # The per-thread argument structs keep the fields of the last Call they were filled for:
+    # calls that alternate between problems must refill them.
+    problems = [make_inputs(SHAPES, dtype=torch.float64, seed=16),
+                make_inputs([(3, 5), (2, 2)], batch=1, queries=3, heads=2, channels=3,
+                            points=3, dtype=torch.float32, seed=17),
+                make_inputs(SHAPES, dtype=torch.float32, seed=18)]
+    for _ in range(2):
+        for value, shapes, starts, loc, w in problems:
+            tol = 1e-12 if value.dtype == torch.float64 else 1e-5
+            grad_out = torch.randn(value.shape[0], loc.shape[1], value.shape[2] * value.shape[3],
+                                   dtype=value.dtype)
+            out, grads = _grads(msda.ms_deform_attn, value, shapes, starts, loc, w, grad_out)
+            ref_out, ref_grads = _grads(_reference, value, shapes, starts, loc, w, grad_out)
+            assert rel_err(out, ref_out) < tol
+            for g, r in zip(grads, ref_grads):
+                assert rel_err(g, r) < tol

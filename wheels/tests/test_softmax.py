@@ -81,7 +81,7 @@ def test_gradcheck_f64(fallback):
     x = _logits(w, 24)
     inputs = [t.requires_grad_(True) for t in (value, loc, x)]
     if fallback:  # the autograd.Function that torch before 2.4 runs
-        fn = lambda v, l, a: _torch_ops.MSDAFunction.apply(v, shapes, starts, l, a, True, True)
+        fn = lambda v, l, a: _torch_ops.MSDAFunction.apply(v, shapes, starts, l, a, True)
     else:
         fn = lambda v, l, a: _fused(v, shapes, starts, l, a)
     assert torch.autograd.gradcheck(fn, inputs, eps=1e-6, atol=1e-7)
