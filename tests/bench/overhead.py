@@ -14,7 +14,8 @@ most the "no launch" cost. A figure to compare, not a test:
   PYTHONPATH=wheels MSDA_LIBRARY=build/kernels/libmsda.so python3 tests/bench/overhead.py
 --against DIR times another copy of the package (DIR holds its `msda`, e.g. an older checkout's
 wheels/) beside this one, in --processes fresh processes of each, taken in turns (a busy host's
-slow spells fall on both), and prints the median of each row over them, with the same library.
+slow spells fall on both), and prints the median of each row over them, with the same library,
+or with --against-library's where the two packages are written for different ABIs.
 Shapes: --shape tiny (one query; the CPU's own work is negligible) or dec_b2_q900 (FACTS.md's
 decoder case, for a GPU).
 """
@@ -117,6 +118,8 @@ def main():
                          "this one")
     ap.add_argument("--processes", type=int, default=5,
                     help="with --against: fresh processes of each, taken in turns")
+    ap.add_argument("--against-library", metavar="PATH",
+                    help="with --against: the libmsda.so its package loads (default: this one's)")
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # rows, for --against
     args = ap.parse_args()
     if args.against:
@@ -176,6 +179,8 @@ def compare(args):
     env_of = {"this": dict(os.environ)}
     env_of["against"] = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [against] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    if args.against_library:
+        env_of["against"]["MSDA_LIBRARY"] = os.path.abspath(args.against_library)
     got = {"this": [], "against": []}
     where = {}
     for k in range(args.processes):
