@@ -397,7 +397,7 @@ def main():
         from peers import load as peer_load
         peers, missing = peer_load.load(args.peers)
         dtypes = [(n, t) for n, t, _ in DTYPES if n in args.compare_dtypes.split(",")]
-        failures, more = compare.run(peers, missing, dtypes, args.reps, args.warmup)
+        failures, more = compare.run(peers, missing, dtypes, args.reps, args.warmup, cases=args.cases)
         bad += failures
         verdicts += more
         bad += encoder_layer.run(peers, args.reps, args.warmup)

@@ -268,13 +268,13 @@ def timings(impl, gout, reps, warmup):
     return got, note
 
 
-def run(peers, missing, dtypes, reps, warmup, kinds=("random", "realistic")):
+def run(peers, missing, dtypes, reps, warmup, kinds=("random", "realistic"), cases=CASES):
     """Prints the tables; returns (failures, speed verdicts) where failures are msda's
     disagreements or failed calls (peers' are reported, not counted)."""
     for name, why in missing.items():
         print(f"peer {name} not loaded: {why}")
     failures, verdicts = [], []
-    for case, N, Lq in CASES:
+    for case, N, Lq in cases:
         rows = []
         for kind in kinds:
             value, loc, logits, gout = make_inputs(N, Lq, kind)
