@@ -22,7 +22,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from ._errors import GPU, MSDAError, MSDAInputError, Status, error_from_status
+from ._errors import GPU, MSDAInputError, Status, error_from_status
 from ._library import (CoordType, DType, Library, Memory, Sizes, Weights, _BackwardArgs,
                        _Error, _ForwardArgs, _Sizes, library)
 from ._shapes import check_forward, check_grad_output, output_shape
@@ -363,37 +363,44 @@ def _new_call(plan: _Plan, dtype: torch.dtype, logits: bool, device: torch.devic
               lib: Library) -> Call:
     """A Call on this table; kept as the plan's where its table is checked (a device table
     seen first while a CUDA graph is captured is checked by a later call)."""
-    if device.type == "cpu":  # check_dtypes saw to it that the table is on the CPU too
-        call = plan.call = Call(plan, dtype, logits, device, table, -1, 0, lib)
-        return call
-    if device.type != "cuda":
-        raise MSDAInputError(f"msda: tensors on {device} are not supported (CPU and CUDA are)")
-    if spatial_shapes.device.type != level_start_index.device.type:
-        raise MSDAInputError(f"msda: spatial_shapes is on {spatial_shapes.device} and "
-                             f"level_start_index on {level_start_index.device}; the level table "
-                             f"must be in one place")
-    index = _cuda_index(device)
-    if table.memory != Memory.DEVICE:
-        call = plan.call = Call(plan, dtype, logits, device, table, index, 0, lib)
-        return call
-    _check_device_table(table, spatial_shapes, level_start_index, plan.sizes, index)
-    call = Call(plan, dtype, logits, device, table, index, _status_tensor(index).data_ptr(), lib)
-    if plan.sizes.spatial in table.checked:
+    index, status = -1, 0
+    if device.type != "cpu":  # on the CPU, check_dtypes saw to it that the table is there too
+        if device.type != "cuda":
+            raise MSDAInputError(f"msda: tensors on {device} are not supported (CPU and CUDA "
+                                 f"are)")
+        if spatial_shapes.device.type != level_start_index.device.type:
+            raise MSDAInputError(f"msda: spatial_shapes is on {spatial_shapes.device} and "
+                                 f"level_start_index on {level_start_index.device}; the level "
+                                 f"table must be in one place")
+        index = _cuda_index(device)
+        if table.memory == Memory.DEVICE:
+            _check_device_table(table, spatial_shapes, level_start_index, plan.sizes, index)
+            status = _status_tensor(index).data_ptr()
+    call = Call(plan, dtype, logits, device, table, index, status, lib)
+    if table.memory != Memory.DEVICE or plan.sizes.spatial in table.checked:
         plan.call = call
     return call
 
 
-def _fill(a, call: Call) -> None:
-    """The fields of an args struct that a Call decides (all but the tensors' addresses)."""
-    table = call.table
-    a.dtype = _DTYPES[call.dtype]
-    a.weights = Weights.LOGITS if call.logits else Weights.SOFTMAXED
-    a.sizes = call.c_sizes
-    a.spatial_shapes = table.shapes
-    a.level_start = table.starts
-    a.level_table = table.memory
-    a.device_status = call.status
-    a.coord_type = CoordType.F32 if call.cdt != call.dtype else CoordType.SAME
+def _bind(a, held: Optional[Call], call: Call, value: torch.Tensor, loc: torch.Tensor,
+          w: torch.Tensor) -> Call:
+    """Points args struct `a` at the call's three inputs, refilling the fields a Call decides
+    where `held`, the Call whose fields it holds now, is another one. Returns the Call it
+    holds afterwards."""
+    if held is not call:
+        table = call.table
+        a.dtype = _DTYPES[call.dtype]
+        a.weights = Weights.LOGITS if call.logits else Weights.SOFTMAXED
+        a.sizes = call.c_sizes
+        a.spatial_shapes = table.shapes
+        a.level_start = table.starts
+        a.level_table = table.memory
+        a.device_status = call.status
+        a.coord_type = CoordType.F32 if call.cdt != call.dtype else CoordType.SAME
+    a.value = value.data_ptr()
+    a.sampling_locations = loc.data_ptr()
+    a.attention_weights = w.data_ptr()
+    return call
 
 
 def run_forward(call: Call, value: torch.Tensor, loc: torch.Tensor,
@@ -410,12 +417,7 @@ def run_forward(call: Call, value: torch.Tensor, loc: torch.Tensor,
     output = value.new_empty(call.out_shape)
     pt = _per_thread
     a = pt.fwd
-    if pt.fwd_call is not call:
-        _fill(a, call)
-        pt.fwd_call = call
-    a.value = value.data_ptr()
-    a.sampling_locations = loc.data_ptr()
-    a.attention_weights = w.data_ptr()
+    pt.fwd_call = _bind(a, pt.fwd_call, call, value, loc, w)
     a.output = output.data_ptr()
     lib = call.lib
     if index < 0:
@@ -451,12 +453,7 @@ def run_backward(call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Te
     grads = [torch.empty_like(value), torch.empty_like(loc), torch.empty_like(w)]
     pt = _per_thread
     a = pt.bwd
-    if pt.bwd_call is not call:
-        _fill(a, call)
-        pt.bwd_call = call
-    a.value = value.data_ptr()
-    a.sampling_locations = loc.data_ptr()
-    a.attention_weights = w.data_ptr()
+    pt.bwd_call = _bind(a, pt.bwd_call, call, value, loc, w)
     a.grad_output = grad_output.data_ptr()
     a.grad_value = grads[0].data_ptr()
     a.grad_sampling_locations = grads[1].data_ptr()

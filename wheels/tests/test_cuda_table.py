@@ -22,6 +22,20 @@ def _inputs(seed, dtype=torch.float32, **kw):
     return make_inputs(SHAPES, dtype=dtype, device="cuda", seed=seed, **sizes)
 
 
+def _captured(capture, warm=None):
+    """A CUDA graph of capture() and what it returned, after a call of warm (default: capture)
+    on a side stream: capture needs the allocator and the loaded kernels settled first."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        (warm or capture)()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = capture()
+    return g, out
+
+
 def _run(value, shapes, starts, loc, w, grad_out):
     vs = [t.detach().clone().requires_grad_(True) for t in (value, loc, w)]
     out = msda.ms_deform_attn(vs[0], shapes, starts, vs[1], vs[2])
@@ -114,14 +128,7 @@ def test_the_kernels_check_a_table_changed_under_a_graph():
     value, shapes, starts, loc, w = _inputs(103)
     starts = starts.clone()
     msda.ms_deform_attn(value, shapes, starts, loc, w)  # checked while eager
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        msda.ms_deform_attn(value, shapes, starts, loc, w)
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        out = msda.ms_deform_attn(value, shapes, starts, loc, w)
+    g, out = _captured(lambda: msda.ms_deform_attn(value, shapes, starts, loc, w))
     g.replay()
     torch.cuda.synchronize()
     assert torch.isfinite(out).all()
@@ -149,14 +156,8 @@ def test_a_table_first_seen_under_capture_is_checked_by_the_next_eager_call():
     value, shapes, starts, loc, w = _inputs(107)
     msda.ms_deform_attn(value, shapes, starts, loc, w)  # the plan, kernels and allocator warm
     bad = torch.tensor([0, 221, 285, 304], device="cuda")  # level 2 starts one row late
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        msda.ms_deform_attn(value, shapes, starts, loc, w)
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        msda.ms_deform_attn(value, shapes, bad, loc, w)
+    g, _ = _captured(lambda: msda.ms_deform_attn(value, shapes, bad, loc, w),
+                     warm=lambda: msda.ms_deform_attn(value, shapes, starts, loc, w))
     with pytest.raises(msda.MSDAInputError, match=r"level_start\[2\] is 285"):
         msda.ms_deform_attn(value, shapes, bad, loc, w)
     del g
