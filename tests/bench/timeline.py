@@ -21,7 +21,7 @@ import msda
 from msda import _torch_kernels, _torch_ops
 
 from bench import AllocOnlyOp
-from overhead import inputs
+from overhead import SHAPES, inputs
 
 now = time.perf_counter_ns
 
@@ -34,9 +34,11 @@ class Marks:
         self.t.setdefault(name, now())
 
 
-def wrap(marks, owner, attr, before, after, static=False):
+def wrap(marks, owner, attr, before, after):
+    """Replaces owner.attr (a class's staticmethod, or an instance's function) by itself with
+    marks before and after."""
     real = getattr(owner, attr)
-    real = real.__func__ if isinstance(real, staticmethod) else real
+    static = isinstance(vars(owner).get(attr), staticmethod)
 
     def wrapped(*args, **kwargs):
         marks(before)
@@ -83,7 +85,7 @@ def timelines(variants, marks, calls, rounds, warmup):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dtype", default="float32", choices=("float32", "float16", "bfloat16"))
-    ap.add_argument("--shape", default="dec_b2_q900")
+    ap.add_argument("--shape", default="dec_b2_q900", choices=sorted(SHAPES))
     ap.add_argument("--calls", type=int, default=200, help="calls a variant a round")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--warmup", type=int, default=50)
@@ -95,12 +97,12 @@ def main():
                       device="cuda", dtype=dtype)
     marks = Marks()
     lib = _torch_kernels.library()
-    wrap(marks, _torch_ops.MSDAFunction, "forward", "Function.forward entered", "Function.forward left", True)
-    wrap(marks, _torch_ops.MSDAFunction, "backward", "Function.backward entered", "Function.backward left", True)
+    wrap(marks, _torch_ops.MSDAFunction, "forward", "Function.forward entered", "Function.forward left")
+    wrap(marks, _torch_ops.MSDAFunction, "backward", "Function.backward entered", "Function.backward left")
     wrap(marks, lib, "forward_cuda", "C forward call", "C forward returned")
     wrap(marks, lib, "backward_cuda", "C backward call", "C backward returned")
-    wrap(marks, AllocOnlyOp, "forward", "Function.forward entered", "Function.forward left", True)
-    wrap(marks, AllocOnlyOp, "backward", "Function.backward entered", "Function.backward left", True)
+    wrap(marks, AllocOnlyOp, "forward", "Function.forward entered", "Function.forward left")
+    wrap(marks, AllocOnlyOp, "backward", "Function.backward entered", "Function.backward left")
 
     def op(m):
         out = msda.ms_deform_attn(leaves[0], shapes, starts, leaves[1], leaves[2])
