@@ -115,6 +115,37 @@
 #endif
 // The half-sum backward loads a point's four corners before any atomic, as f16's does (H200,
 // enc_b2 bf16 backward, graph ms, in turn / first: random 0.765 / 0.697, realistic 0.714 / 0.623).
+// The fused forward's points kernel takes the softmax's sum with the points (each point's
+// exp(logit - max) comes with its set-up) and divides the output by it at the end; before the
+// first point only the max is taken, where the sum took a second pass over the logits, its
+// shuffles and a division. H200, graph ms, fused forward, sum first / late (means of two runs,
+// kernels/PERF.md, session 16): enc_b8 f16 realistic 0.4809 / 0.4748, random 0.5180 / 0.5118;
+// enc_b2 bf16 realistic 0.1281 / 0.1259; dec_b2_q900 f32 random 0.0191 / 0.0184; enc_b2 f32
+// realistic 0.1925 / 0.1932 the one not faster. 0: the sum first (for timing).
+#ifndef MSDA_SOFTMAX_SUM_LATE
+#define MSDA_SOFTMAX_SUM_LATE 1
+#endif
+// The fused backward's softmax statistics (max and sum over the L*P logits) shared by a group's
+// lanes (softmax_stats_group, as the forward), then a product by 1 / sum a point; 0: each lane
+// takes every logit itself and divides at each point (for timing). H100, graph ms, fused
+// backward, each lane / shared (means of two runs, kernels/PERF.md, session 16): enc_b2 f32
+// realistic 0.8531 / 0.8257, random 1.0342 / 1.0120; bf16 random 0.8117 / 0.8055; f16 level.
+#ifndef MSDA_BACKWARD_SOFTMAX_SHARED
+#define MSDA_BACKWARD_SOFTMAX_SHARED 1
+#endif
+// Min resident blocks per SM of the f32 fused backward (0: unbounded). On sm_90, blocks of 256,
+// four: 64 registers with 24 bytes spilled, where unbounded it took 80 and three blocks fitted.
+// H100, graph ms, fused backward, unbounded / four: dec_b2_q900 realistic 0.0988 / 0.0788,
+// random 0.1036 / 0.0834; enc_b2 realistic 0.8257 / 0.7984, random 1.0120 / 1.0121 (the plain
+// f32 backward, at 64 registers unbounded, reads 0.0755 and 0.7683). Other architectures:
+// unbounded, unmeasured.
+#ifndef MSDA_F32_SOFTMAX_BACKWARD_MIN_BLOCKS
+#if MSDA_ARCH >= 90 && MSDA_MAX_THREADS == 256
+#define MSDA_F32_SOFTMAX_BACKWARD_MIN_BLOCKS 4
+#else
+#define MSDA_F32_SOFTMAX_BACKWARD_MIN_BLOCKS 0
+#endif
+#endif
 #ifndef MSDA_HALF_SUMS_LOADS_FIRST // 0: the half-sum kernels load each corner in turn (for timing)
 #define MSDA_HALF_SUMS_LOADS_FIRST 1
 #endif

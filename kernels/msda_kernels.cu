@@ -155,7 +155,8 @@ __device__ __forceinline__ void softmax_stats(const typename Cr::S *x, int LP, A
 // softmax_stats, computed by the `size` threads of a group together (sub: this thread's place in
 // it): each takes every size-th logit, and shuffles combine them, NaN kept as softmax_stats
 // keeps it. The butterfly leaves the same sums on every thread. Every thread of the warp calls it.
-template <class Cr, typename A>
+// Without SUM, the max alone (sum 0): the points kernel takes the sum with its points.
+template <class Cr, typename A, bool SUM = true>
 __device__ __forceinline__ void softmax_stats_group(const typename Cr::S *x, int LP, int sub, int size, A &mx,
                                                     A &sum) {
     mx = -(A)INFINITY;
@@ -168,8 +169,10 @@ __device__ __forceinline__ void softmax_stats_group(const typename Cr::S *x, int
         if (v > mx || v != v) mx = v;
     }
     sum = (A)0;
-    for (int k = sub; k < LP; k += size) sum += exp(to_acc<Cr>(x[k]) - mx);
-    for (int o = 1; o < size; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if constexpr (SUM) {
+        for (int k = sub; k < LP; k += size) sum += exp(to_acc<Cr>(x[k]) - mx);
+        for (int o = 1; o < size; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    }
 }
 
 // Which (n, q, m) group, and which thread of it, thread t of the forward's grid-stride loop
@@ -218,6 +221,7 @@ __device__ __forceinline__ void prefetch_group_inputs(const msda_kparams &p, int
 template <typename A> struct point_setup {
     A f[4];
     uint32_t q, in;
+    A e; // SOFTMAX with MSDA_SOFTMAX_SUM_LATE: exp(logit - max), inside the map or not
 };
 
 // Where point k of level (H, W) falls; `first` is the level's byte offset, `row` the bytes
@@ -227,11 +231,15 @@ template <typename A> struct point_setup {
 template <class Cr, typename A, bool SOFTMAX>
 __device__ __forceinline__ point_setup<A> setup_point(const typename Cr::S *loc, const typename Cr::S *wgt, int k,
                                                       int H, int W, uint32_t first, uint32_t row, A wmax, A wsum_inv) {
-    point_setup<A> s = {{(A)0, (A)0, (A)0, (A)0}, 0u, 0u};
+    point_setup<A> s = {{(A)0, (A)0, (A)0, (A)0}, 0u, 0u, (A)0};
     A xy[2];
     load_vec<Cr, 2>(loc + 2 * k, xy);
     A a = to_acc<Cr>(wgt[k]);
-    if constexpr (SOFTMAX) a = exp(a - wmax) * wsum_inv;
+    if constexpr (SOFTMAX) {
+        a = exp(a - wmax);
+        s.e = a;
+        if (!MSDA_SOFTMAX_SUM_LATE) a *= wsum_inv;
+    }
     bilinear<A> b;
     if (!locate(xy[0], xy[1], H, W, b)) return s;
     s.q = first + (uint32_t)b.off[0] * row; // off[0] = h0 W + w0, taken modulo 2^32 as every offset
@@ -303,11 +311,11 @@ __device__ __forceinline__ void forward_points(const msda_kparams &p) {
             reinterpret_cast<const S *>(p.value) + (g.n * p.spatial * p.heads + g.m) * p.channels + lane * VEC);
         const C *loc = reinterpret_cast<const C *>(p.locations) + group * LP * 2;
         const C *wgt = reinterpret_cast<const C *>(p.weights) + group * LP;
-        A wmax = (A)0, wsum_inv = (A)1;
+        A wmax = (A)0, wsum_inv = (A)1, esum = (A)0;
         if constexpr (SOFTMAX) {
             A wsum;
-            softmax_stats_group<Cr>(wgt, LP, g.sub, lanes * parts, wmax, wsum);
-            wsum_inv = (A)1 / wsum; // one division a group, then a product a point
+            softmax_stats_group<Cr, A, !MSDA_SOFTMAX_SUM_LATE>(wgt, LP, g.sub, lanes * parts, wmax, wsum);
+            if (!MSDA_SOFTMAX_SUM_LATE) wsum_inv = (A)1 / wsum; // one division a group, then a product a point
         }
         A acc[VEC];
 #pragma unroll
@@ -321,7 +329,7 @@ __device__ __forceinline__ void forward_points(const msda_kparams &p) {
             const uint32_t first = has_level ? (uint32_t)lv.start[l] * row : 0u, down = (uint32_t)W * row;
             if constexpr (share_setup) {
                 for (int k0 = l * P; k0 < l * P + P; k0 += round) {
-                    point_setup<A> mine = {{(A)0, (A)0, (A)0, (A)0}, 0u, 0u};
+                    point_setup<A> mine = {{(A)0, (A)0, (A)0, (A)0}, 0u, 0u, (A)0};
                     if (has_level)
                         mine = setup_point<Cr, A, SOFTMAX>(loc, wgt, k0 + (lane & (round - 1)), H, W, first, row, wmax, wsum_inv);
 #pragma unroll 1
@@ -331,6 +339,7 @@ __device__ __forceinline__ void forward_points(const msda_kparams &p) {
                         s.q = __shfl_sync(0xffffffffu, mine.q, r, lanes);
 #pragma unroll
                         for (int j = 0; j < 4; j++) s.f[j] = __shfl_sync(0xffffffffu, mine.f[j], r, lanes);
+                        if (SOFTMAX && MSDA_SOFTMAX_SUM_LATE) esum += __shfl_sync(0xffffffffu, mine.e, r, lanes);
                         if (s.in) add_corners<Tr, VEC>(value, s, row, down, acc);
                     }
                 }
@@ -338,6 +347,7 @@ __device__ __forceinline__ void forward_points(const msda_kparams &p) {
 #pragma unroll 1
                 for (int k = l * P; k < l * P + P; k++) {
                     const point_setup<A> s = setup_point<Cr, A, SOFTMAX>(loc, wgt, k, H, W, first, row, wmax, wsum_inv);
+                    if (SOFTMAX && MSDA_SOFTMAX_SUM_LATE) esum += s.e;
                     if (s.in) add_corners<Tr, VEC>(value, s, row, down, acc);
                 }
             }
@@ -345,6 +355,12 @@ __device__ __forceinline__ void forward_points(const msda_kparams &p) {
         for (int o = lanes; o < (lanes << p.parts_log2); o <<= 1) {
 #pragma unroll
             for (int i = 0; i < VEC; i++) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], o);
+            if (SOFTMAX && MSDA_SOFTMAX_SUM_LATE) esum += __shfl_xor_sync(0xffffffffu, esum, o);
+        }
+        if (SOFTMAX && MSDA_SOFTMAX_SUM_LATE) {
+            const A inv = (A)1 / esum;
+#pragma unroll
+            for (int i = 0; i < VEC; i++) acc[i] *= inv;
         }
         if (!table_ok) {
 #pragma unroll
@@ -587,9 +603,15 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
 #pragma unroll
         for (int i = 0; i < VEC; i++) g_own[i] = (A)0;
         if (active && one_chunk && lane < p.chunks) load_vec<Tr, VEC>(gout + lane * VEC, g_own);
-        A wmax = (A)0, wsum = (A)1, wdot = (A)0, gfirst = (A)0;
+        A wmax = (A)0, wsum = (A)1, wsum_inv = (A)1, wdot = (A)0, gfirst = (A)0;
         if constexpr (SOFTMAX) {
-            if (active) softmax_stats<Cr>(wgt, LP, wmax, wsum);
+            // MSDA_BACKWARD_SOFTMAX_SHARED: the group's lanes share the statistics (every lane of
+            // the warp is here: an inactive group takes no logits), else each lane takes them all.
+            if (MSDA_BACKWARD_SOFTMAX_SHARED)
+                softmax_stats_group<Cr>(wgt, active ? LP : 0, lane, lanes, wmax, wsum);
+            else if (active)
+                softmax_stats<Cr>(wgt, LP, wmax, wsum);
+            wsum_inv = (A)1 / wsum;
         }
 
         int lp = 0;
@@ -605,7 +627,8 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                 bool inside = false;
                 if (active) {
                     if constexpr (SOFTMAX)
-                        a = exp(to_acc<Cr>(wgt[lp]) - wmax) / wsum;
+                        a = MSDA_BACKWARD_SOFTMAX_SHARED ? exp(to_acc<Cr>(wgt[lp]) - wmax) * wsum_inv
+                                                         : exp(to_acc<Cr>(wgt[lp]) - wmax) / wsum;
                     else
                         a = to_acc<Cr>(wgt[lp]);
                     inside = locate(to_acc<Cr>(loc[2 * lp]), to_acc<Cr>(loc[2 * lp + 1]), H, W, b);
@@ -705,7 +728,8 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
             if (active && (spread_grads ? lane < p.points : lane == 0)) {
                 const int first = spread_grads ? lane : 0, step = spread_grads ? p.points : 1;
                 for (int k = first; k < LP; k += step) {
-                    const A w = exp(to_acc<Cr>(wgt[k]) - wmax) / wsum;
+                    const A w = MSDA_BACKWARD_SOFTMAX_SHARED ? exp(to_acc<Cr>(wgt[k]) - wmax) * wsum_inv
+                                                             : exp(to_acc<Cr>(wgt[k]) - wmax) / wsum;
                     gwgt[k] = from_acc<Cr>(w * (to_acc<Cr>(gwgt[k]) - wdot));
                 }
             }
@@ -862,6 +886,11 @@ __device__ __forceinline__ void unscale_half_sums(const msda_kparams &p) {
 // The all-buffer backward wants 1024 resident threads per SM (64 registers at most): with 72,
 // as ptxas gives it unbounded on sm_90, 768 fit; at 64 it does not spill there.
 #define MSDA_BUFFER_KERNEL extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS, MSDA_BUFFER_MIN_BLOCKS)
+// The fused backward: f32's with 16-byte vectors bounded to MSDA_F32_SOFTMAX_BACKWARD_MIN_BLOCKS
+// resident blocks (msda_device.cuh), the others as MSDA_KERNEL (a second bound of 0 is none).
+#define MSDA_SOFTMAX_BACKWARD_KERNEL(TR, VEC)                                                                        \
+    extern "C" __global__ void __launch_bounds__(                                                                    \
+        MSDA_MAX_THREADS, sizeof(typename TR::S) == 4 && VEC == 4 ? MSDA_F32_SOFTMAX_BACKWARD_MIN_BLOCKS : 0)
 
 // NAME: the value type, and "c32" where the coordinates are f32 beside a 16-bit value. Each pair
 // comes with its fused-softmax twin, msda_{forward,backward}_softmax_NAME_vVEC, and each forward
@@ -870,7 +899,9 @@ __device__ __forceinline__ void unscale_half_sums(const msda_kparams &p) {
     MSDA_KERNEL msda_forward_##NAME##_v##VEC(const msda_kparams p) { forward<TR, CR, VEC>(p); }                    \
     MSDA_KERNEL msda_backward_##NAME##_v##VEC(const msda_kparams p) { backward<TR, CR, VEC>(p); }                  \
     MSDA_KERNEL msda_forward_softmax_##NAME##_v##VEC(const msda_kparams p) { forward<TR, CR, VEC, true>(p); }      \
-    MSDA_KERNEL msda_backward_softmax_##NAME##_v##VEC(const msda_kparams p) { backward<TR, CR, VEC, false, true>(p); } \
+    MSDA_SOFTMAX_BACKWARD_KERNEL(TR, VEC) msda_backward_softmax_##NAME##_v##VEC(const msda_kparams p) {           \
+        backward<TR, CR, VEC, false, true>(p);                                                                       \
+    }                                                                                                                \
     MSDA_POINTS_KERNEL msda_forward_points_##NAME##_v##VEC(const msda_kparams p) { MSDA_POINTS_BODY(TR, CR, VEC, false); } \
     MSDA_POINTS_KERNEL msda_forward_points_softmax_##NAME##_v##VEC(const msda_kparams p) {                         \
         MSDA_POINTS_BODY(TR, CR, VEC, true);                                                                         \
