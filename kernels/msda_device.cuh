@@ -113,8 +113,6 @@
 #if MSDA_BF16_HALF_SUMS && !MSDA_HALF_SUMS_BUILT
 #error "MSDA_BF16_HALF_SUMS needs the bf16 kernels with the mixed strategy (MSDA_ENABLE_BF16=1, MSDA_BF16_ATOMIC=4)"
 #endif
-// The half-sum backward loads a point's four corners before any atomic, as f16's does (H200,
-// enc_b2 bf16 backward, graph ms, in turn / first: random 0.765 / 0.697, realistic 0.714 / 0.623).
 // The fused forward's points kernel takes the softmax's sum with the points (each point's
 // exp(logit - max) comes with its set-up) and divides the output by it at the end; before the
 // first point only the max is taken, where the sum took a second pass over the logits, its
@@ -126,10 +124,11 @@
 #define MSDA_SOFTMAX_SUM_LATE 1
 #endif
 // The fused backward's softmax statistics (max and sum over the L*P logits) shared by a group's
-// lanes (softmax_stats_group, as the forward), then a product by 1 / sum a point; 0: each lane
-// takes every logit itself and divides at each point (for timing). H100, graph ms, fused
-// backward, each lane / shared (means of two runs, kernels/PERF.md, session 16): enc_b2 f32
-// realistic 0.8531 / 0.8257, random 1.0342 / 1.0120; bf16 random 0.8117 / 0.8055; f16 level.
+// lanes (softmax_stats_group, as the forward); 0: each lane takes every logit itself (for
+// timing). Either way a point's weight is a product by 1 / sum. H100, graph ms, fused backward,
+// each lane and a division a point (before) / shared (means of two runs, kernels/PERF.md,
+// session 16): enc_b2 f32 realistic 0.8531 / 0.8257, random 1.0342 / 1.0120; bf16 random
+// 0.8117 / 0.8055; f16 level.
 #ifndef MSDA_BACKWARD_SOFTMAX_SHARED
 #define MSDA_BACKWARD_SOFTMAX_SHARED 1
 #endif
@@ -146,6 +145,8 @@
 #define MSDA_F32_SOFTMAX_BACKWARD_MIN_BLOCKS 0
 #endif
 #endif
+// The half-sum backward loads a point's four corners before any atomic, as f16's does (H200,
+// enc_b2 bf16 backward, graph ms, in turn / first: random 0.765 / 0.697, realistic 0.714 / 0.623).
 #ifndef MSDA_HALF_SUMS_LOADS_FIRST // 0: the half-sum kernels load each corner in turn (for timing)
 #define MSDA_HALF_SUMS_LOADS_FIRST 1
 #endif

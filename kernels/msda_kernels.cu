@@ -603,8 +603,9 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
 #pragma unroll
         for (int i = 0; i < VEC; i++) g_own[i] = (A)0;
         if (active && one_chunk && lane < p.chunks) load_vec<Tr, VEC>(gout + lane * VEC, g_own);
-        A wmax = (A)0, wsum = (A)1, wsum_inv = (A)1, wdot = (A)0, gfirst = (A)0;
+        A wmax = (A)0, wsum_inv = (A)1, wdot = (A)0, gfirst = (A)0;
         if constexpr (SOFTMAX) {
+            A wsum;
             // MSDA_BACKWARD_SOFTMAX_SHARED: the group's lanes share the statistics (every lane of
             // the warp is here: an inactive group takes no logits), else each lane takes them all.
             if (MSDA_BACKWARD_SOFTMAX_SHARED)
@@ -627,8 +628,7 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                 bool inside = false;
                 if (active) {
                     if constexpr (SOFTMAX)
-                        a = MSDA_BACKWARD_SOFTMAX_SHARED ? exp(to_acc<Cr>(wgt[lp]) - wmax) * wsum_inv
-                                                         : exp(to_acc<Cr>(wgt[lp]) - wmax) / wsum;
+                        a = exp(to_acc<Cr>(wgt[lp]) - wmax) * wsum_inv;
                     else
                         a = to_acc<Cr>(wgt[lp]);
                     inside = locate(to_acc<Cr>(loc[2 * lp]), to_acc<Cr>(loc[2 * lp + 1]), H, W, b);
@@ -728,8 +728,7 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
             if (active && (spread_grads ? lane < p.points : lane == 0)) {
                 const int first = spread_grads ? lane : 0, step = spread_grads ? p.points : 1;
                 for (int k = first; k < LP; k += step) {
-                    const A w = MSDA_BACKWARD_SOFTMAX_SHARED ? exp(to_acc<Cr>(wgt[k]) - wmax) * wsum_inv
-                                                             : exp(to_acc<Cr>(wgt[k]) - wmax) / wsum;
+                    const A w = exp(to_acc<Cr>(wgt[k]) - wmax) * wsum_inv;
                     gwgt[k] = from_acc<Cr>(w * (to_acc<Cr>(gwgt[k]) - wdot));
                 }
             }
