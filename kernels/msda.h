@@ -55,6 +55,9 @@
  *                          Strategies 3 and 4 use a workspace: see
  *                          msda_backward_cuda_workspace.
  *   MSDA_VECTOR_ATOMICS  1 (default) or 0: 16-byte red/atomic instructions on sm_90 and newer
+ *   MSDA_F16_REPLICA_ADDS, MSDA_BF16_REPLICA_ADDS  0 or N: the mixed strategy's coarse levels in
+ *                        f16 replicas of at most about N adds an element rather than the f32
+ *                        buffer (default 128 and 32 on sm_90 and newer, else 0)
  *   MSDA_BUFFER_MIN_BLOCKS  min blocks per SM of the all-buffer 16-bit backward (default
  *                        1024 / MSDA_MAX_THREADS, i.e. at most 64 registers)
  */
@@ -248,10 +251,11 @@ MSDA_API msda_status msda_backward_cuda(const msda_backward_args *args, void *st
                                         msda_error *err);
 
 /* Sets *bytes to the device workspace msda_backward_cuda wants for these arguments in the
- * current context: up to N*S*M*D*4 where the loaded device code sums this dtype's value gradient
- * in an f32 buffer (f16 and bf16 by default; MSDA_*_ATOMIC=3 or 4: the buffered levels; with the
- * table on the device, what any table of these sizes can need), else 0. Validates and loads
- * like the call. */
+ * current context: where the loaded device code sums part of this dtype's value gradient apart
+ * (f16 and bf16 by default), the f32 buffer of the buffered levels (MSDA_*_ATOMIC=3 or 4: up to
+ * N*S*M*D*4) or their f16 replicas (MSDA_*_REPLICA_ADDS, sm_90: N*M*D*2 a replica row,
+ * msda_plan.h), with the table on the device what any table of these sizes can need, and 16
+ * bytes more under bf16's half sums; else 0. Validates and loads like the call. */
 MSDA_API msda_status msda_backward_cuda_workspace(const msda_backward_args *args, size_t *bytes,
                                                   msda_error *err);
 

@@ -176,6 +176,34 @@
 #define MSDA_VECTOR_RED 0
 #endif
 
+// f16 replicas (msda_plan.h, msda_level_replicas): where the mixed f16 backward, or bf16's half
+// sums, would send a level to the f32 buffer, it splits that level's adds over f16 sums of at
+// most about this many adds an element each, which one pass adds up in f32 afterwards (the
+// msda_gather_replicas_* kernels): half the bytes of the buffer's f32 `red`s, and the L2's
+// reductions bound the backward. 0: the f32 buffer. The error of an f16 sum grows as the square
+// root of its adds; bf16's own rounding of the result takes most of issue 11's 2e-3, so its
+// replicas take fewer adds than f16's.
+#ifndef MSDA_F16_REPLICA_ADDS
+#if MSDA_VECTOR_RED
+#define MSDA_F16_REPLICA_ADDS 128
+#else
+#define MSDA_F16_REPLICA_ADDS 0
+#endif
+#endif
+#ifndef MSDA_BF16_REPLICA_ADDS
+#if MSDA_VECTOR_RED
+#define MSDA_BF16_REPLICA_ADDS 32
+#else
+#define MSDA_BF16_REPLICA_ADDS 0
+#endif
+#endif
+#if MSDA_F16_REPLICA_ADDS < 0 || MSDA_F16_REPLICA_ADDS > 32768 || MSDA_BF16_REPLICA_ADDS < 0 || MSDA_BF16_REPLICA_ADDS > 32768
+#error "MSDA_F16_REPLICA_ADDS and MSDA_BF16_REPLICA_ADDS: 0 (the f32 buffer) to 32768"
+#endif
+// In effect where the strategy is mixed (f16) and where bf16 takes half sums.
+#define MSDA_F16_REPLICAS (MSDA_F16_REPLICA_ADDS > 0 && MSDA_ENABLE_F16 && MSDA_F16_ATOMIC == MSDA_ATOMIC_MIXED)
+#define MSDA_BF16_REPLICAS (MSDA_BF16_REPLICA_ADDS > 0 && MSDA_BF16_HALF_SUMS)
+
 namespace msda {
 
 // Element types: S is the storage, A the accumulation type, G where the value gradient goes.
@@ -190,6 +218,7 @@ struct f32_t {
     typedef float A;
     typedef float G;
     static constexpr bool buffered = false;
+    static constexpr bool replicas = false;
     static constexpr bool backward_loads_first = false;
 };
 struct f64_t {
@@ -197,6 +226,7 @@ struct f64_t {
     typedef double A;
     typedef double G;
     static constexpr bool buffered = false;
+    static constexpr bool replicas = false;
     static constexpr bool backward_loads_first = false;
 };
 // `buffered`: some levels' value gradient goes to an f32 buffer (msda_kparams.buffer_levels).
@@ -206,6 +236,7 @@ struct f16_t {
     typedef unsigned short G;
     static constexpr int strategy = MSDA_F16_STRATEGY;
     static constexpr bool buffered = strategy == MSDA_ATOMIC_F32_BUFFER || strategy == MSDA_ATOMIC_MIXED;
+    static constexpr bool replicas = MSDA_F16_REPLICAS; // the mixed backward's buffered levels
     static constexpr bool backward_loads_first = MSDA_ARCH >= 90;
 };
 struct bf16_t {
@@ -214,6 +245,7 @@ struct bf16_t {
     typedef unsigned short G;
     static constexpr int strategy = MSDA_BF16_STRATEGY;
     static constexpr bool buffered = strategy == MSDA_ATOMIC_F32_BUFFER || strategy == MSDA_ATOMIC_MIXED;
+    static constexpr bool replicas = false; // only under half sums (MSDA_BF16_REPLICAS), in f16
     static constexpr bool backward_loads_first = false;
 };
 

@@ -4,6 +4,9 @@
 
 #include "msda.h"
 
+/* The most elements a tensor of the op may hold (msda_validate.c), and a workspace. */
+#define MSDA_MAX_ELEMS (INT64_MAX / 256)
+
 /* Fills *err (when not NULL) with status, no CUDA result, and a printf-style message; returns
  * status, so that a failing path reads `return msda_fail(err, MSDA_ERR_..., "...", ...);`. */
 msda_status msda_fail(msda_error *err, msda_status status, const char *fmt, ...)

@@ -19,7 +19,7 @@ using namespace msda;
 extern "C" __constant__ msda_device_config msda_config = {
     MSDA_DEVICE_ABI, MSDA_ARCH, MSDA_MAX_THREADS, MSDA_ENABLE_F16, MSDA_ENABLE_BF16,
     MSDA_F16_STRATEGY, MSDA_BF16_STRATEGY, MSDA_VECTOR_RED, MSDA_POINTS16_WAVES, MSDA_BACKWARD_SPREAD_LOG2,
-    MSDA_BF16_HALF_SUMS};
+    MSDA_BF16_HALF_SUMS, MSDA_F16_REPLICAS ? MSDA_F16_REPLICA_ADDS : 0, MSDA_BF16_REPLICAS ? MSDA_BF16_REPLICA_ADDS : 0};
 
 namespace {
 
@@ -66,9 +66,10 @@ struct level_table {
     int32_t shape_ok[MSDA_KP_MAX_LEVELS]; // a table in device memory: H, W from 1 to 2^31 - 1
     int status;                            // MSDA_OK, or why the table is inconsistent
     // The 16-bit backward's f32 buffer (plan_buffer): which levels it holds, each level's H * W,
-    // and the buffer row where each buffered level starts.
+    // and the buffer row where each buffered level starts. Under replicas (p.replica_adds > 0):
+    // the replicated levels, their replicas, and the row of each one's first replica.
     uint32_t buffered;
-    int64_t hw[MSDA_KP_MAX_LEVELS], buffer_base[MSDA_KP_MAX_LEVELS];
+    int64_t hw[MSDA_KP_MAX_LEVELS], buffer_base[MSDA_KP_MAX_LEVELS], replicas[MSDA_KP_MAX_LEVELS];
 };
 
 // Fills t from the parameters, or from device memory (msda.h, MSDA_DEVICE), which is checked
@@ -122,15 +123,27 @@ __device__ __forceinline__ bool load_levels(const msda_kparams &p, level_table &
 // block: the launcher's plan (p.buffer_levels) for a table in host memory, or, for one in device
 // memory, the same rule on the table itself (p.buffer_max_adds > 0), within the buffer's
 // p.buffer_spatial rows. None where the table is inconsistent. Every thread must call this.
+// Under replicas (p.replica_adds > 0) the same rule for a table anywhere: msda_plan_replicas,
+// every level native should its replicas not fit the p.buffer_spatial rows (never, with the
+// host's bound).
 __device__ __forceinline__ void plan_buffer(const msda_kparams &p, level_table &t, bool table_ok) {
     if (threadIdx.x == 0) {
         for (int l = 0; l < p.levels; l++) t.hw[l] = table_ok ? (int64_t)t.h[l] * t.w[l] : 0;
         uint32_t set = 0;
-        if (table_ok)
-            set = p.buffer_max_adds > 0
-                      ? msda_plan_levels(p.levels, t.hw, p.queries, p.points, p.buffer_max_adds, p.buffer_spatial)
-                      : p.buffer_levels;
-        msda_pack_levels(p.levels, t.hw, set, t.buffer_base);
+        if (p.replica_adds > 0) {
+            const int64_t rows =
+                msda_plan_replicas(p.levels, t.hw, p.queries, p.points, p.replica_adds, t.replicas, t.buffer_base);
+            for (int l = 0; l < p.levels; l++) {
+                if (!table_ok || rows > p.buffer_spatial) t.replicas[l] = 1;
+                if (t.replicas[l] > 1) set |= 1u << l;
+            }
+        } else {
+            if (table_ok)
+                set = p.buffer_max_adds > 0
+                          ? msda_plan_levels(p.levels, t.hw, p.queries, p.points, p.buffer_max_adds, p.buffer_spatial)
+                          : p.buffer_levels;
+            msda_pack_levels(p.levels, t.hw, set, t.buffer_base);
+        }
         t.buffered = set;
     }
     __syncthreads();
@@ -484,9 +497,15 @@ __device__ __forceinline__ void add_to_buffer(float *p, const float (&v)[VEC], i
 // is out of range, and the backward reads and writes nothing through it (resetting it to group
 // 0, as the forward does, took the f32 kernel from 64 to 72 registers on sm_90, and a block
 // fewer per SM). With s = 0 the queries keep their order.
+// Which of a level's R replicas query q adds to: q mod R, in 32 bits where both fit (a 64-bit
+// remainder is a long call on the GPU, and this is taken a level a group).
+__device__ __forceinline__ int64_t replica_of(int64_t q, int64_t R) {
+    return (uint64_t)(q | R) <= UINT32_MAX ? (int64_t)((uint32_t)q % (uint32_t)R) : q % R;
+}
+
 struct backward_place {
     bool active;
-    int64_t group, n; // group = (n * Lq + q) * M + m
+    int64_t group, n, q; // group = (n * Lq + q) * M + m
     int m;
 };
 
@@ -497,9 +516,9 @@ __device__ __forceinline__ backward_place backward_place_of(const msda_kparams &
     const int s = p.spread_log2;
     g.n = query_slot / p.spread_slots;
     const int64_t at = query_slot - g.n * p.spread_slots;
-    const int64_t q = (at & ((1 << s) - 1)) * p.spread_run + (at >> s);
-    g.group = (g.n * p.queries + q) * p.heads + g.m;
-    g.active = q < p.queries && g.group < p.groups;
+    g.q = (at & ((1 << s) - 1)) * p.spread_run + (at >> s);
+    g.group = (g.n * p.queries + g.q) * p.heads + g.m;
+    g.active = g.q < p.queries && g.group < p.groups;
     return g;
 }
 
@@ -547,6 +566,10 @@ template <typename A> __device__ __forceinline__ A group_sum(A v, int lanes) {
 // unchanged.
 // HALF_SUMS: bf16 only: the levels outside the buffer add as f16 scaled by 2^half_sum_exponent
 // into grad_value's memory (zeroed), which unscale_half_sums then rounds to bf16 in place.
+// REPLICAS (f16's mixed kernels where MSDA_F16_REPLICAS, the half-sum ones where
+// MSDA_BF16_REPLICAS): the buffered levels add in f16 (scaled as the others under half sums) to
+// their replicas in p.buffer, query q to replica q mod R (msda_plan.h), for gather_replicas to
+// add up.
 template <class Tr, class Cr, int VEC, bool ALL_BUFFER = false, bool SOFTMAX = false, bool HALF_SUMS = false>
 __device__ __forceinline__ void backward(const msda_kparams &p) {
     typedef typename Tr::S S;
@@ -555,6 +578,7 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
     typedef typename Cr::S C;
     static_assert(sizeof(typename Cr::A) == sizeof(A), "one accumulation type");
     static_assert(!HALF_SUMS || (sizeof(S) == 2 && Tr::buffered && !ALL_BUFFER), "half sums: 16-bit, mixed");
+    constexpr bool REPLICAS = Tr::buffered && !ALL_BUFFER && (HALF_SUMS ? MSDA_BF16_REPLICAS : Tr::replicas);
     __shared__ level_table lv;
     __shared__ A staged[3 * MSDA_MAX_THREADS];
     const A half_scale = HALF_SUMS ? (A)exp2_exact(half_sum_exponent(p)) : (A)1;
@@ -593,6 +617,8 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
         const S *value = reinterpret_cast<const S *>(p.value) + vbase;
         G *gvalue = reinterpret_cast<G *>(p.output) + vbase;
         float *gbuffer = reinterpret_cast<float *>(p.buffer) + (n * p.buffer_spatial * p.heads + m) * p.channels;
+        unsigned short *greplica =
+            reinterpret_cast<unsigned short *>(p.buffer) + (n * p.buffer_spatial * p.heads + m) * p.channels;
         const C *loc = reinterpret_cast<const C *>(p.locations) + group * LP * 2;
         const C *wgt = reinterpret_cast<const C *>(p.weights) + group * LP;
         const S *gout = reinterpret_cast<const S *>(p.grad_output) + group * p.channels;
@@ -620,8 +646,10 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
             const int H = lv.h[l], W = lv.w[l];
             const int64_t lstart = lv.start[l] * row;
             const bool to_buffer = Tr::buffered && !ALL_BUFFER && ((lv.buffered >> l) & 1u);
-            const int64_t bstart = Tr::buffered && !ALL_BUFFER ? lv.buffer_base[l] * row : 0;
-            const A add_scale = HALF_SUMS && !to_buffer ? half_scale : (A)1;
+            int64_t bstart = Tr::buffered && !ALL_BUFFER ? lv.buffer_base[l] : 0;
+            if (REPLICAS && to_buffer) bstart += replica_of(place.q, lv.replicas[l]) * lv.hw[l];
+            bstart *= row;
+            const A add_scale = HALF_SUMS && (REPLICAS || !to_buffer) ? half_scale : (A)1;
             for (int k = 0; k < p.points; k++, lp++) {
                 A d_weight = (A)0, d_lw = (A)0, d_lh = (A)0, a = (A)0;
                 bilinear<A> b;
@@ -673,10 +701,13 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                             if constexpr (ALL_BUFFER) {
                                 atomic_add_vec<VEC>(gbuffer + at, add);
                             } else if constexpr (Tr::buffered) {
-                                if (to_buffer) // uniform across the warp: all lanes are at level l
-                                    add_to_buffer<VEC>(gbuffer + bstart + b.off[j] * row + c * VEC, add,
-                                                       p.pair_exchange, lane, lanes);
-                                else if constexpr (HALF_SUMS)
+                                if (to_buffer) { // uniform across the warp: all lanes are at level l
+                                    if constexpr (REPLICAS)
+                                        add_gradient<f16_t, VEC>(greplica + bstart + b.off[j] * row + c * VEC, add);
+                                    else
+                                        add_to_buffer<VEC>(gbuffer + bstart + b.off[j] * row + c * VEC, add,
+                                                           p.pair_exchange, lane, lanes);
+                                } else if constexpr (HALF_SUMS)
                                     add_gradient<f16_t, VEC>(gvalue + at, add);
                                 else
                                     add_gradient<Tr, VEC>(gvalue + at, add);
@@ -787,6 +818,101 @@ template <class Tr> __device__ __forceinline__ void convert(const msda_kparams &
         convert_vec<Tr, 4>(p);
     else
         convert_vec<Tr, 1>(p);
+}
+
+// Under replicas, before the backward: the rows its plan of the table fills, of every batch
+// element, zeroed (a table on the device: the host allocated room for any table of the sizes,
+// often several times what this one fills), and under half sums the 16 bytes of their bounds
+// after the buffer. p.chunks elements a thread: 8 where a row is whole 16-byte vectors, else 1.
+#if (MSDA_ENABLE_F16 && MSDA_F16_STRATEGY == MSDA_ATOMIC_MIXED) || MSDA_HALF_SUMS_BUILT // its kernels below
+__device__ __forceinline__ void zero_replicas(const msda_kparams &p) {
+    __shared__ level_table lv;
+    plan_buffer(p, lv, load_levels(p, lv));
+    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
+    if (p.half_sums && tid == 0) *reinterpret_cast<uint4 *>(p.half_sums) = make_uint4(0, 0, 0, 0);
+    int64_t rows = 0;
+    for (int l = 0; l < p.levels; l++)
+        if ((lv.buffered >> l) & 1u) rows += lv.replicas[l] * lv.hw[l];
+    const int64_t row = (int64_t)p.heads * p.channels, per_n = rows * row / p.chunks;
+    const int64_t total = p.groups / (p.queries * p.heads) * per_n;
+    for (int64_t i = tid; i < total; i += stride) {
+        const int64_t n = i / per_n;
+        const int64_t at = n * p.buffer_spatial * row + (i - n * per_n) * p.chunks;
+        unsigned short *to = reinterpret_cast<unsigned short *>(p.buffer) + at;
+        if (p.chunks == 8)
+            *reinterpret_cast<uint4 *>(to) = make_uint4(0, 0, 0, 0);
+        else
+            *to = 0;
+    }
+}
+#endif
+
+// Under replicas: each replicated level's R f16 sums (replica r at rows lv.buffer_base[l] + r * H*W
+// of p.buffer, (N, buffer_spatial, M, D)) added up in f32 in replica order, scaled back by 2^-e
+// under half sums (p.half_sums), and rounded once into the level's place in the gradient.
+// p.chunks elements a thread (8, 4 or 1, as for convert); the threads loop over the replicated
+// levels' positions of every batch element as this kernel's own plan of the table finds them
+// (the host sizes the grid from its bound where the table is on the device).
+template <class Tr, int VEC> __device__ __forceinline__ void gather_replicas_vec(const msda_kparams &p) {
+    __shared__ level_table lv;
+    plan_buffer(p, lv, load_levels(p, lv));
+    if (!lv.buffered) return; // nothing replicated, or an inconsistent table
+    const float inv = p.half_sums ? exp2_exact(-half_sum_exponent(p)) : 1.0f;
+    const int64_t row = (int64_t)p.heads * p.channels;
+    int64_t positions = 0;
+    for (int l = 0; l < p.levels; l++)
+        if ((lv.buffered >> l) & 1u) positions += lv.hw[l];
+    const int64_t per_n = positions * row, total = p.groups / (p.queries * p.heads) * per_n;
+    const unsigned short *src = reinterpret_cast<const unsigned short *>(p.buffer);
+    typename Tr::S *dst = reinterpret_cast<typename Tr::S *>(p.output);
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x * VEC;
+    for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC; i < total; i += stride) {
+        const int64_t n = i / per_n, rest = i - n * per_n;
+        int64_t pos = rest / row;
+        const int64_t c = rest - pos * row;
+        int l = 0;
+        for (;; l++) { // i < total: some replicated level holds pos
+            if (!((lv.buffered >> l) & 1u)) continue;
+            if (pos < lv.hw[l]) break;
+            pos -= lv.hw[l];
+        }
+        const unsigned short *from = src + (n * p.buffer_spatial + lv.buffer_base[l] + pos) * row + c;
+        const int64_t step = lv.hw[l] * row, reps = lv.replicas[l];
+        float sum[VEC];
+#pragma unroll
+        for (int k = 0; k < VEC; k++) sum[k] = 0.0f;
+        // Four replicas' loads in flight at a time, added in replica order: one at a time, bf16's
+        // gather (41 replicas of enc_b2's coarsest level) took 34.7 us on an H100.
+        int64_t r = 0;
+        for (; r + 4 <= reps; r += 4, from += 4 * step) {
+            float x[4][VEC];
+#pragma unroll
+            for (int j = 0; j < 4; j++) load_vec<f16_t, VEC>(from + j * step, x[j]);
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+#pragma unroll
+                for (int k = 0; k < VEC; k++) sum[k] += x[j][k];
+            }
+        }
+        for (; r < reps; r++, from += step) {
+            float x[VEC];
+            load_vec<f16_t, VEC>(from, x);
+#pragma unroll
+            for (int k = 0; k < VEC; k++) sum[k] += x[k];
+        }
+#pragma unroll
+        for (int k = 0; k < VEC; k++) sum[k] *= inv;
+        store_vec<Tr, VEC>(dst + (n * p.spatial + lv.start[l] + pos) * row + c, sum);
+    }
+}
+
+template <class Tr> __device__ __forceinline__ void gather_replicas(const msda_kparams &p) {
+    if (p.chunks == 8)
+        gather_replicas_vec<Tr, 8>(p);
+    else if (p.chunks == 4)
+        gather_replicas_vec<Tr, 4>(p);
+    else
+        gather_replicas_vec<Tr, 1>(p);
 }
 
 #if MSDA_HALF_SUMS_BUILT // the helpers of the half-sum kernels below
@@ -931,6 +1057,10 @@ MSDA_KERNEL msda_convert_f16(const msda_kparams p) { convert<f16_t>(p); }
 MSDA_BUFFER_SET(f16, f16_t, f16_t)
 MSDA_BUFFER_SET(f16c32, f16_t, f32_t)
 #endif
+#if MSDA_F16_STRATEGY == MSDA_ATOMIC_MIXED // where replicas can be in effect (msda_config says)
+MSDA_KERNEL msda_gather_replicas_f16(const msda_kparams p) { gather_replicas<f16_t>(p); }
+MSDA_KERNEL msda_zero_replicas_f16(const msda_kparams p) { zero_replicas(p); }
+#endif
 #endif
 #if MSDA_ENABLE_BF16
 MSDA_KERNEL_SET(bf16, bf16_t, bf16_t)
@@ -957,5 +1087,7 @@ MSDA_HALF_SUMS_PAIR(bf16c32, bf16_t, f32_t, 1)
 MSDA_KERNEL msda_half_bounds_bf16(const msda_kparams p) { half_sum_bounds<bf16_t>(p); }
 MSDA_KERNEL msda_half_bounds_bf16c32(const msda_kparams p) { half_sum_bounds<f32_t>(p); }
 MSDA_KERNEL msda_unscale_half_bf16(const msda_kparams p) { unscale_half_sums(p); }
+MSDA_KERNEL msda_gather_replicas_bf16(const msda_kparams p) { gather_replicas<bf16_t>(p); }
+MSDA_KERNEL msda_zero_replicas_bf16(const msda_kparams p) { zero_replicas(p); }
 #endif
 #endif

@@ -30,11 +30,14 @@ typedef struct msda_kparams {
                                   group is 1 << (lanes_log2 + parts_log2) <= 32 threads */
     int32_t buffer_max_adds;   /* > 0: the kernels choose the buffered levels themselves from a
                                   level table in device memory, by msda_plan_levels with this
-                                  limit; 0: buffer_levels says which */
+                                  limit; 0: buffer_levels says which. Unused under replicas */
     uint64_t buffer;           /* float*, (N, buffer_spatial, M, D): the f32 part of a 16-bit
-                                  value gradient (strategies f32 buffer and mixed), else 0 */
+                                  value gradient (strategies f32 buffer and mixed), else 0; under
+                                  replicas the f16 sums of the replicated levels */
     int64_t buffer_spatial;    /* its rows: the buffered levels' positions, packed in level
-                                  order (msda_plan.h); S where it holds every level */
+                                  order (msda_plan.h); S where it holds every level; under
+                                  replicas their replicas' rows (msda_plan_replicas), or the
+                                  rows any table of the sizes can need (a table on the device) */
     uint32_t buffer_levels;    /* bit l: level l's gradient goes to the buffer */
     int32_t pair_exchange;     /* 16-bit, 8 elements a lane, chunks == lanes >= 2: lane pairs swap
                                   halves so that each f32 `red` fills whole 32-byte sectors */
@@ -46,6 +49,10 @@ typedef struct msda_kparams {
                                   MSDA_BF16_HALF_SUMS): uint32_t[2], the bits of max |grad_output|
                                   and max |weight|, from which the kernels derive the scale of the
                                   f16 sums in grad_value's memory; else 0 */
+    int32_t replica_adds;      /* > 0: f16 replicas (msda_plan.h): the levels over this many adds
+                                  an element split them over f16 sums in `buffer`, which the
+                                  kernels plan from their level table; 0: buffer_levels or
+                                  buffer_max_adds say what the f32 buffer holds */
     int32_t level_h[MSDA_KP_MAX_LEVELS];
     int32_t level_w[MSDA_KP_MAX_LEVELS];
     int64_t level_start[MSDA_KP_MAX_LEVELS];
@@ -74,12 +81,16 @@ typedef struct msda_device_config {
                                      are spread (msda_launch.c, spread_log2) */
     int32_t bf16_half_sums;    /* MSDA_BF16_HALF_SUMS: the bf16 backward's native levels add in
                                   scaled f16 (the msda_backward_*bf16*_half_* kernels) */
+    int32_t f16_replica_adds;  /* MSDA_F16_REPLICA_ADDS where in effect, else 0: the mixed f16
+                                  backward sums the levels over this many adds an element in f16
+                                  replicas (msda_plan.h), not in the f32 buffer */
+    int32_t bf16_replica_adds; /* MSDA_BF16_REPLICA_ADDS likewise, for bf16's half sums */
 } msda_device_config;
 
-#define MSDA_DEVICE_ABI 11 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
+#define MSDA_DEVICE_ABI 12 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
                               8: the buffer's levels planned on the device, packed;
                               9: points16_waves; 10: the backward's query spread;
-                              11: bf16's half sums */
+                              11: bf16's half sums; 12: f16 replicas */
 
 /* The points a level of the forward's points kernels (msda_forward_points_*). */
 #define MSDA_FAST_POINTS 4

@@ -268,22 +268,53 @@ static int32_t spread_log2(int64_t Lq, int32_t most) {
     return s;
 }
 
-/* The f32 buffer of the 16-bit backward (msda_plan.h). */
+/* f16 replicas (msda_plan.h) where the device code has them (msda_device.cuh,
+ * MSDA_F16_REPLICA_ADDS): the mixed f16 backward, and bf16's under half sums. The limit is the
+ * device code's, so that a variant built with another is planned by its own. */
+static int32_t replica_adds(const msda_module *mod, const msda_problem *pb, int strategy, int half_sums) {
+    if (strategy != MSDA_ATOMIC_MIXED) return 0;
+    return pb->dtype == MSDA_F16 ? mod->config.f16_replica_adds : half_sums ? mod->config.bf16_replica_adds : 0;
+}
+
+/* The f32 buffer of the 16-bit backward, or its f16 replicas (msda_plan.h). */
 typedef struct buffer_plan {
-    uint32_t levels;   /* the buffered levels where the host knows them (0: none, or planned
-                          by the kernels) */
+    uint32_t levels;   /* the buffered (replicated) levels where the host knows them (0: none,
+                          or planned by the kernels) */
     int32_t max_adds;  /* > 0: the kernels plan from the device table with this limit */
     int64_t spatial;   /* the buffer's rows per batch element; 0: no buffer */
     int every_level;   /* it holds every level, rows = spatial positions: the all-buffer kernel,
                           which writes every element of grad_value */
     int half_sums;     /* bf16's native levels add as scaled f16 (half_sums_apply) */
+    int32_t replica_adds; /* > 0: the buffer holds f16 replicas, planned with this limit by the
+                             kernels (from any table) and `spatial` rows long */
+    int64_t positions; /* under replicas, the replicated levels' positions (a bound where the
+                          table is on the device): the gather's work */
 } buffer_plan;
 
 static buffer_plan plan_buffer(const msda_problem *pb, const msda_module *mod) {
-    buffer_plan bp = {0, 0, 0, 0, 0};
+    buffer_plan bp = {0, 0, 0, 0, 0, 0, 0};
     const int strategy = backward_strategy(mod, pb->dtype);
     if (strategy != MSDA_ATOMIC_F32_BUFFER && strategy != MSDA_ATOMIC_MIXED) return bp;
     const int half_sums = half_sums_apply(mod, pb, strategy);
+    bp.replica_adds = replica_adds(mod, pb, strategy, half_sums);
+    if (bp.replica_adds > 0) {
+        bp.half_sums = half_sums;
+        if (pb->table_on_device) { /* the kernels plan from the table: room for any table */
+            bp.spatial = msda_replica_rows_bound(pb->L, pb->S, pb->Lq, pb->P, bp.replica_adds);
+            bp.positions = msda_buffer_rows_bound(pb->L, pb->S, pb->Lq, pb->P, bp.replica_adds);
+        } else {
+            int64_t hw[MSDA_MAX_LEVELS], reps[MSDA_MAX_LEVELS], base[MSDA_MAX_LEVELS];
+            for (int64_t l = 0; l < pb->L; l++) hw[l] = pb->level_h[l] * pb->level_w[l];
+            bp.spatial = msda_plan_replicas(pb->L, hw, pb->Lq, pb->P, bp.replica_adds, reps, base);
+            for (int64_t l = 0; l < pb->L; l++) {
+                if (reps[l] > 1) bp.levels |= 1u << l, bp.positions += hw[l];
+            }
+        }
+        /* Replicas past what a tensor may hold (few positions under a great many points an
+         * element): every level in the f32 buffer instead, whose rows are at most S. */
+        if (bp.spatial <= MSDA_MAX_ELEMS / (pb->N * pb->M * pb->D)) return bp;
+        return (buffer_plan){.levels = msda_all_levels(pb->L), .spatial = pb->S, .every_level = 1};
+    }
     const int32_t max_adds = buffer_max_adds(pb->dtype, strategy, half_sums);
     const uint32_t all = msda_all_levels(pb->L);
     if (pb->table_on_device) { /* the kernels plan from the table: room for any table */
@@ -305,9 +336,11 @@ static buffer_plan plan_buffer(const msda_problem *pb, const msda_module *mod) {
     return bp;
 }
 
-/* The f32 buffer's bytes, and the workspace's: the buffer, then the half sums' bounds. */
+/* The buffer's bytes (f32, or f16 replicas rounded up to 16 bytes), and the workspace's: the
+ * buffer, then the half sums' bounds. */
 static size_t buffer_bytes(const msda_problem *pb, const buffer_plan *bp) {
-    return (size_t)(pb->N * bp->spatial * pb->M * pb->D) * sizeof(float);
+    const size_t elems = (size_t)(pb->N * bp->spatial * pb->M * pb->D);
+    return bp->replica_adds > 0 ? (elems * 2 + 15) / 16 * 16 : elems * sizeof(float);
 }
 static size_t workspace_bytes(const msda_problem *pb, const buffer_plan *bp) {
     return (bp->half_sums ? HALF_SUMS_BOUND_BYTES : 0) + buffer_bytes(pb, bp);
@@ -343,7 +376,7 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     const void *const ptrs[] = {a->value, a->grad_output, a->grad_value};
     const vec_kernels *v = pick_vec(&pb, bp.every_level ? 4 : 8, ptrs, 3);
     int pairing = 0;
-    if (bp.spatial && v->vec == 8) {
+    if (bp.spatial && v->vec == 8 && !bp.replica_adds) {
         const int64_t chunks = pb.D / 8;
         pairing = chunks >= 2 && chunks <= 32 && (chunks & (chunks - 1)) == 0;
         if (!pairing) v = pick_vec(&pb, 4, ptrs, 3);
@@ -386,10 +419,15 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     /* Some levels summed in an f32 buffer, then rounded once into grad_value. Under half sums the
      * bounds come first, and the other levels' scaled f16 sums are rounded to bf16 in place
      * before that conversion. */
-    const msda_kernel *conv = &mod->kernels[pb.dtype == MSDA_F16 ? K_CONVERT_F16 : K_CONVERT_BF16];
+    const msda_kernel *conv = &mod->kernels[bp.replica_adds ? (pb.dtype == MSDA_F16 ? K_GATHER_F16 : K_GATHER_BF16)
+                                            : pb.dtype == MSDA_F16 ? K_CONVERT_F16
+                                                                   : K_CONVERT_BF16];
     const msda_kernel *bounds = &mod->kernels[pb.coord_f32 ? K_HALF_BOUNDS_BF16C32 : K_HALF_BOUNDS_BF16];
     const msda_kernel *unscale = &mod->kernels[K_UNSCALE_HALF_BF16];
+    const msda_kernel *zero = &mod->kernels[pb.dtype == MSDA_F16 ? K_ZERO_F16 : K_ZERO_BF16];
+    const int zero_replicas = bp.replica_adds && bp.spatial;
     const msda_kernel *missing = bp.spatial && !conv->fn ? conv
+                                 : zero_replicas && !zero->fn ? zero
                                  : bp.half_sums && !bounds->fn ? bounds
                                  : bp.half_sums && !unscale->fn ? unscale
                                                                 : NULL;
@@ -401,14 +439,25 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
         st = buffer_alloc(drv, stream, bytes, &buf, &async, err);
         if (st != MSDA_OK) return st;
     }
-    r = drv->MemsetD8Async(buf, 0, bytes, stream);
-    if (r != CUDA_SUCCESS) st = msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "zeroing the backward's workspace");
     kp.buffer = bp.spatial ? (uint64_t)buf : 0;
     kp.buffer_spatial = bp.spatial;
     kp.buffer_levels = bp.levels;
     kp.buffer_max_adds = bp.max_adds;
+    kp.replica_adds = bp.replica_adds;
     kp.pair_exchange = pairing;
     kp.half_sums = bp.half_sums ? (uint64_t)(buf + buffer_bytes(&pb, &bp)) : 0;
+    const int64_t row = pb.M * pb.D;
+    if (zero_replicas) {
+        /* The replicas' rows that the table's plan fills, and the bounds: where the table is on
+         * the device the workspace has room for any table, often several times what it fills. */
+        msda_kparams zp = kp;
+        zp.chunks = row % 8 == 0 ? 8 : 1;
+        const int64_t vectors = pb.N * bp.spatial * row / zp.chunks, wave = (int64_t)zero->min_grid * zero->block;
+        st = launch_threads(drv, zero, &zp, vectors < wave ? vectors : wave, stream, err);
+    } else {
+        r = drv->MemsetD8Async(buf, 0, bytes, stream);
+        if (r != CUDA_SUCCESS) st = msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "zeroing the backward's workspace");
+    }
     /* The bounds and the rounding loop over their elements: at most a wave of blocks each. */
     if (st == MSDA_OK && bp.half_sums) {
         msda_kparams hp = kp;
@@ -427,17 +476,23 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     cp.buffer_spatial = bp.spatial;
     cp.buffer_levels = bp.levels;
     cp.buffer_max_adds = bp.max_adds;
+    cp.replica_adds = bp.replica_adds;
     if (st == MSDA_OK && bp.half_sums) {
         cp.threads = pb.value_elems;
         const int64_t vectors = (pb.value_elems + 7) / 8, wave = (int64_t)unscale->min_grid * unscale->block;
         st = launch_threads(drv, unscale, &cp, vectors < wave ? vectors : wave, stream, err);
     }
     if (st == MSDA_OK && bp.spatial) {
-        cp.threads = (int64_t)(buffer_bytes(&pb, &bp) / sizeof(float));
         /* Vectors of 8 or 4 never straddle an n (M * D is a multiple), and land aligned. */
-        const int64_t row = pb.M * pb.D;
         cp.chunks = row % 8 == 0 && aligned(a->grad_value, 16) ? 8 : row % 4 == 0 && aligned(a->grad_value, 8) ? 4 : 1;
-        st = launch_threads(drv, conv, &cp, (cp.threads + cp.chunks - 1) / cp.chunks, stream, err);
+        if (bp.replica_adds) { /* the gather loops over what its plan finds: at most a wave */
+            const int64_t vectors = (pb.N * bp.positions * row + cp.chunks - 1) / cp.chunks;
+            const int64_t wave = (int64_t)conv->min_grid * conv->block;
+            st = launch_threads(drv, conv, &cp, vectors < wave ? vectors : wave, stream, err);
+        } else {
+            cp.threads = (int64_t)(buffer_bytes(&pb, &bp) / sizeof(float));
+            st = launch_threads(drv, conv, &cp, (cp.threads + cp.chunks - 1) / cp.chunks, stream, err);
+        }
     }
     return own ? buffer_free(drv, stream, buf, async, st, err) : st;
 }

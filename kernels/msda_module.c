@@ -86,6 +86,10 @@ static const char *const kernel_names[K_COUNT] = {
     [K_HALF_BOUNDS_BF16] = "msda_half_bounds_bf16",
     [K_HALF_BOUNDS_BF16C32] = "msda_half_bounds_bf16c32",
     [K_UNSCALE_HALF_BF16] = "msda_unscale_half_bf16",
+    [K_GATHER_F16] = "msda_gather_replicas_f16",
+    [K_GATHER_BF16] = "msda_gather_replicas_bf16",
+    [K_ZERO_F16] = "msda_zero_replicas_f16",
+    [K_ZERO_BF16] = "msda_zero_replicas_bf16",
 };
 
 /* Each forward kernel msda_forward_REST has a points twin, msda_forward_points_REST
@@ -139,6 +143,10 @@ static int kernel_built(const msda_device_config *cfg, msda_kernel_id k) {
     case K_SBWDHALF_BF16C32_V8: case K_SBWDHALF_BF16C32_V4: case K_SBWDHALF_BF16C32_V1:
     case K_HALF_BOUNDS_BF16: case K_HALF_BOUNDS_BF16C32: case K_UNSCALE_HALF_BF16:
         return cfg->bf16_enabled && cfg->bf16_half_sums;
+    case K_GATHER_F16: case K_ZERO_F16:
+        return cfg->f16_enabled && cfg->f16_replica_adds > 0;
+    case K_GATHER_BF16: case K_ZERO_BF16:
+        return cfg->bf16_enabled && cfg->bf16_half_sums && cfg->bf16_replica_adds > 0;
     default:
         return 1;
     }
@@ -216,6 +224,11 @@ static msda_status load_module(const msda_driver *drv, msda_module *m, msda_erro
                          m->config.backward_spread_log2);
     if (m->config.bf16_half_sums && (!m->config.bf16_enabled || m->config.bf16_atomic != MSDA_ATOMIC_MIXED))
         return msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE, "device code: bf16 half sums without the mixed bf16 strategy");
+    if (m->config.f16_replica_adds < 0 || m->config.bf16_replica_adds < 0 ||
+        (m->config.f16_replica_adds && (!m->config.f16_enabled || m->config.f16_atomic != MSDA_ATOMIC_MIXED)) ||
+        (m->config.bf16_replica_adds && !m->config.bf16_half_sums))
+        return msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE,
+                         "device code: f16 replicas without the mixed f16 strategy or bf16 half sums");
 
     for (int k = 0; k < K_COUNT; k++) {
         const int built = kernel_built(&m->config, (msda_kernel_id)k);

@@ -35,6 +35,9 @@ typedef enum msda_kernel_id {
     K_SBWDHALF_BF16_V8, K_SBWDHALF_BF16_V4, K_SBWDHALF_BF16_V1,
     K_SBWDHALF_BF16C32_V8, K_SBWDHALF_BF16C32_V4, K_SBWDHALF_BF16C32_V1,
     K_HALF_BOUNDS_BF16, K_HALF_BOUNDS_BF16C32, K_UNSCALE_HALF_BF16,
+    /* f16 replicas (msda_plan.h): their rows zeroed before the backward, and their sums added up
+     * into grad_value after it. */
+    K_GATHER_F16, K_GATHER_BF16, K_ZERO_F16, K_ZERO_BF16,
     K_COUNT
 } msda_kernel_id;
 

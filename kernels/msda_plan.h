@@ -93,4 +93,45 @@ MSDA_PLAN_FN int msda_every_level_buffered(int64_t levels, int64_t spatial, int6
     return 2 * k < levels;
 }
 
+/* f16 replicas (msda_kparams.replica_adds; sm_90's f16 backward and bf16's half sums): instead
+ * of the f32 buffer, a level whose elements take on average more than max_adds adds splits them
+ * over R f16 sums of its own ("replicas"), query q adding to replica q mod R, so that no sum takes
+ * more than about max_adds of them; one pass then adds a level's replicas up in f32 and rounds
+ * them once. A 16-bit `red` moves half the bytes of an f32 one, and the L2's reductions bound the
+ * backward (kernels/PERF.md); the error of an f16 sum grows as the square root of its adds, so
+ * the replicas keep each level's within what max_adds allows. R = 1: the level adds in
+ * grad_value's own memory, as a native level of the mixed strategy. Integers: Lq * P * 4 stays
+ * far below 2^63 (msda_validate.c bounds the locations' elements by 2^55). */
+MSDA_PLAN_FN int64_t msda_level_replicas(int64_t queries, int64_t points, int64_t hw, int32_t max_adds) {
+    if (max_adds <= 0 || !msda_level_buffered(queries, points, hw, max_adds)) return 1;
+    const int64_t adds = queries * points * 4, cap = (int64_t)max_adds * hw; /* cap < adds */
+    return (adds + cap - 1) / cap;
+}
+
+/* reps[l]: level l's replicas; base[l]: the replica rows' index where its first one starts,
+ * replica r at base[l] + r * hw[l], the replicated levels packed in level order. Returns the
+ * rows they fill. */
+MSDA_PLAN_FN int64_t msda_plan_replicas(int64_t levels, const int64_t *hw, int64_t queries, int64_t points,
+                                        int32_t max_adds, int64_t *reps, int64_t *base) {
+    int64_t at = 0;
+    for (int64_t l = 0; l < levels; l++) {
+        reps[l] = msda_level_replicas(queries, points, hw[l], max_adds);
+        base[l] = at;
+        if (reps[l] > 1) at += reps[l] * hw[l];
+    }
+    return at;
+}
+
+/* For a table the host cannot read: the replica rows that any table of these sizes can need. A
+ * replicated level has H*W at most msda_largest_buffered_level and fills R * H*W <
+ * ceil(Lq*P*4 / max_adds) + H*W rows; the levels' H*W add up to at most S. */
+MSDA_PLAN_FN int64_t msda_replica_rows_bound(int64_t levels, int64_t spatial, int64_t queries, int64_t points,
+                                             int32_t max_adds) {
+    const int64_t largest = max_adds > 0 ? msda_largest_buffered_level(spatial, queries, points, max_adds) : 0;
+    if (!largest) return 0;
+    const int64_t share = (queries * points * 4 + max_adds - 1) / max_adds;
+    const int64_t positions = largest > spatial / levels ? spatial : largest * levels;
+    return levels * share + positions;
+}
+
 #endif /* MSDA_PLAN_H */

@@ -5,7 +5,6 @@
 
 /* Element counts stay below this, so that byte offsets (x8) and lane counts (x32) of any
  * tensor still fit in int64 in the kernels. */
-#define MSDA_MAX_ELEMS (INT64_MAX / 256)
 
 /* a * b, or -1 when the product passes MSDA_MAX_ELEMS (a, b > 0). */
 static int64_t checked_mul(int64_t a, int64_t b) {

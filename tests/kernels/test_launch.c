@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "fakelaunch.h"
+#include "msda_plan.h"
 #include "kt.h"
 
 #define WAVE (FAKE_SMS * FAKE_BLOCKS_PER_SM)
@@ -23,11 +24,18 @@ static const int64_t detr_starts[4] = {0, 13400, 16750, 17600};
 static fake_launch_ops_fn fake_ops;
 static fake_launch_clear_fn fake_clear;
 
-/* What sm_90's device code says of itself (msda_device.cuh, kernels/libmsda.json). */
+/* What sm_90's device code says of itself (msda_device.cuh, kernels/libmsda.json), built with
+ * MSDA_F16_REPLICA_ADDS=0 MSDA_BF16_REPLICA_ADDS=0: the f32 buffer for the coarse levels. */
 static const msda_device_config sm90_config = {
     .abi = MSDA_DEVICE_ABI, .arch = 90, .max_threads = 256, .f16_enabled = 1, .bf16_enabled = 1,
     .f16_atomic = MSDA_ATOMIC_MIXED, .bf16_atomic = MSDA_ATOMIC_MIXED, .vector_atomics = 1,
     .points16_waves = 16, .backward_spread_log2 = 7, .bf16_half_sums = 1};
+/* The same with its defaults: f16 replicas of at most 128 adds (f16) and 32 (bf16). */
+static const msda_device_config sm90_replicas_config = {
+    .abi = MSDA_DEVICE_ABI, .arch = 90, .max_threads = 256, .f16_enabled = 1, .bf16_enabled = 1,
+    .f16_atomic = MSDA_ATOMIC_MIXED, .bf16_atomic = MSDA_ATOMIC_MIXED, .vector_atomics = 1,
+    .points16_waves = 16, .backward_spread_log2 = 7, .bf16_half_sums = 1, .f16_replica_adds = 128,
+    .bf16_replica_adds = 32};
 
 static void load_fake_driver_as(const msda_device_config *cfg) {
     const char *fork_mode = getenv("CK_FORK");
@@ -323,6 +331,111 @@ START_TEST(the_bf16_backward_adds_its_native_levels_as_scaled_halves) {
 }
 END_TEST
 
+/* Under replicas: grad_value zeroed; the workspace (`rows` rows of f16 replicas, then under half
+ * sums 16 bytes of bounds) allocated and its used rows zeroed; [the bounds]; `kernel` planning the replicas
+ * itself with `limit`; [the rounding in place]; then the gather of the replicas, one wave at
+ * most, 8 elements a thread. */
+static void assert_replicas(const fake_launch_op *ops, int n, const char *kernel, int64_t N, int64_t rows,
+                            int32_t limit, int half_sums, const char *gather) {
+    const size_t value_elems = (size_t)N * DETR_S * 8 * 32, replica_bytes = (size_t)N * rows * 8 * 32 * 2;
+    int i = 0;
+    ck_assert_int_eq(n, half_sums ? 7 : 5);
+    ck_assert_int_eq(ops[i].kind, FAKE_MEMSET);
+    ck_assert_uint_eq(ops[i].address, (uintptr_t)NOWHERE(5));
+    ck_assert_uint_eq(ops[i++].bytes, value_elems * 2);
+    ck_assert_int_eq(ops[i].kind, FAKE_ALLOC);
+    ck_assert_uint_eq(ops[i++].bytes, replica_bytes + (half_sums ? 16 : 0));
+    const uintptr_t ws = ops[i - 1].address;
+    /* Zeroed by a kernel that plans as the backward (what the table fills), the bounds too. */
+    ck_assert_int_eq(ops[i].kind, FAKE_LAUNCH);
+    ck_assert_str_eq(ops[i].name, half_sums ? "msda_zero_replicas_bf16" : "msda_zero_replicas_f16");
+    ck_assert_uint_eq(ops[i].params.buffer, ws);
+    ck_assert_int_eq(ops[i].params.buffer_spatial, rows);
+    ck_assert_int_eq(ops[i].params.replica_adds, limit);
+    ck_assert_int_eq(ops[i].params.chunks, 8);
+    ck_assert_uint_eq(ops[i].params.half_sums, half_sums ? ws + replica_bytes : 0);
+    ck_assert_uint_le(ops[i++].grid, WAVE);
+    if (half_sums) ck_assert_str_eq(ops[i++].name, "msda_half_bounds_bf16");
+    ck_assert_int_eq(ops[i].kind, FAKE_LAUNCH);
+    ck_assert_str_eq(ops[i].name, kernel);
+    ck_assert_uint_eq(ops[i].params.buffer, ws);
+    ck_assert_int_eq(ops[i].params.buffer_spatial, rows);
+    ck_assert_int_eq(ops[i].params.replica_adds, limit);
+    ck_assert_int_eq(ops[i].params.pair_exchange, 0);
+    ck_assert_uint_eq(ops[i++].params.half_sums, half_sums ? ws + replica_bytes : 0);
+    if (half_sums) ck_assert_str_eq(ops[i++].name, "msda_unscale_half_bf16");
+    ck_assert_int_eq(ops[i].kind, FAKE_LAUNCH);
+    ck_assert_str_eq(ops[i].name, gather);
+    ck_assert_uint_eq(ops[i].params.buffer, ws);
+    ck_assert_uint_eq(ops[i].params.output, (uintptr_t)NOWHERE(5));
+    ck_assert_int_eq(ops[i].params.buffer_spatial, rows);
+    ck_assert_int_eq(ops[i].params.replica_adds, limit);
+    ck_assert_int_eq(ops[i].params.chunks, 8);
+    ck_assert_uint_eq(ops[i].params.half_sums, half_sums ? ws + replica_bytes : 0);
+    ck_assert_uint_le(ops[i].grid, WAVE);
+}
+
+START_TEST(the_16bit_backward_sums_its_coarse_levels_in_f16_replicas) {
+    load_fake_driver_as(&sm90_replicas_config);
+    const fake_launch_op *ops;
+    /* f16 encoder, host table: levels 2 and 3 over 3 and 11 replicas (msda_plan.h). */
+    int n = backward(MSDA_F16, 2, DETR_S, MSDA_HOST, &ops);
+    assert_replicas(ops, n, "msda_backward_f16_v8", 2, 3 * 850 + 11 * 221, 128, 0, "msda_gather_replicas_f16");
+    /* A device table: room for the replicas of any table of these sizes. */
+    n = backward(MSDA_F16, 2, DETR_S, MSDA_DEVICE, &ops);
+    assert_replicas(ops, n, "msda_backward_f16_v8", 2, msda_replica_rows_bound(4, DETR_S, DETR_S, 4, 128), 128, 0,
+                    "msda_gather_replicas_f16");
+    /* bf16 under half sums, at its own limit: levels 1-3 over 3, 11 and 41. */
+    n = backward(MSDA_BF16, 2, DETR_S, MSDA_HOST, &ops);
+    assert_replicas(ops, n, "msda_backward_bf16_half_v8", 2, 3 * 3350 + 11 * 850 + 41 * 221, 32, 1,
+                    "msda_gather_replicas_bf16");
+    /* The bf16 decoder: the coarsest level over 3. */
+    n = backward(MSDA_BF16, 2, 900, MSDA_HOST, &ops);
+    assert_replicas(ops, n, "msda_backward_bf16_half_v8", 2, 3 * 221, 32, 1, "msda_gather_replicas_bf16");
+    /* Replicas past what a tensor may hold (2^30 queries of 1024 points on a device table, 2^20
+     * channels: about 2^57 elements): every level in the f32 buffer instead (S rows). */
+    msda_backward_args huge = backward_args(MSDA_F16, 1, 1, MSDA_DEVICE);
+    huge.sizes.heads = 1, huge.sizes.channels = (int64_t)1 << 20;
+    huge.sizes.queries = (int64_t)1 << 30, huge.sizes.points = 1024;
+    size_t bytes = 0;
+    msda_error err;
+    ck_assert_int_eq(msda_backward_cuda_workspace(&huge, &bytes, &err), MSDA_OK);
+    ck_assert_uint_eq(bytes, (size_t)DETR_S * ((size_t)1 << 20) * 4);
+    huge.workspace = NOWHERE(9), huge.workspace_bytes = bytes; /* the fake driver allocates for real */
+    n = backward_of(&huge, &ops);
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(ops[0].kind, FAKE_MEMSET);
+    ck_assert_str_eq(ops[1].name, "msda_backward_f16_buffer_v4");
+    ck_assert_uint_eq(ops[1].params.buffer_levels, 0xfu);
+    ck_assert_int_eq(ops[1].params.replica_adds, 0);
+    ck_assert_str_eq(ops[2].name, "msda_convert_f16");
+    /* The workspace the caller is told to bring is what the call takes. */
+    msda_backward_args a = backward_args(MSDA_BF16, 2, 900, MSDA_HOST);
+    ck_assert_int_eq(msda_backward_cuda_workspace(&a, &bytes, &err), MSDA_OK);
+    ck_assert_uint_eq(bytes, (size_t)2 * 3 * 221 * 8 * 32 * 2 + 16);
+    /* The f16 decoder: no level over the limit, nothing replicated, no gather. */
+    n = backward(MSDA_F16, 2, 900, MSDA_HOST, &ops);
+    ck_assert_int_eq(n, 2);
+    ck_assert_str_eq(ops[1].name, "msda_backward_f16_v8");
+    ck_assert_int_eq(ops[1].params.buffer_spatial, 0);
+    /* bf16 past half sums' 2^20 adds keeps the f32 buffer (bf16's own rule). */
+    n = backward(MSDA_BF16, 1, 262145, MSDA_DEVICE, &ops);
+    ck_assert_str_eq(ops[2].name, "msda_backward_bf16_buffer_v4");
+    ck_assert_int_eq(ops[2].params.replica_adds, 0);
+}
+END_TEST
+
+START_TEST(device_code_with_replicas_but_no_mixed_f16_strategy_is_refused) {
+    msda_device_config cfg = sm90_replicas_config;
+    cfg.f16_atomic = MSDA_ATOMIC_F32_BUFFER;
+    load_fake_driver_as(&cfg);
+    const msda_backward_args a = backward_args(MSDA_F16, 2, 900, MSDA_HOST);
+    msda_error err;
+    ck_assert_int_eq(msda_backward_cuda(&a, NULL, &err), MSDA_ERR_NO_KERNEL_IMAGE);
+    ck_assert_msg(strstr(err.message, "replicas"), "%s", err.message);
+}
+END_TEST
+
 START_TEST(device_code_with_half_sums_but_no_mixed_bf16_strategy_is_refused) {
     msda_device_config cfg = sm90_config;
     cfg.bf16_atomic = MSDA_ATOMIC_F32_BUFFER;
@@ -386,6 +499,8 @@ TCase *kt_tcase_launch(void) {
     tcase_add_test(tc, the_16bit_backward_buffers_what_the_plan_says);
     tcase_add_test(tc, the_bf16_backward_adds_its_native_levels_as_scaled_halves);
     tcase_add_test(tc, device_code_with_half_sums_but_no_mixed_bf16_strategy_is_refused);
+    tcase_add_test(tc, the_16bit_backward_sums_its_coarse_levels_in_f16_replicas);
+    tcase_add_test(tc, device_code_with_replicas_but_no_mixed_f16_strategy_is_refused);
     tcase_add_test(tc, the_backward_spreads_its_queries_in_runs_of_at_least_128);
     return tc;
 }

@@ -115,11 +115,77 @@ START_TEST(the_device_plan_fits_the_host_bound_for_random_tables) {
 }
 END_TEST
 
+START_TEST(replicas_split_the_detr_levels_over_the_limit) {
+    int64_t reps[4], base[4];
+    /* f16 at 128 adds a replica, encoder (17821 * 16 = 285136 adds a level): levels 0 and 1 (21
+     * and 85 adds an element) in grad_value, level 2 (335) over 3 replicas, level 3 (1290) 11. */
+    ck_assert_int_eq(msda_plan_replicas(4, detr_hw, DETR_S, 4, 128, reps, base), 3 * 850 + 11 * 221);
+    ck_assert_int_eq(reps[0], 1);
+    ck_assert_int_eq(reps[1], 1);
+    ck_assert_int_eq(reps[2], 3);
+    ck_assert_int_eq(reps[3], 11);
+    ck_assert_int_eq(base[2], 0);
+    ck_assert_int_eq(base[3], 3 * 850);
+    /* bf16's 32: levels 1-3 over 3, 11 and 41 replicas. */
+    ck_assert_int_eq(msda_plan_replicas(4, detr_hw, DETR_S, 4, 32, reps, base), 3 * 3350 + 11 * 850 + 41 * 221);
+    ck_assert_int_eq(reps[0], 1);
+    ck_assert_int_eq(reps[3], 41);
+    ck_assert_int_eq(base[2], 3 * 3350);
+    /* The decoder (14400 adds a level): f16 none, bf16 the coarsest level (65 adds) over 3. */
+    ck_assert_int_eq(msda_plan_replicas(4, detr_hw, 900, 4, 128, reps, base), 0);
+    ck_assert_int_eq(msda_plan_replicas(4, detr_hw, 900, 4, 32, reps, base), 3 * 221);
+    ck_assert_int_eq(reps[2], 1);
+    /* At the limit a level adds in place; one add over it takes two replicas. */
+    ck_assert_int_eq(msda_level_replicas(64, 4, 4, 256), 1);
+    ck_assert_int_eq(msda_level_replicas(64, 4, 3, 256), 2);
+    ck_assert_int_eq(msda_level_replicas(64, 4, 3, 0), 1); /* no limit: no replicas */
+}
+END_TEST
+
+/* Random tables: each replicated level takes the fewest replicas that keep its average adds a
+ * replica within the limit, the rows fit the host's bound for a table it cannot read, and the
+ * replicated levels' positions fit the f32 buffer's rule bound (the gather's work). */
+START_TEST(the_replica_plan_fits_the_host_bound_for_random_tables) {
+    uint64_t seed = 0x2545f4914f6cdd1dull;
+    const int32_t limits[] = {1, 16, 32, 128, 256, 1024};
+    for (int trial = 0; trial < 20000; trial++) {
+        const int64_t L = 1 + (int64_t)(next_random(&seed) % MSDA_MAX_LEVELS);
+        int64_t hw[MSDA_MAX_LEVELS], S = 0;
+        const uint64_t scale = 1 + next_random(&seed) % 5000;
+        for (int64_t l = 0; l < L; l++) {
+            hw[l] = 1 + (int64_t)(next_random(&seed) % scale);
+            S += hw[l];
+        }
+        const int64_t Lq = 1 + (int64_t)(next_random(&seed) % (2 * (uint64_t)S));
+        const int64_t P = 1 + (int64_t)(next_random(&seed) % 8);
+        const int32_t limit = limits[next_random(&seed) % 6];
+        int64_t reps[MSDA_MAX_LEVELS], base[MSDA_MAX_LEVELS], at = 0, positions = 0;
+        const int64_t rows = msda_plan_replicas(L, hw, Lq, P, limit, reps, base);
+        for (int64_t l = 0; l < L; l++) {
+            const int64_t adds = Lq * P * 4;
+            ck_assert_int_ge(reps[l], 1);
+            ck_assert_int_eq(reps[l] > 1, msda_level_buffered(Lq, P, hw[l], limit));
+            if (reps[l] > 1) { /* the fewest replicas of at most `limit` adds an element each */
+                ck_assert_int_le(adds, reps[l] * limit * hw[l]);
+                ck_assert_int_gt(adds, (reps[l] - 1) * limit * hw[l]);
+            }
+            ck_assert_int_eq(base[l], at);
+            if (reps[l] > 1) at += reps[l] * hw[l], positions += hw[l];
+        }
+        ck_assert_int_eq(rows, at);
+        ck_assert_int_le(rows, msda_replica_rows_bound(L, S, Lq, P, limit));
+        ck_assert_int_le(positions, msda_buffer_rows_bound(L, S, Lq, P, limit));
+    }
+}
+END_TEST
+
 TCase *kt_tcase_plan(void) {
     TCase *tc = tcase_create("plan");
     tcase_add_test(tc, the_detr_encoder_and_decoder_get_the_measured_plans);
     tcase_add_test(tc, a_level_at_the_limit_adds_natively);
     tcase_add_test(tc, the_device_bound_for_the_detr_sizes);
     tcase_add_test(tc, the_device_plan_fits_the_host_bound_for_random_tables);
+    tcase_add_test(tc, replicas_split_the_detr_levels_over_the_limit);
+    tcase_add_test(tc, the_replica_plan_fits_the_host_bound_for_random_tables);
     return tc;
 }
