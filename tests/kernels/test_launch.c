@@ -425,27 +425,29 @@ START_TEST(the_16bit_backward_sums_its_coarse_levels_in_f16_replicas) {
 }
 END_TEST
 
+/* Device code whose msda_config contradicts itself is refused when loaded, naming what, before
+ * anything is queued. */
+static void assert_refused(const msda_device_config *cfg, msda_dtype dtype, const char *what) {
+    load_fake_driver_as(cfg);
+    const msda_backward_args a = backward_args(dtype, 2, 900, MSDA_HOST);
+    msda_error err;
+    ck_assert_int_eq(msda_backward_cuda(&a, NULL, &err), MSDA_ERR_NO_KERNEL_IMAGE);
+    ck_assert_msg(strstr(err.message, what), "%s", err.message);
+    const fake_launch_op *ops;
+    ck_assert_int_eq(recorded(&ops), 0);
+}
+
 START_TEST(device_code_with_replicas_but_no_mixed_f16_strategy_is_refused) {
     msda_device_config cfg = sm90_replicas_config;
     cfg.f16_atomic = MSDA_ATOMIC_F32_BUFFER;
-    load_fake_driver_as(&cfg);
-    const msda_backward_args a = backward_args(MSDA_F16, 2, 900, MSDA_HOST);
-    msda_error err;
-    ck_assert_int_eq(msda_backward_cuda(&a, NULL, &err), MSDA_ERR_NO_KERNEL_IMAGE);
-    ck_assert_msg(strstr(err.message, "replicas"), "%s", err.message);
+    assert_refused(&cfg, MSDA_F16, "replicas");
 }
 END_TEST
 
 START_TEST(device_code_with_half_sums_but_no_mixed_bf16_strategy_is_refused) {
     msda_device_config cfg = sm90_config;
     cfg.bf16_atomic = MSDA_ATOMIC_F32_BUFFER;
-    load_fake_driver_as(&cfg);
-    const msda_backward_args a = backward_args(MSDA_BF16, 2, 900, MSDA_HOST);
-    msda_error err;
-    ck_assert_int_eq(msda_backward_cuda(&a, NULL, &err), MSDA_ERR_NO_KERNEL_IMAGE);
-    ck_assert_msg(strstr(err.message, "half sums"), "%s", err.message);
-    const fake_launch_op *ops;
-    ck_assert_int_eq(recorded(&ops), 0);
+    assert_refused(&cfg, MSDA_BF16, "half sums");
 }
 END_TEST
 

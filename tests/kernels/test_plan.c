@@ -72,6 +72,20 @@ static uint64_t next_random(uint64_t *s) {
     return *s;
 }
 
+/* A random table of 1 to MSDA_MAX_LEVELS levels (their H * W in hw, S their sum), with up to
+ * 2 S queries of 1 to 8 points. */
+static void random_problem(uint64_t *seed, int64_t *hw, int64_t *L, int64_t *S, int64_t *Lq, int64_t *P) {
+    *L = 1 + (int64_t)(next_random(seed) % MSDA_MAX_LEVELS);
+    *S = 0;
+    const uint64_t scale = 1 + next_random(seed) % 5000;
+    for (int64_t l = 0; l < *L; l++) {
+        hw[l] = 1 + (int64_t)(next_random(seed) % scale);
+        *S += hw[l];
+    }
+    *Lq = 1 + (int64_t)(next_random(seed) % (2 * (uint64_t)*S));
+    *P = 1 + (int64_t)(next_random(seed) % 8);
+}
+
 /* Random tables: what the kernels plan within the host's bound is the host's plan, but where
  * the host's would take every level and they do not fit; it fits the bound; the levels are
  * packed in order; and where the host launches the all-buffer kernel, every table of those
@@ -80,15 +94,8 @@ START_TEST(the_device_plan_fits_the_host_bound_for_random_tables) {
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     const int32_t limits[] = {0, 1, 32, 256, 1024};
     for (int trial = 0; trial < 20000; trial++) {
-        const int64_t L = 1 + (int64_t)(next_random(&seed) % MSDA_MAX_LEVELS);
-        int64_t hw[MSDA_MAX_LEVELS], S = 0;
-        const uint64_t scale = 1 + next_random(&seed) % 5000;
-        for (int64_t l = 0; l < L; l++) {
-            hw[l] = 1 + (int64_t)(next_random(&seed) % scale);
-            S += hw[l];
-        }
-        const int64_t Lq = 1 + (int64_t)(next_random(&seed) % (2 * (uint64_t)S));
-        const int64_t P = 1 + (int64_t)(next_random(&seed) % 8);
+        int64_t hw[MSDA_MAX_LEVELS], L, S, Lq, P;
+        random_problem(&seed, hw, &L, &S, &Lq, &P);
         const int32_t limit = limits[next_random(&seed) % 5];
         int64_t host_base[MSDA_MAX_LEVELS], dev_base[MSDA_MAX_LEVELS], host_rows, dev_rows;
         const uint32_t host = plan_packed(L, hw, Lq, P, limit, S, host_base, &host_rows);
@@ -149,15 +156,8 @@ START_TEST(the_replica_plan_fits_the_host_bound_for_random_tables) {
     uint64_t seed = 0x2545f4914f6cdd1dull;
     const int32_t limits[] = {1, 16, 32, 128, 256, 1024};
     for (int trial = 0; trial < 20000; trial++) {
-        const int64_t L = 1 + (int64_t)(next_random(&seed) % MSDA_MAX_LEVELS);
-        int64_t hw[MSDA_MAX_LEVELS], S = 0;
-        const uint64_t scale = 1 + next_random(&seed) % 5000;
-        for (int64_t l = 0; l < L; l++) {
-            hw[l] = 1 + (int64_t)(next_random(&seed) % scale);
-            S += hw[l];
-        }
-        const int64_t Lq = 1 + (int64_t)(next_random(&seed) % (2 * (uint64_t)S));
-        const int64_t P = 1 + (int64_t)(next_random(&seed) % 8);
+        int64_t hw[MSDA_MAX_LEVELS], L, S, Lq, P;
+        random_problem(&seed, hw, &L, &S, &Lq, &P);
         const int32_t limit = limits[next_random(&seed) % 6];
         int64_t reps[MSDA_MAX_LEVELS], base[MSDA_MAX_LEVELS], at = 0, positions = 0;
         const int64_t rows = msda_plan_replicas(L, hw, Lq, P, limit, reps, base);
