@@ -820,10 +820,11 @@ template <class Tr> __device__ __forceinline__ void convert(const msda_kparams &
         convert_vec<Tr, 1>(p);
 }
 
-// Under replicas, before the backward: the rows its plan of the table fills, of every batch
-// element, zeroed (a table on the device: the host allocated room for any table of the sizes,
-// often several times what this one fills), and under half sums the 16 bytes of their bounds
-// after the buffer. p.chunks elements a thread: 8 where a row is whole 16-byte vectors, else 1.
+// Under replicas with the table on the device, before the backward: the rows its plan of the
+// table fills, of every batch element, zeroed (the host allocated room for any table of the
+// sizes, often several times what this one fills; where it knows the table, a memset does
+// this), and under half sums the 16 bytes of their bounds after the buffer. p.chunks elements
+// a thread: 8 where a row is whole 16-byte vectors, else 1.
 #if (MSDA_ENABLE_F16 && MSDA_F16_STRATEGY == MSDA_ATOMIC_MIXED) || MSDA_HALF_SUMS_BUILT // its kernels below
 __device__ __forceinline__ void zero_replicas(const msda_kparams &p) {
     __shared__ level_table lv;

@@ -332,11 +332,12 @@ START_TEST(the_bf16_backward_adds_its_native_levels_as_scaled_halves) {
 END_TEST
 
 /* Under replicas: grad_value zeroed; the workspace (`rows` rows of f16 replicas, then under half
- * sums 16 bytes of bounds) allocated and its used rows zeroed; [the bounds]; `kernel` planning the replicas
- * itself with `limit`; [the rounding in place]; then the gather of the replicas, one wave at
- * most, 8 elements a thread. */
+ * sums 16 bytes of bounds) allocated and zeroed, by a memset where the host knows the plan, else
+ * (`device`: a table on the device) its used rows by a kernel that plans as the backward; [the
+ * bounds]; `kernel` planning the replicas itself with `limit`; [the rounding in place]; then the
+ * gather of the replicas, one wave at most, 8 elements a thread. */
 static void assert_replicas(const fake_launch_op *ops, int n, const char *kernel, int64_t N, int64_t rows,
-                            int32_t limit, int half_sums, const char *gather) {
+                            int32_t limit, int half_sums, int device, const char *gather) {
     const size_t value_elems = (size_t)N * DETR_S * 8 * 32, replica_bytes = (size_t)N * rows * 8 * 32 * 2;
     int i = 0;
     ck_assert_int_eq(n, half_sums ? 7 : 5);
@@ -346,15 +347,20 @@ static void assert_replicas(const fake_launch_op *ops, int n, const char *kernel
     ck_assert_int_eq(ops[i].kind, FAKE_ALLOC);
     ck_assert_uint_eq(ops[i++].bytes, replica_bytes + (half_sums ? 16 : 0));
     const uintptr_t ws = ops[i - 1].address;
-    /* Zeroed by a kernel that plans as the backward (what the table fills), the bounds too. */
-    ck_assert_int_eq(ops[i].kind, FAKE_LAUNCH);
-    ck_assert_str_eq(ops[i].name, half_sums ? "msda_zero_replicas_bf16" : "msda_zero_replicas_f16");
-    ck_assert_uint_eq(ops[i].params.buffer, ws);
-    ck_assert_int_eq(ops[i].params.buffer_spatial, rows);
-    ck_assert_int_eq(ops[i].params.replica_adds, limit);
-    ck_assert_int_eq(ops[i].params.chunks, 8);
-    ck_assert_uint_eq(ops[i].params.half_sums, half_sums ? ws + replica_bytes : 0);
-    ck_assert_uint_le(ops[i++].grid, WAVE);
+    if (!device) {
+        ck_assert_int_eq(ops[i].kind, FAKE_MEMSET);
+        ck_assert_uint_eq(ops[i].address, ws);
+        ck_assert_uint_eq(ops[i++].bytes, replica_bytes + (half_sums ? 16 : 0));
+    } else {
+        ck_assert_int_eq(ops[i].kind, FAKE_LAUNCH);
+        ck_assert_str_eq(ops[i].name, half_sums ? "msda_zero_replicas_bf16" : "msda_zero_replicas_f16");
+        ck_assert_uint_eq(ops[i].params.buffer, ws);
+        ck_assert_int_eq(ops[i].params.buffer_spatial, rows);
+        ck_assert_int_eq(ops[i].params.replica_adds, limit);
+        ck_assert_int_eq(ops[i].params.chunks, 8);
+        ck_assert_uint_eq(ops[i].params.half_sums, half_sums ? ws + replica_bytes : 0);
+        ck_assert_uint_le(ops[i++].grid, WAVE);
+    }
     if (half_sums) ck_assert_str_eq(ops[i++].name, "msda_half_bounds_bf16");
     ck_assert_int_eq(ops[i].kind, FAKE_LAUNCH);
     ck_assert_str_eq(ops[i].name, kernel);
@@ -380,18 +386,21 @@ START_TEST(the_16bit_backward_sums_its_coarse_levels_in_f16_replicas) {
     const fake_launch_op *ops;
     /* f16 encoder, host table: levels 2 and 3 over 3 and 11 replicas (msda_plan.h). */
     int n = backward(MSDA_F16, 2, DETR_S, MSDA_HOST, &ops);
-    assert_replicas(ops, n, "msda_backward_f16_v8", 2, 3 * 850 + 11 * 221, 128, 0, "msda_gather_replicas_f16");
+    assert_replicas(ops, n, "msda_backward_f16_v8", 2, 3 * 850 + 11 * 221, 128, 0, 0, "msda_gather_replicas_f16");
     /* A device table: room for the replicas of any table of these sizes. */
     n = backward(MSDA_F16, 2, DETR_S, MSDA_DEVICE, &ops);
-    assert_replicas(ops, n, "msda_backward_f16_v8", 2, msda_replica_rows_bound(4, DETR_S, DETR_S, 4, 128), 128, 0,
+    assert_replicas(ops, n, "msda_backward_f16_v8", 2, msda_replica_rows_bound(4, DETR_S, DETR_S, 4, 128), 128, 0, 1,
                     "msda_gather_replicas_f16");
     /* bf16 under half sums, at its own limit: levels 1-3 over 3, 11 and 41. */
     n = backward(MSDA_BF16, 2, DETR_S, MSDA_HOST, &ops);
-    assert_replicas(ops, n, "msda_backward_bf16_half_v8", 2, 3 * 3350 + 11 * 850 + 41 * 221, 32, 1,
+    assert_replicas(ops, n, "msda_backward_bf16_half_v8", 2, 3 * 3350 + 11 * 850 + 41 * 221, 32, 1, 0,
                     "msda_gather_replicas_bf16");
+    n = backward(MSDA_BF16, 2, DETR_S, MSDA_DEVICE, &ops);
+    assert_replicas(ops, n, "msda_backward_bf16_half_v8", 2, msda_replica_rows_bound(4, DETR_S, DETR_S, 4, 32), 32, 1,
+                    1, "msda_gather_replicas_bf16");
     /* The bf16 decoder: the coarsest level over 3. */
     n = backward(MSDA_BF16, 2, 900, MSDA_HOST, &ops);
-    assert_replicas(ops, n, "msda_backward_bf16_half_v8", 2, 3 * 221, 32, 1, "msda_gather_replicas_bf16");
+    assert_replicas(ops, n, "msda_backward_bf16_half_v8", 2, 3 * 221, 32, 1, 0, "msda_gather_replicas_bf16");
     /* Replicas past what a tensor may hold (2^30 queries of 1024 points on a device table, 2^20
      * channels: about 2^57 elements): every level in the f32 buffer instead (S rows). */
     msda_backward_args huge = backward_args(MSDA_F16, 1, 1, MSDA_DEVICE);
