@@ -4,7 +4,9 @@
 
 #include "msda.h"
 
-/* The most elements a tensor of the op may hold (msda_validate.c), and a workspace. */
+/* The most elements a tensor of the op (msda_validate.c) or a workspace (msda_launch.c) may hold,
+ * so that byte offsets (x8) and lane counts (x32) of any of them still fit in int64 in the
+ * kernels. */
 #define MSDA_MAX_ELEMS (INT64_MAX / 256)
 
 /* Fills *err (when not NULL) with status, no CUDA result, and a printf-style message; returns

@@ -127,11 +127,9 @@ MSDA_PLAN_FN int64_t msda_plan_replicas(int64_t levels, const int64_t *hw, int64
  * ceil(Lq*P*4 / max_adds) + H*W rows; the levels' H*W add up to at most S. */
 MSDA_PLAN_FN int64_t msda_replica_rows_bound(int64_t levels, int64_t spatial, int64_t queries, int64_t points,
                                              int32_t max_adds) {
-    const int64_t largest = max_adds > 0 ? msda_largest_buffered_level(spatial, queries, points, max_adds) : 0;
-    if (!largest) return 0;
-    const int64_t share = (queries * points * 4 + max_adds - 1) / max_adds;
-    const int64_t positions = largest > spatial / levels ? spatial : largest * levels;
-    return levels * share + positions;
+    const int64_t positions = max_adds > 0 ? msda_buffer_rows_bound(levels, spatial, queries, points, max_adds) : 0;
+    if (!positions) return 0;
+    return levels * ((queries * points * 4 + max_adds - 1) / max_adds) + positions;
 }
 
 #endif /* MSDA_PLAN_H */

@@ -3,9 +3,6 @@
 
 #include "msda_internal.h"
 
-/* Element counts stay below this, so that byte offsets (x8) and lane counts (x32) of any
- * tensor still fit in int64 in the kernels. */
-
 /* a * b, or -1 when the product passes MSDA_MAX_ELEMS (a, b > 0). */
 static int64_t checked_mul(int64_t a, int64_t b) {
     if (a < 0 || b < 0 || (b != 0 && a > MSDA_MAX_ELEMS / b)) return -1;
