@@ -565,11 +565,11 @@ template <typename A> __device__ __forceinline__ A group_sum(A v, int lanes) {
 // spread of 1 lost 1.8e-2 relative in bf16 without it, 2e-3 with). The plain instantiations are
 // unchanged.
 // HALF_SUMS: bf16 only: the levels outside the buffer add as f16 scaled by 2^half_sum_exponent
-// into grad_value's memory (zeroed), which unscale_half_sums then rounds to bf16 in place.
+// into grad_value's memory (zeroed), which finish_half_sums then rounds to bf16 in place.
 // REPLICAS (f16's mixed kernels where MSDA_F16_REPLICAS, the half-sum ones where
 // MSDA_BF16_REPLICAS): the buffered levels add in f16 (scaled as the others under half sums) to
-// their replicas in p.buffer, query q to replica q mod R (msda_plan.h), for gather_replicas to
-// add up.
+// their replicas in p.buffer, query q to replica q mod R (msda_plan.h), for gather_replicas
+// (f16) or finish_half_sums (bf16) to add up.
 template <class Tr, class Cr, int VEC, bool ALL_BUFFER = false, bool SOFTMAX = false, bool HALF_SUMS = false>
 __device__ __forceinline__ void backward(const msda_kparams &p) {
     typedef typename Tr::S S;
@@ -820,16 +820,33 @@ template <class Tr> __device__ __forceinline__ void convert(const msda_kparams &
         convert_vec<Tr, 1>(p);
 }
 
-// Under replicas with the table on the device, before the backward: the rows its plan of the
-// table fills, of every batch element, zeroed (the host allocated room for any table of the
-// sizes, often several times what this one fills; where it knows the table, a memset does
-// this), and under half sums the 16 bytes of their bounds after the buffer. p.chunks elements
-// a thread: 8 where a row is whole 16-byte vectors, else 1.
 #if (MSDA_ENABLE_F16 && MSDA_F16_STRATEGY == MSDA_ATOMIC_MIXED) || MSDA_HALF_SUMS_BUILT // its kernels below
-__device__ __forceinline__ void zero_replicas(const msda_kparams &p) {
+// n 16-bit elements from x zeroed by thread tid of `stride`: 16-byte stores where x is so
+// aligned, else one element at a time.
+__device__ __forceinline__ void zero_halves(unsigned short *x, int64_t n, int64_t tid, int64_t stride) {
+    int64_t head = 0;
+    if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
+        uint4 *x16 = reinterpret_cast<uint4 *>(x);
+        head = n / 8 * 8;
+        for (int64_t i = tid; i < n / 8; i += stride) x16[i] = make_uint4(0, 0, 0, 0);
+    }
+    for (int64_t i = head + tid; i < n; i += stride) x[i] = 0;
+}
+
+// Under replicas with the table on the device, before the backward, in one kernel: grad_value
+// (p.output, p.threads 16-bit elements), the replica rows that the plan of the table fills, of
+// every batch element (the workspace has room for any table of the sizes, often several times
+// what this one fills), and under half sums the 16 bytes of their bounds after the buffer.
+// grad_value first, which needs no plan. In place of a memset and a zeroing kernel of the
+// replicas: 9.6 against 8.2 us for the decoder's f16 backward on an H100, 10.7 against 8.8 for
+// bf16 (kernels/PERF.md). (Where the host knows the table, two memsets are faster still: 6.8
+// against 7.9 us.) The replicas p.chunks elements a thread: 8 where a row is whole 16-byte
+// vectors, else 1.
+__device__ __forceinline__ void zero_backward(const msda_kparams &p) {
+    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
+    zero_halves(reinterpret_cast<unsigned short *>(p.output), p.threads, tid, stride);
     __shared__ level_table lv;
     plan_buffer(p, lv, load_levels(p, lv));
-    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
     if (p.half_sums && tid == 0) *reinterpret_cast<uint4 *>(p.half_sums) = make_uint4(0, 0, 0, 0);
     int64_t rows = 0;
     for (int l = 0; l < p.levels; l++)
@@ -848,17 +865,42 @@ __device__ __forceinline__ void zero_replicas(const msda_kparams &p) {
 }
 #endif
 
-// Under replicas: each replicated level's R f16 sums (replica r at rows lv.buffer_base[l] + r * H*W
-// of p.buffer, (N, buffer_spatial, M, D)) added up in f32 in replica order, scaled back by 2^-e
-// under half sums (p.half_sums), and rounded once into the level's place in the gradient.
-// p.chunks elements a thread (8, 4 or 1, as for convert); the threads loop over the replicated
-// levels' positions of every batch element as this kernel's own plan of the table finds them
-// (the host sizes the grid from its bound where the table is on the device).
+// The sum in f32 of one vector's R f16 replicas, `step` elements apart from `from`, added in
+// replica order. Four replicas' loads in flight at a time: one at a time, bf16's gather (41
+// replicas of enc_b2's coarsest level) took 34.7 us on an H100.
+template <int VEC>
+__device__ __forceinline__ void sum_replicas(const unsigned short *from, int64_t step, int64_t reps, float (&sum)[VEC]) {
+#pragma unroll
+    for (int k = 0; k < VEC; k++) sum[k] = 0.0f;
+    int64_t r = 0;
+    for (; r + 4 <= reps; r += 4, from += 4 * step) {
+        float x[4][VEC];
+#pragma unroll
+        for (int j = 0; j < 4; j++) load_vec<f16_t, VEC>(from + j * step, x[j]);
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+#pragma unroll
+            for (int k = 0; k < VEC; k++) sum[k] += x[j][k];
+        }
+    }
+    for (; r < reps; r++, from += step) {
+        float x[VEC];
+        load_vec<f16_t, VEC>(from, x);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) sum[k] += x[k];
+    }
+}
+
+// f16 under replicas: each replicated level's R f16 sums (replica r at rows lv.buffer_base[l] +
+// r * H*W of p.buffer, (N, buffer_spatial, M, D)) added up in f32 and rounded once into the
+// level's place in the gradient. (bf16's half sums do this in finish_half_sums.) p.chunks
+// elements a thread (8, 4 or 1, as for convert); the threads loop over the replicated levels'
+// positions of every batch element as this kernel's own plan of the table finds them (the host
+// sizes the grid from its bound where the table is on the device).
 template <class Tr, int VEC> __device__ __forceinline__ void gather_replicas_vec(const msda_kparams &p) {
     __shared__ level_table lv;
     plan_buffer(p, lv, load_levels(p, lv));
     if (!lv.buffered) return; // nothing replicated, or an inconsistent table
-    const float inv = p.half_sums ? exp2_exact(-half_sum_exponent(p)) : 1.0f;
     const int64_t row = (int64_t)p.heads * p.channels;
     int64_t positions = 0;
     for (int l = 0; l < p.levels; l++)
@@ -877,32 +919,9 @@ template <class Tr, int VEC> __device__ __forceinline__ void gather_replicas_vec
             if (pos < lv.hw[l]) break;
             pos -= lv.hw[l];
         }
-        const unsigned short *from = src + (n * p.buffer_spatial + lv.buffer_base[l] + pos) * row + c;
-        const int64_t step = lv.hw[l] * row, reps = lv.replicas[l];
         float sum[VEC];
-#pragma unroll
-        for (int k = 0; k < VEC; k++) sum[k] = 0.0f;
-        // Four replicas' loads in flight at a time, added in replica order: one at a time, bf16's
-        // gather (41 replicas of enc_b2's coarsest level) took 34.7 us on an H100.
-        int64_t r = 0;
-        for (; r + 4 <= reps; r += 4, from += 4 * step) {
-            float x[4][VEC];
-#pragma unroll
-            for (int j = 0; j < 4; j++) load_vec<f16_t, VEC>(from + j * step, x[j]);
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-#pragma unroll
-                for (int k = 0; k < VEC; k++) sum[k] += x[j][k];
-            }
-        }
-        for (; r < reps; r++, from += step) {
-            float x[VEC];
-            load_vec<f16_t, VEC>(from, x);
-#pragma unroll
-            for (int k = 0; k < VEC; k++) sum[k] += x[k];
-        }
-#pragma unroll
-        for (int k = 0; k < VEC; k++) sum[k] *= inv;
+        sum_replicas<VEC>(src + (n * p.buffer_spatial + lv.buffer_base[l] + pos) * row + c, lv.hw[l] * row,
+                          lv.replicas[l], sum);
         store_vec<Tr, VEC>(dst + (n * p.spatial + lv.start[l] + pos) * row + c, sum);
     }
 }
@@ -973,16 +992,19 @@ template <class Cr> __device__ __forceinline__ void half_sum_bounds(const msda_k
 
 // bf16's half sums, after the backward: grad_value's p.threads elements, f16 scaled by 2^e,
 // rounded in place to bf16 at 2^-e (exact: a power of two). Rows of the f32 buffer's levels hold
-// zeros here; the conversion that follows writes them.
-__device__ __forceinline__ void unscale_half_sums(const msda_kparams &p) {
-    unsigned short *v = reinterpret_cast<unsigned short *>(p.output);
-    const float inv = exp2_exact(-half_sum_exponent(p));
-    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
+// zeros here; the conversion that follows writes them. Under replicas (p.replica_adds > 0) this
+// pass writes the replicated levels' rows too, from their replicas (scaled alike), so that one
+// pass follows the backward: the gather as a kernel of its own cost 10 us of the decoder's bf16
+// backward on an H100 (kernels/PERF.md). Then blockIdx.y takes the batch elements, so that an
+// element's level is found by comparing its offset in the batch element with the levels' ranges,
+// without a division; p.chunks elements a thread, 8 where a row is whole 16-byte vectors and
+// grad_value so aligned, else 1.
+__device__ __forceinline__ void unscale_halves(unsigned short *v, int64_t n, float inv, int64_t tid, int64_t stride) {
     int64_t head = 0;
     if (reinterpret_cast<uintptr_t>(v) % 16 == 0) {
         uint4 *v8 = reinterpret_cast<uint4 *>(v);
-        head = p.threads / 8 * 8;
-        for (int64_t i = tid; i < p.threads / 8; i += stride) {
+        head = n / 8 * 8;
+        for (int64_t i = tid; i < n / 8; i += stride) {
             uint4 x = v8[i];
             unsigned *w = &x.x;
 #pragma unroll
@@ -994,7 +1016,51 @@ __device__ __forceinline__ void unscale_half_sums(const msda_kparams &p) {
             v8[i] = x;
         }
     }
-    for (int64_t i = head + tid; i < p.threads; i += stride) v[i] = bf16_to_bits(bits_to_f16(v[i]) * inv);
+    for (int64_t i = head + tid; i < n; i += stride) v[i] = bf16_to_bits(bits_to_f16(v[i]) * inv);
+}
+
+template <int VEC> __device__ __forceinline__ void finish_replicated(const msda_kparams &p, const level_table &lv, float inv) {
+    const int64_t row = (int64_t)p.heads * p.channels, per_n = p.spatial * row;
+    const int64_t batch = p.groups / (p.queries * p.heads), stride = (int64_t)gridDim.x * blockDim.x * VEC;
+    for (int64_t n = blockIdx.y; n < batch; n += gridDim.y) {
+        unsigned short *out = reinterpret_cast<unsigned short *>(p.output) + n * per_n;
+        const unsigned short *reps = reinterpret_cast<const unsigned short *>(p.buffer) + n * p.buffer_spatial * row;
+        for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC; i < per_n; i += stride) {
+            int l = 0;
+            for (; l < p.levels; l++) {
+                const int64_t from = lv.start[l] * row;
+                if (((lv.buffered >> l) & 1u) && i >= from && i - from < lv.hw[l] * row) break;
+            }
+            float x[VEC];
+            if (l == p.levels)
+                load_vec<f16_t, VEC>(out + i, x);
+            else
+                sum_replicas<VEC>(reps + lv.buffer_base[l] * row + (i - lv.start[l] * row), lv.hw[l] * row,
+                                  lv.replicas[l], x);
+#pragma unroll
+            for (int k = 0; k < VEC; k++) x[k] *= inv;
+            store_vec<bf16_t, VEC>(out + i, x);
+        }
+    }
+}
+
+__device__ __forceinline__ void finish_half_sums(const msda_kparams &p) {
+    const float inv = exp2_exact(-half_sum_exponent(p));
+    if (p.replica_adds > 0) { // uniform: a parameter
+        __shared__ level_table lv;
+        plan_buffer(p, lv, load_levels(p, lv));
+        if (lv.buffered) {
+            if (p.chunks == 8)
+                finish_replicated<8>(p, lv, inv);
+            else
+                finish_replicated<1>(p, lv, inv);
+            return;
+        }
+    }
+    // Nothing replicated (or an inconsistent table): every thread of the grid over the elements.
+    const int64_t tid = ((int64_t)blockIdx.y * gridDim.x + blockIdx.x) * blockDim.x + threadIdx.x;
+    unscale_halves(reinterpret_cast<unsigned short *>(p.output), p.threads, inv, tid,
+                   (int64_t)gridDim.x * gridDim.y * blockDim.x);
 }
 #endif
 
@@ -1060,7 +1126,7 @@ MSDA_BUFFER_SET(f16c32, f16_t, f32_t)
 #endif
 #if MSDA_F16_STRATEGY == MSDA_ATOMIC_MIXED // where replicas can be in effect (msda_config says)
 MSDA_KERNEL msda_gather_replicas_f16(const msda_kparams p) { gather_replicas<f16_t>(p); }
-MSDA_KERNEL msda_zero_replicas_f16(const msda_kparams p) { zero_replicas(p); }
+MSDA_KERNEL msda_zero_backward_f16(const msda_kparams p) { zero_backward(p); }
 #endif
 #endif
 #if MSDA_ENABLE_BF16
@@ -1087,8 +1153,7 @@ MSDA_HALF_SUMS_PAIR(bf16c32, bf16_t, f32_t, 4)
 MSDA_HALF_SUMS_PAIR(bf16c32, bf16_t, f32_t, 1)
 MSDA_KERNEL msda_half_bounds_bf16(const msda_kparams p) { half_sum_bounds<bf16_t>(p); }
 MSDA_KERNEL msda_half_bounds_bf16c32(const msda_kparams p) { half_sum_bounds<f32_t>(p); }
-MSDA_KERNEL msda_unscale_half_bf16(const msda_kparams p) { unscale_half_sums(p); }
-MSDA_KERNEL msda_gather_replicas_bf16(const msda_kparams p) { gather_replicas<bf16_t>(p); }
-MSDA_KERNEL msda_zero_replicas_bf16(const msda_kparams p) { zero_replicas(p); }
+MSDA_KERNEL msda_finish_half_bf16(const msda_kparams p) { finish_half_sums(p); }
+MSDA_KERNEL msda_zero_backward_bf16(const msda_kparams p) { zero_backward(p); }
 #endif
 #endif

@@ -19,7 +19,8 @@ typedef struct msda_kparams {
     int64_t spatial;           /* S */
     int64_t queries;           /* Lq */
     int64_t groups;            /* N * Lq * M: one group of lanes per (n, q, m) */
-    int64_t threads;           /* groups times a group's threads, rounded up to whole warps */
+    int64_t threads;           /* groups times a group's threads, rounded up to whole warps;
+                                  the zeroing and rounding passes: grad_value's elements */
     int32_t heads;             /* M */
     int32_t channels;          /* D */
     int32_t levels;            /* L */
@@ -87,10 +88,11 @@ typedef struct msda_device_config {
     int32_t bf16_replica_adds; /* MSDA_BF16_REPLICA_ADDS likewise, for bf16's half sums */
 } msda_device_config;
 
-#define MSDA_DEVICE_ABI 12 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
+#define MSDA_DEVICE_ABI 13 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
                               8: the buffer's levels planned on the device, packed;
                               9: points16_waves; 10: the backward's query spread;
-                              11: bf16's half sums; 12: f16 replicas */
+                              11: bf16's half sums; 12: f16 replicas; 13: grad_value and the
+                              replicas zeroed by one kernel, bf16's gathered as rounded */
 
 /* The points a level of the forward's points kernels (msda_forward_points_*). */
 #define MSDA_FAST_POINTS 4

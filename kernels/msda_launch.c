@@ -97,15 +97,23 @@ static void fill_params(const msda_problem *pb, int vec, const int64_t *shapes, 
     }
 }
 
+/* `threads` threads in each of `rows` rows of blocks (blockIdx.y), in blocks of the kernel's size;
+ * rows at most 65535, the driver's limit (the kernels loop over the rest). */
+static msda_status launch_rows(const msda_driver *drv, const msda_kernel *k, msda_kparams *kp, int64_t threads,
+                               int64_t rows, CUstream stream, msda_error *err) {
+    const int64_t blocks = (threads + k->block - 1) / k->block;
+    const unsigned grid = blocks > INT32_MAX ? INT32_MAX : (unsigned)blocks; /* loops cover the rest */
+    const unsigned grid_y = rows > 65535 ? 65535u : (unsigned)rows;
+    void *params[] = {kp};
+    const CUresult r = drv->LaunchKernel(k->fn, grid, grid_y, 1, (unsigned)k->block, 1, 1, 0, stream, params, NULL);
+    return r == CUDA_SUCCESS ? MSDA_OK : msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, k->name);
+}
+
 /* `threads` threads (kp->threads but where a thread takes several elements), in blocks of the
  * kernel's size. */
 static msda_status launch_threads(const msda_driver *drv, const msda_kernel *k, msda_kparams *kp, int64_t threads,
                                   CUstream stream, msda_error *err) {
-    const int64_t blocks = (threads + k->block - 1) / k->block;
-    const unsigned grid = blocks > INT32_MAX ? INT32_MAX : (unsigned)blocks; /* loops cover the rest */
-    void *params[] = {kp};
-    const CUresult r = drv->LaunchKernel(k->fn, grid, 1, 1, (unsigned)k->block, 1, 1, 0, stream, params, NULL);
-    return r == CUDA_SUCCESS ? MSDA_OK : msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, k->name);
+    return launch_rows(drv, k, kp, threads, 1, stream, err);
 }
 
 static msda_status launch(const msda_driver *drv, const msda_kernel *k, msda_kparams *kp, CUstream stream,
@@ -408,33 +416,32 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
         return msda_fail(err, MSDA_ERR_BAD_ARGUMENT,
                          "workspace: %zu bytes at %p, the call needs %zu bytes aligned to 16",
                          a->workspace_bytes, a->workspace, bytes);
+    /* Under replicas with the table on the device, one kernel zeroes grad_value and what the
+     * table's plan fills of the workspace (msda_kernels.cu, zero_backward); else memsets. */
+    const int zero_kernel = bp.replica_adds > 0 && pb.table_on_device && (bp.spatial || bp.half_sums);
     CUresult r;
-    if (!bp.every_level) { /* native levels add to it; the conversion writes only its own */
+    if (!bp.every_level && !zero_kernel) { /* native levels add to it; the conversion writes only its own */
         r = drv->MemsetD8Async((CUdeviceptr)(uintptr_t)a->grad_value, 0,
                                (size_t)pb.value_elems * msda_dtype_size(pb.dtype), stream);
         if (r != CUDA_SUCCESS) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "zeroing grad_value");
     }
     if (!bp.spatial && !bp.half_sums) return launch(drv, k, &kp, stream, err);
 
-    /* Some levels summed in an f32 buffer, then rounded once into grad_value. Under half sums the
-     * bounds come first, and the other levels' scaled f16 sums are rounded to bf16 in place
-     * before that conversion. */
-    const msda_kernel *conv = &mod->kernels[bp.replica_adds ? (pb.dtype == MSDA_F16 ? K_GATHER_F16 : K_GATHER_BF16)
-                                            : pb.dtype == MSDA_F16 ? K_CONVERT_F16
-                                                                   : K_CONVERT_BF16];
+    /* Some levels summed in an f32 buffer, then rounded once into grad_value, or in f16
+     * replicas, then added up into it (f16: a gather after the backward; bf16: in the pass that
+     * rounds the half sums). Under half sums the bounds come first, and the other levels' scaled
+     * f16 sums are rounded to bf16 in place before any conversion. */
+    const int gather = bp.spatial && bp.replica_adds && pb.dtype == MSDA_F16;
+    const int convert = bp.spatial && !bp.replica_adds;
+    const msda_kernel *conv = &mod->kernels[gather ? K_GATHER_F16 : pb.dtype == MSDA_F16 ? K_CONVERT_F16 : K_CONVERT_BF16];
     const msda_kernel *bounds = &mod->kernels[pb.coord_f32 ? K_HALF_BOUNDS_BF16C32 : K_HALF_BOUNDS_BF16];
-    const msda_kernel *unscale = &mod->kernels[K_UNSCALE_HALF_BF16];
+    const msda_kernel *finish = &mod->kernels[K_FINISH_HALF_BF16];
     const msda_kernel *zero = &mod->kernels[pb.dtype == MSDA_F16 ? K_ZERO_F16 : K_ZERO_BF16];
-    /* Where the table is on the device the workspace has room for any table, often several times
-     * what this one fills: a kernel that plans as the backward zeroes only that. Where the host
-     * knows the plan, one memset of it (H100, dec_b2_q900 bf16 backward, 663 rows: 12 us over the
-     * f32 buffer's plan with the kernel, 5.5 with a memset, in two runs). */
-    const int zero_replicas = bp.replica_adds && bp.spatial && pb.table_on_device;
-    const msda_kernel *missing = bp.spatial && !conv->fn ? conv
-                                 : zero_replicas && !zero->fn ? zero
-                                 : bp.half_sums && !bounds->fn ? bounds
-                                 : bp.half_sums && !unscale->fn ? unscale
-                                                                : NULL;
+    const msda_kernel *missing = (gather || convert) && !conv->fn ? conv
+                                 : zero_kernel && !zero->fn       ? zero
+                                 : bp.half_sums && !bounds->fn    ? bounds
+                                 : bp.half_sums && !finish->fn    ? finish
+                                                                  : NULL;
     if (missing) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", missing->name);
     const int own = !a->workspace;
     CUdeviceptr buf = (CUdeviceptr)(uintptr_t)a->workspace;
@@ -451,10 +458,12 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     kp.pair_exchange = pairing;
     kp.half_sums = bp.half_sums ? (uint64_t)(buf + buffer_bytes(&pb, &bp)) : 0;
     const int64_t row = pb.M * pb.D;
-    if (zero_replicas) { /* the replicas' rows that the table's plan fills, and the bounds */
+    if (zero_kernel) { /* grad_value, the replicas' rows that the table's plan fills, the bounds */
         msda_kparams zp = kp;
+        zp.threads = pb.value_elems;
         zp.chunks = row % 8 == 0 ? 8 : 1;
-        const int64_t vectors = pb.N * bp.spatial * row / zp.chunks, wave = (int64_t)zero->min_grid * zero->block;
+        const int64_t values = (pb.value_elems + 7) / 8, replicas = pb.N * bp.spatial * row / zp.chunks;
+        const int64_t vectors = values > replicas ? values : replicas, wave = (int64_t)zero->min_grid * zero->block;
         st = launch_threads(drv, zero, &zp, vectors < wave ? vectors : wave, stream, err);
     } else {
         r = drv->MemsetD8Async(buf, 0, bytes, stream);
@@ -468,8 +477,8 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
         st = launch_threads(drv, bounds, &hp, vectors < wave ? vectors : wave, stream, err);
     }
     if (st == MSDA_OK) st = launch(drv, k, &kp, stream, err);
-    /* The passes after the backward, on its table and plan: the rounding in place, then the
-     * conversion. */
+    /* The passes after the backward, on its table and plan: the rounding in place (under
+     * replicas with the gather), then any conversion or gather. */
     msda_kparams cp;
     fill_params(&pb, 1, a->spatial_shapes, a->level_start, a->device_status, &cp);
     cp.output = (uint64_t)(uintptr_t)a->grad_value;
@@ -481,13 +490,21 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     cp.replica_adds = bp.replica_adds;
     if (st == MSDA_OK && bp.half_sums) {
         cp.threads = pb.value_elems;
-        const int64_t vectors = (pb.value_elems + 7) / 8, wave = (int64_t)unscale->min_grid * unscale->block;
-        st = launch_threads(drv, unscale, &cp, vectors < wave ? vectors : wave, stream, err);
+        const int64_t wave = (int64_t)finish->min_grid * finish->block;
+        if (bp.replica_adds) { /* a row of blocks a batch element: a wave in all */
+            cp.chunks = row % 8 == 0 && aligned(a->grad_value, 16) ? 8 : 1;
+            const int64_t rows = pb.N < 65535 ? pb.N : 65535, per_n = pb.S * row / cp.chunks;
+            const int64_t share = wave / rows > finish->block ? wave / rows : finish->block;
+            st = launch_rows(drv, finish, &cp, per_n < share ? per_n : share, rows, stream, err);
+        } else {
+            const int64_t vectors = (pb.value_elems + 7) / 8;
+            st = launch_threads(drv, finish, &cp, vectors < wave ? vectors : wave, stream, err);
+        }
     }
-    if (st == MSDA_OK && bp.spatial) {
+    if (st == MSDA_OK && (gather || convert)) {
         /* Vectors of 8 or 4 never straddle an n (M * D is a multiple), and land aligned. */
         cp.chunks = row % 8 == 0 && aligned(a->grad_value, 16) ? 8 : row % 4 == 0 && aligned(a->grad_value, 8) ? 4 : 1;
-        if (bp.replica_adds) { /* the gather loops over what its plan finds: at most a wave */
+        if (gather) { /* the gather loops over what its plan finds: at most a wave */
             const int64_t vectors = (pb.N * bp.positions * row + cp.chunks - 1) / cp.chunks;
             const int64_t wave = (int64_t)conv->min_grid * conv->block;
             st = launch_threads(drv, conv, &cp, vectors < wave ? vectors : wave, stream, err);

@@ -85,11 +85,10 @@ static const char *const kernel_names[K_COUNT] = {
     [K_SBWDHALF_BF16C32_V1] = "msda_backward_softmax_bf16c32_half_v1",
     [K_HALF_BOUNDS_BF16] = "msda_half_bounds_bf16",
     [K_HALF_BOUNDS_BF16C32] = "msda_half_bounds_bf16c32",
-    [K_UNSCALE_HALF_BF16] = "msda_unscale_half_bf16",
+    [K_FINISH_HALF_BF16] = "msda_finish_half_bf16",
     [K_GATHER_F16] = "msda_gather_replicas_f16",
-    [K_GATHER_BF16] = "msda_gather_replicas_bf16",
-    [K_ZERO_F16] = "msda_zero_replicas_f16",
-    [K_ZERO_BF16] = "msda_zero_replicas_bf16",
+    [K_ZERO_F16] = "msda_zero_backward_f16",
+    [K_ZERO_BF16] = "msda_zero_backward_bf16",
 };
 
 /* Each forward kernel msda_forward_REST has a points twin, msda_forward_points_REST
@@ -141,11 +140,11 @@ static int kernel_built(const msda_device_config *cfg, msda_kernel_id k) {
     case K_BWDHALF_BF16C32_V8: case K_BWDHALF_BF16C32_V4: case K_BWDHALF_BF16C32_V1:
     case K_SBWDHALF_BF16_V8: case K_SBWDHALF_BF16_V4: case K_SBWDHALF_BF16_V1:
     case K_SBWDHALF_BF16C32_V8: case K_SBWDHALF_BF16C32_V4: case K_SBWDHALF_BF16C32_V1:
-    case K_HALF_BOUNDS_BF16: case K_HALF_BOUNDS_BF16C32: case K_UNSCALE_HALF_BF16:
+    case K_HALF_BOUNDS_BF16: case K_HALF_BOUNDS_BF16C32: case K_FINISH_HALF_BF16:
         return cfg->bf16_enabled && cfg->bf16_half_sums;
     case K_GATHER_F16: case K_ZERO_F16:
         return cfg->f16_enabled && cfg->f16_replica_adds > 0;
-    case K_GATHER_BF16: case K_ZERO_BF16:
+    case K_ZERO_BF16:
         return cfg->bf16_enabled && cfg->bf16_half_sums && cfg->bf16_replica_adds > 0;
     default:
         return 1;

@@ -29,15 +29,16 @@ typedef enum msda_kernel_id {
     K_SBWD_BF16C32_V8, K_SBWD_BF16C32_V4, K_SBWD_BF16C32_V1,
     K_SBWDBUF_F16C32_V4, K_SBWDBUF_F16C32_V1, K_SBWDBUF_BF16C32_V4, K_SBWDBUF_BF16C32_V1,
     /* bf16's half sums (msda_device.cuh, MSDA_BF16_HALF_SUMS): the backward, plain and fused
-     * (S), the bounds that set their scale, and the rounding in place. */
+     * (S), the bounds that set their scale, and the rounding in place (with the replicas'
+     * gather where there are replicas). */
     K_BWDHALF_BF16_V8, K_BWDHALF_BF16_V4, K_BWDHALF_BF16_V1,
     K_BWDHALF_BF16C32_V8, K_BWDHALF_BF16C32_V4, K_BWDHALF_BF16C32_V1,
     K_SBWDHALF_BF16_V8, K_SBWDHALF_BF16_V4, K_SBWDHALF_BF16_V1,
     K_SBWDHALF_BF16C32_V8, K_SBWDHALF_BF16C32_V4, K_SBWDHALF_BF16C32_V1,
-    K_HALF_BOUNDS_BF16, K_HALF_BOUNDS_BF16C32, K_UNSCALE_HALF_BF16,
-    /* f16 replicas (msda_plan.h): their rows zeroed before the backward, and their sums added up
-     * into grad_value after it. */
-    K_GATHER_F16, K_GATHER_BF16, K_ZERO_F16, K_ZERO_BF16,
+    K_HALF_BOUNDS_BF16, K_HALF_BOUNDS_BF16C32, K_FINISH_HALF_BF16,
+    /* f16 replicas (msda_plan.h): their rows zeroed with grad_value before the backward, and
+     * f16's added up into grad_value after it (bf16's by K_FINISH_HALF_BF16). */
+    K_GATHER_F16, K_ZERO_F16, K_ZERO_BF16,
     K_COUNT
 } msda_kernel_id;
 

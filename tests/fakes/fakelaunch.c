@@ -127,12 +127,14 @@ FAKE_EXPORT CUresult cuLaunchKernel(CUfunction fn, unsigned gx, unsigned gy, uns
                                     unsigned bz, unsigned smem, CUstream s, void **params, void **extra) {
     (void)s, (void)extra;
     const uintptr_t i = (uintptr_t)fn;
-    if (i < 1 || i > (uintptr_t)function_count || !params || gy != 1 || gz != 1 || by != 1 || bz != 1 || smem)
+    if (i < 1 || i > (uintptr_t)function_count || !params || gy < 1 || gy > 65535 || gz != 1 || by != 1 || bz != 1 ||
+        smem)
         return CUDA_ERROR_INVALID_VALUE;
     fake_launch_op *op = record(FAKE_LAUNCH);
     if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
     op->name = function_names[i - 1];
     op->grid = gx;
+    op->grid_y = gy;
     op->block = bx;
     memcpy(&op->params, params[0], sizeof op->params); /* every MSDA kernel takes one msda_kparams */
     return CUDA_SUCCESS;

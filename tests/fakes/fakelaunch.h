@@ -18,7 +18,7 @@ typedef enum fake_launch_kind { FAKE_LAUNCH, FAKE_MEMSET, FAKE_ALLOC } fake_laun
 typedef struct fake_launch_op {
     fake_launch_kind kind;
     const char *name;     /* FAKE_LAUNCH: the kernel */
-    unsigned grid, block; /* FAKE_LAUNCH */
+    unsigned grid, grid_y, block; /* FAKE_LAUNCH: blocks (x, y) and threads a block */
     msda_kparams params;  /* FAKE_LAUNCH: its parameter block */
     uintptr_t address;    /* FAKE_MEMSET, FAKE_ALLOC */
     size_t bytes;         /* FAKE_MEMSET, FAKE_ALLOC */

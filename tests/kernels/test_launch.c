@@ -268,7 +268,9 @@ static void assert_half_sums(const fake_launch_op *ops, int n, const char *kerne
     ck_assert_uint_eq(ops[4].params.buffer_levels, levels);
     ck_assert_int_eq(ops[4].params.buffer_max_adds, max_adds);
     ck_assert_int_eq(ops[5].kind, FAKE_LAUNCH);
-    ck_assert_str_eq(ops[5].name, "msda_unscale_half_bf16");
+    ck_assert_str_eq(ops[5].name, "msda_finish_half_bf16");
+    ck_assert_int_eq(ops[5].params.replica_adds, 0);
+    ck_assert_uint_eq(ops[5].grid_y, 1);
     ck_assert_uint_eq(ops[5].params.output, (uintptr_t)NOWHERE(5));
     ck_assert_uint_eq(ops[5].params.half_sums, bounds);
     ck_assert_int_eq(ops[5].params.threads, value_elems);
@@ -331,19 +333,22 @@ START_TEST(the_bf16_backward_adds_its_native_levels_as_scaled_halves) {
 }
 END_TEST
 
-/* Under replicas: grad_value zeroed; the workspace (`rows` rows of f16 replicas, then under half
- * sums 16 bytes of bounds) allocated and zeroed, by a memset where the host knows the plan, else
- * (`device`: a table on the device) its used rows by a kernel that plans as the backward; [the
- * bounds]; `kernel` planning the replicas itself with `limit`; [the rounding in place]; then the
- * gather of the replicas, one wave at most, 8 elements a thread. */
+/* Under replicas: the workspace (`rows` rows of f16 replicas, then under half sums 16 bytes of
+ * bounds) allocated and zeroed with grad_value: by two memsets where the host knows the table,
+ * else (`device`) by one kernel that plans as the backward, a wave at most; [the bounds];
+ * `kernel` planning the replicas itself with `limit`; then f16's gather of the replicas (one wave
+ * at most, 8 elements a thread), or under half sums the rounding in place that gathers them too,
+ * a row of blocks a batch element. */
 static void assert_replicas(const fake_launch_op *ops, int n, const char *kernel, int64_t N, int64_t rows,
-                            int32_t limit, int half_sums, int device, const char *gather) {
+                            int32_t limit, int half_sums, int device) {
     const size_t value_elems = (size_t)N * DETR_S * 8 * 32, replica_bytes = (size_t)N * rows * 8 * 32 * 2;
     int i = 0;
-    ck_assert_int_eq(n, half_sums ? 7 : 5);
-    ck_assert_int_eq(ops[i].kind, FAKE_MEMSET);
-    ck_assert_uint_eq(ops[i].address, (uintptr_t)NOWHERE(5));
-    ck_assert_uint_eq(ops[i++].bytes, value_elems * 2);
+    ck_assert_int_eq(n, (half_sums ? 5 : 4) + !device);
+    if (!device) {
+        ck_assert_int_eq(ops[i].kind, FAKE_MEMSET);
+        ck_assert_uint_eq(ops[i].address, (uintptr_t)NOWHERE(5));
+        ck_assert_uint_eq(ops[i++].bytes, value_elems * 2);
+    }
     ck_assert_int_eq(ops[i].kind, FAKE_ALLOC);
     ck_assert_uint_eq(ops[i++].bytes, replica_bytes + (half_sums ? 16 : 0));
     const uintptr_t ws = ops[i - 1].address;
@@ -353,32 +358,41 @@ static void assert_replicas(const fake_launch_op *ops, int n, const char *kernel
         ck_assert_uint_eq(ops[i++].bytes, replica_bytes + (half_sums ? 16 : 0));
     } else {
         ck_assert_int_eq(ops[i].kind, FAKE_LAUNCH);
-        ck_assert_str_eq(ops[i].name, half_sums ? "msda_zero_replicas_bf16" : "msda_zero_replicas_f16");
-        ck_assert_uint_eq(ops[i].params.buffer, ws);
+        ck_assert_str_eq(ops[i].name, half_sums ? "msda_zero_backward_bf16" : "msda_zero_backward_f16");
+        ck_assert_uint_eq(ops[i].params.output, (uintptr_t)NOWHERE(5));
+        ck_assert_int_eq(ops[i].params.threads, value_elems);
+        ck_assert_uint_eq(ops[i].params.buffer, rows ? ws : 0);
         ck_assert_int_eq(ops[i].params.buffer_spatial, rows);
         ck_assert_int_eq(ops[i].params.replica_adds, limit);
         ck_assert_int_eq(ops[i].params.chunks, 8);
         ck_assert_uint_eq(ops[i].params.half_sums, half_sums ? ws + replica_bytes : 0);
+        ck_assert_uint_eq(ops[i].grid_y, 1);
         ck_assert_uint_le(ops[i++].grid, WAVE);
     }
     if (half_sums) ck_assert_str_eq(ops[i++].name, "msda_half_bounds_bf16");
     ck_assert_int_eq(ops[i].kind, FAKE_LAUNCH);
     ck_assert_str_eq(ops[i].name, kernel);
-    ck_assert_uint_eq(ops[i].params.buffer, ws);
+    ck_assert_uint_eq(ops[i].params.buffer, rows ? ws : 0);
     ck_assert_int_eq(ops[i].params.buffer_spatial, rows);
     ck_assert_int_eq(ops[i].params.replica_adds, limit);
     ck_assert_int_eq(ops[i].params.pair_exchange, 0);
     ck_assert_uint_eq(ops[i++].params.half_sums, half_sums ? ws + replica_bytes : 0);
-    if (half_sums) ck_assert_str_eq(ops[i++].name, "msda_unscale_half_bf16");
     ck_assert_int_eq(ops[i].kind, FAKE_LAUNCH);
-    ck_assert_str_eq(ops[i].name, gather);
-    ck_assert_uint_eq(ops[i].params.buffer, ws);
+    ck_assert_str_eq(ops[i].name, half_sums ? "msda_finish_half_bf16" : "msda_gather_replicas_f16");
+    ck_assert_uint_eq(ops[i].params.buffer, rows ? ws : 0);
     ck_assert_uint_eq(ops[i].params.output, (uintptr_t)NOWHERE(5));
     ck_assert_int_eq(ops[i].params.buffer_spatial, rows);
     ck_assert_int_eq(ops[i].params.replica_adds, limit);
     ck_assert_int_eq(ops[i].params.chunks, 8);
     ck_assert_uint_eq(ops[i].params.half_sums, half_sums ? ws + replica_bytes : 0);
-    ck_assert_uint_le(ops[i].grid, WAVE);
+    if (half_sums) {
+        ck_assert_int_eq(ops[i].params.threads, value_elems);
+        ck_assert_uint_eq(ops[i].grid_y, N);
+        ck_assert_uint_le((uint64_t)ops[i].grid * ops[i].grid_y, WAVE);
+    } else {
+        ck_assert_uint_eq(ops[i].grid_y, 1);
+        ck_assert_uint_le(ops[i].grid, WAVE);
+    }
 }
 
 START_TEST(the_16bit_backward_sums_its_coarse_levels_in_f16_replicas) {
@@ -386,21 +400,35 @@ START_TEST(the_16bit_backward_sums_its_coarse_levels_in_f16_replicas) {
     const fake_launch_op *ops;
     /* f16 encoder, host table: levels 2 and 3 over 3 and 11 replicas (msda_plan.h). */
     int n = backward(MSDA_F16, 2, DETR_S, MSDA_HOST, &ops);
-    assert_replicas(ops, n, "msda_backward_f16_v8", 2, 3 * 850 + 11 * 221, 128, 0, 0, "msda_gather_replicas_f16");
+    assert_replicas(ops, n, "msda_backward_f16_v8", 2, 3 * 850 + 11 * 221, 128, 0, 0);
     /* A device table: room for the replicas of any table of these sizes. */
     n = backward(MSDA_F16, 2, DETR_S, MSDA_DEVICE, &ops);
-    assert_replicas(ops, n, "msda_backward_f16_v8", 2, msda_replica_rows_bound(4, DETR_S, DETR_S, 4, 128), 128, 0, 1,
-                    "msda_gather_replicas_f16");
+    assert_replicas(ops, n, "msda_backward_f16_v8", 2, msda_replica_rows_bound(4, DETR_S, DETR_S, 4, 128), 128, 0, 1);
     /* bf16 under half sums, at its own limit: levels 1-3 over 3, 11 and 41. */
     n = backward(MSDA_BF16, 2, DETR_S, MSDA_HOST, &ops);
-    assert_replicas(ops, n, "msda_backward_bf16_half_v8", 2, 3 * 3350 + 11 * 850 + 41 * 221, 32, 1, 0,
-                    "msda_gather_replicas_bf16");
+    assert_replicas(ops, n, "msda_backward_bf16_half_v8", 2, 3 * 3350 + 11 * 850 + 41 * 221, 32, 1, 0);
     n = backward(MSDA_BF16, 2, DETR_S, MSDA_DEVICE, &ops);
-    assert_replicas(ops, n, "msda_backward_bf16_half_v8", 2, msda_replica_rows_bound(4, DETR_S, DETR_S, 4, 32), 32, 1,
-                    1, "msda_gather_replicas_bf16");
+    assert_replicas(ops, n, "msda_backward_bf16_half_v8", 2, msda_replica_rows_bound(4, DETR_S, DETR_S, 4, 32), 32, 1, 1);
     /* The bf16 decoder: the coarsest level over 3. */
     n = backward(MSDA_BF16, 2, 900, MSDA_HOST, &ops);
-    assert_replicas(ops, n, "msda_backward_bf16_half_v8", 2, 3 * 221, 32, 1, 0, "msda_gather_replicas_bf16");
+    assert_replicas(ops, n, "msda_backward_bf16_half_v8", 2, 3 * 221, 32, 1, 0);
+    /* bf16 with nothing over its limit (300 queries: 22 adds an element on the coarsest level):
+     * no replicas, the workspace only the bounds. */
+    n = backward(MSDA_BF16, 2, 300, MSDA_HOST, &ops);
+    assert_replicas(ops, n, "msda_backward_bf16_half_v8", 2, 0, 32, 1, 0);
+    /* A device table whose plan replicates nothing (300 queries): the kernels find that, the
+     * workspace having room for any table of the sizes. */
+    n = backward(MSDA_BF16, 2, 300, MSDA_DEVICE, &ops);
+    assert_replicas(ops, n, "msda_backward_bf16_half_v8", 2, msda_replica_rows_bound(4, DETR_S, 300, 4, 32), 32, 1, 1);
+    /* A row of 3 elements (M * D = 1 * 3): one element a thread in the zeroing and the rounding. */
+    msda_backward_args odd = backward_args(MSDA_BF16, 2, 900, MSDA_DEVICE);
+    odd.sizes.heads = 1, odd.sizes.channels = 3;
+    n = backward_of(&odd, &ops);
+    ck_assert_int_eq(n, 5);
+    ck_assert_str_eq(ops[1].name, "msda_zero_backward_bf16");
+    ck_assert_int_eq(ops[1].params.chunks, 1);
+    ck_assert_str_eq(ops[4].name, "msda_finish_half_bf16");
+    ck_assert_int_eq(ops[4].params.chunks, 1);
     /* Replicas past what a tensor may hold (2^30 queries of 1024 points on a device table, 2^20
      * channels: about 2^57 elements): every level in the f32 buffer instead (S rows). */
     msda_backward_args huge = backward_args(MSDA_F16, 1, 1, MSDA_DEVICE);
