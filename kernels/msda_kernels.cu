@@ -767,6 +767,20 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
     }
 }
 
+// The passes over grad_value and the buffer take p.chunks elements a thread (8, 4 or 1, as the
+// launcher found rows and pointers allow): fn(vec_width<VEC>()) with that VEC.
+template <int V> struct vec_width {
+    static constexpr int value = V;
+};
+template <class Fn> __device__ __forceinline__ void by_chunks(int chunks, Fn fn) {
+    if (chunks == 8)
+        fn(vec_width<8>());
+    else if (chunks == 4)
+        fn(vec_width<4>());
+    else
+        fn(vec_width<1>());
+}
+
 // The f32 buffer of the 16-bit backward, (N, buffer_spatial, M, D), rounded into its place in
 // the gradient, (N, S, M, D); p.threads is the buffer's size. Where it holds every level
 // (p.buffer_levels all of them) its rows are the spatial positions; else each buffered level's
@@ -812,15 +826,13 @@ template <class Tr, int VEC> __device__ __forceinline__ void convert_vec(const m
 }
 
 template <class Tr> __device__ __forceinline__ void convert(const msda_kparams &p) {
-    if (p.chunks == 8)
-        convert_vec<Tr, 8>(p);
-    else if (p.chunks == 4)
-        convert_vec<Tr, 4>(p);
-    else
-        convert_vec<Tr, 1>(p);
+    by_chunks(p.chunks, [&](auto w) { convert_vec<Tr, decltype(w)::value>(p); });
 }
 
-#if (MSDA_ENABLE_F16 && MSDA_F16_STRATEGY == MSDA_ATOMIC_MIXED) || MSDA_HALF_SUMS_BUILT // its kernels below
+#if (MSDA_ENABLE_F16 && MSDA_F16_STRATEGY == MSDA_ATOMIC_MIXED) || MSDA_HALF_SUMS_BUILT // the replicas' kernels below
+// N, the batch, which the parameters carry as groups = N * Lq * M.
+__device__ __forceinline__ int64_t batch_of(const msda_kparams &p) { return p.groups / (p.queries * p.heads); }
+
 // n 16-bit elements from x zeroed by thread tid of `stride`: 16-byte stores where x is so
 // aligned, else one element at a time.
 __device__ __forceinline__ void zero_halves(unsigned short *x, int64_t n, int64_t tid, int64_t stride) {
@@ -852,7 +864,7 @@ __device__ __forceinline__ void zero_backward(const msda_kparams &p) {
     for (int l = 0; l < p.levels; l++)
         if ((lv.buffered >> l) & 1u) rows += lv.replicas[l] * lv.hw[l];
     const int64_t row = (int64_t)p.heads * p.channels, per_n = rows * row / p.chunks;
-    const int64_t total = p.groups / (p.queries * p.heads) * per_n;
+    const int64_t total = batch_of(p) * per_n;
     for (int64_t i = tid; i < total; i += stride) {
         const int64_t n = i / per_n;
         const int64_t at = n * p.buffer_spatial * row + (i - n * per_n) * p.chunks;
@@ -863,7 +875,6 @@ __device__ __forceinline__ void zero_backward(const msda_kparams &p) {
             *to = 0;
     }
 }
-#endif
 
 // The sum in f32 of one vector's R f16 replicas, `step` elements apart from `from`, added in
 // replica order. Four replicas' loads in flight at a time: one at a time, bf16's gather (41
@@ -905,7 +916,7 @@ template <class Tr, int VEC> __device__ __forceinline__ void gather_replicas_vec
     int64_t positions = 0;
     for (int l = 0; l < p.levels; l++)
         if ((lv.buffered >> l) & 1u) positions += lv.hw[l];
-    const int64_t per_n = positions * row, total = p.groups / (p.queries * p.heads) * per_n;
+    const int64_t per_n = positions * row, total = batch_of(p) * per_n;
     const unsigned short *src = reinterpret_cast<const unsigned short *>(p.buffer);
     typename Tr::S *dst = reinterpret_cast<typename Tr::S *>(p.output);
     const int64_t stride = (int64_t)gridDim.x * blockDim.x * VEC;
@@ -927,13 +938,9 @@ template <class Tr, int VEC> __device__ __forceinline__ void gather_replicas_vec
 }
 
 template <class Tr> __device__ __forceinline__ void gather_replicas(const msda_kparams &p) {
-    if (p.chunks == 8)
-        gather_replicas_vec<Tr, 8>(p);
-    else if (p.chunks == 4)
-        gather_replicas_vec<Tr, 4>(p);
-    else
-        gather_replicas_vec<Tr, 1>(p);
+    by_chunks(p.chunks, [&](auto w) { gather_replicas_vec<Tr, decltype(w)::value>(p); });
 }
+#endif
 
 #if MSDA_HALF_SUMS_BUILT // the helpers of the half-sum kernels below
 // bf16's half sums, before the backward: max |grad_output| and max |weight| (1 where the weights
@@ -990,15 +997,8 @@ template <class Cr> __device__ __forceinline__ void half_sum_bounds(const msda_k
     }
 }
 
-// bf16's half sums, after the backward: grad_value's p.threads elements, f16 scaled by 2^e,
-// rounded in place to bf16 at 2^-e (exact: a power of two). Rows of the f32 buffer's levels hold
-// zeros here; the conversion that follows writes them. Under replicas (p.replica_adds > 0) this
-// pass writes the replicated levels' rows too, from their replicas (scaled alike), so that one
-// pass follows the backward: the gather as a kernel of its own cost 10 us of the decoder's bf16
-// backward on an H100 (kernels/PERF.md). Then blockIdx.y takes the batch elements, so that an
-// element's level is found by comparing its offset in the batch element with the levels' ranges,
-// without a division; p.chunks elements a thread, 8 where a row is whole 16-byte vectors and
-// grad_value so aligned, else 1.
+// n elements from v, f16 scaled by 2^e, rounded in place to bf16 at inv = 2^-e (exact: a power of
+// two), by thread tid of `stride`: 16-byte vectors where v is so aligned.
 __device__ __forceinline__ void unscale_halves(unsigned short *v, int64_t n, float inv, int64_t tid, int64_t stride) {
     int64_t head = 0;
     if (reinterpret_cast<uintptr_t>(v) % 16 == 0) {
@@ -1021,7 +1021,7 @@ __device__ __forceinline__ void unscale_halves(unsigned short *v, int64_t n, flo
 
 template <int VEC> __device__ __forceinline__ void finish_replicated(const msda_kparams &p, const level_table &lv, float inv) {
     const int64_t row = (int64_t)p.heads * p.channels, per_n = p.spatial * row;
-    const int64_t batch = p.groups / (p.queries * p.heads), stride = (int64_t)gridDim.x * blockDim.x * VEC;
+    const int64_t batch = batch_of(p), stride = (int64_t)gridDim.x * blockDim.x * VEC;
     for (int64_t n = blockIdx.y; n < batch; n += gridDim.y) {
         unsigned short *out = reinterpret_cast<unsigned short *>(p.output) + n * per_n;
         const unsigned short *reps = reinterpret_cast<const unsigned short *>(p.buffer) + n * p.buffer_spatial * row;
@@ -1044,16 +1044,22 @@ template <int VEC> __device__ __forceinline__ void finish_replicated(const msda_
     }
 }
 
+// bf16's half sums, after the backward: grad_value's p.threads elements, f16 scaled by 2^e,
+// rounded in place to bf16 at 2^-e (exact: a power of two). Rows of the f32 buffer's levels hold
+// zeros here; the conversion that follows writes them. Under replicas (p.replica_adds > 0) this
+// pass writes the replicated levels' rows too, from their replicas (scaled alike), so that one
+// pass follows the backward: the gather as a kernel of its own cost 10 us of the decoder's bf16
+// backward on an H100 (kernels/PERF.md). Then blockIdx.y takes the batch elements, so that an
+// element's level is found by comparing its offset in the batch element with the levels' ranges,
+// without a division; p.chunks elements a thread, 8 where a row is whole 16-byte vectors and
+// grad_value so aligned, else 1.
 __device__ __forceinline__ void finish_half_sums(const msda_kparams &p) {
     const float inv = exp2_exact(-half_sum_exponent(p));
     if (p.replica_adds > 0) { // uniform: a parameter
         __shared__ level_table lv;
         plan_buffer(p, lv, load_levels(p, lv));
         if (lv.buffered) {
-            if (p.chunks == 8)
-                finish_replicated<8>(p, lv, inv);
-            else
-                finish_replicated<1>(p, lv, inv);
+            by_chunks(p.chunks, [&](auto w) { finish_replicated<decltype(w)::value>(p, lv, inv); });
             return;
         }
     }
