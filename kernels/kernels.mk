@@ -10,6 +10,9 @@
 #   make gpu-wheels     (here) the variant wheels gpu-check also runs, for MSDA_GPU_ARCH
 #   make gpu-check      (GPU machine) GPU against the CPU path, compute-sanitizer, variants
 #   make bench          (GPU machine with torch) timings against grid_sample
+#   make accuracy       (GPU machine with torch) f16 and bf16 against f64 on the encoder, per
+#                       strategy (the library, then the variants); fails where the library's
+#                       grad_value error is over issue 11's bound (tests/bench/accuracy.py)
 #   make ncu            (GPU machine with torch and Nsight Compute) each kernel's time, L2 and
 #                       DRAM traffic and bandwidth against its unit's peak (kernels/PERF.md)
 #
@@ -41,7 +44,7 @@ KERNEL_SAN_OBJS := $(patsubst kernels/%.c,$(KERNEL_DIR)/san/%.o,$(KERNEL_SRCS))
 
 CHECK_SUITES += kernels
 
-.PHONY: kernels check-kernels gpu-wheels gpu-variants gpu-check bench ncu
+.PHONY: kernels check-kernels gpu-wheels gpu-variants gpu-check bench accuracy ncu
 
 kernels: $(KERNEL_LIB)
 
@@ -147,6 +150,11 @@ gpu-check: $(GPU_DIR)/gpu-check gpu-variants
 bench: $(GPU_LIB)
 	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
 	@PYTHONUNBUFFERED=1 python3 tests/bench/bench.py --lib $(GPU_LIB)
+
+accuracy: $(GPU_LIB) gpu-variants
+	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
+	@PYTHONUNBUFFERED=1 python3 tests/bench/accuracy.py --cases enc_b2 default=$(GPU_LIB) \
+	  $(foreach v,$(GPU_VARIANTS),$(firstword $(subst :, ,$(v)))=$(BUILD)/variant-$(firstword $(subst :, ,$(v)))/kernels/libmsda.so)
 
 ncu: $(GPU_LIB)
 	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"

@@ -5,7 +5,9 @@
 # buffer for 16-bit value gradients) run here, and are checked:
 #   - msda-doctor verify: every GPU loaded compute_XX PTX (JIT), and passed;
 #   - gpu-check (f32, f16, bf16) on that library against the CPU path;
-#   - the CUDA pytest files (test_cuda.py, test_cuda_adversarial.py, test_cuda_table.py) on it.
+#   - the CUDA pytest files (test_cuda.py, test_cuda_adversarial.py, test_cuda_table.py) on it;
+#   - tests/bench/accuracy.py: f16 and bf16 against f64 on the encoder (enc_b2), grad_value
+#     within issue 11's bound on every architecture.
 # Prints a table last; exits 1 when a check fails.
 # Usage: tests/gpu/ptx-jit-check.sh GPU_CHECK MSDA_DOCTOR OUTDIR WHEEL...
 # Each WHEEL lies in a folder named for its architecture: .../sm52/dist/msda-*.whl.
@@ -55,9 +57,17 @@ PY
     # All skipped (no GPU seen) is no pass.
     grep -qE '^[1-9][0-9]* passed' "$out/pytest-$sm.log" || rc=1
     row "sm_$sm+PTX: pytest CUDA files" $rc "$(counts "$out/pytest-$sm.log")"
+
+    timeout 300 python3 tests/bench/accuracy.py --cases enc_b2 "sm_$sm=$lib" > "$out/accuracy-$sm.log" 2>&1
+    rc=$?
+    # The worst grad_value error of the table's rows (column 7), with its dtype.
+    worst=$(awk '$2 == "enc_b2" && $7 + 0 >= w + 0 { w = $7; d = $3 } END { if (w != "") print "worst grad_value " w " (" d ")" }' \
+        "$out/accuracy-$sm.log")
+    row "sm_$sm+PTX: accuracy against f64" $rc "${worst:-no table}"
 done
 
 for f in "$out"/gpu-check-*.log; do grep -E 'FAIL|libmsda' "$f"; done
+grep -hE '^(OVER|FAILED:)' "$out"/accuracy-*.log
 grep -hE '^(FAILED|ERROR)' "$out"/pytest-*.log
 printf '\n%-40s %-4s %s\n' check exit result
 for r in "${rows[@]}"; do IFS='|' read -r a b c <<<"$r"; printf '%-40s %-4s %s\n' "$a" "$b" "$c"; done
