@@ -107,6 +107,7 @@ check-kernels: $(KERNEL_DIR)/test-kernels $(KERNEL_LIB) $(FAKE_LAUNCH_DRIVER)
 # made here by `make gpu-wheels MSDA_GPU_ARCH=90` (build --define) and carried with build/.
 MSDA_GPU_ARCH ?= $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d .)
 GPU_VARIANTS := cas:2 f32buf:3
+GPU_VARIANT_NAMES := $(foreach v,$(GPU_VARIANTS),$(firstword $(subst :, ,$(v))))
 
 gpu-wheels: $(BUILD)/san/msda-doctor
 	@[ -n "$(MSDA_GPU_ARCH)" ] || { echo "gpu-wheels: set MSDA_GPU_ARCH (e.g. 90)" >&2; exit 1; }
@@ -154,7 +155,7 @@ bench: $(GPU_LIB)
 accuracy: $(GPU_LIB) gpu-variants
 	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
 	@PYTHONUNBUFFERED=1 python3 tests/bench/accuracy.py --cases enc_b2 default=$(GPU_LIB) \
-	  $(foreach v,$(GPU_VARIANTS),$(firstword $(subst :, ,$(v)))=$(BUILD)/variant-$(firstword $(subst :, ,$(v)))/kernels/libmsda.so)
+	  $(foreach n,$(GPU_VARIANT_NAMES),$(n)=$(BUILD)/variant-$(n)/kernels/libmsda.so)
 
 ncu: $(GPU_LIB)
 	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
