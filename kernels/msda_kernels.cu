@@ -496,7 +496,10 @@ __device__ __forceinline__ void add_to_buffer(float *p, const float (&v)[VEC], i
 // Slots past a batch element's last query, and past the last group, are inactive: their group
 // is out of range, and the backward reads and writes nothing through it (resetting it to group
 // 0, as the forward does, took the f32 kernel from 64 to 72 registers on sm_90, and a block
-// fewer per SM). With s = 0 the queries keep their order.
+// fewer per SM). With s = 0 the queries keep their order. Batch elements come last, so the
+// blocks in flight work through one element at a time and its value and gradient stay in the L2
+// (a wave over every (n, m) at once took enc_b8's f32 backward from 3.7 to 7.4-9.6 ms on the
+// H100: kernels/PERF.md, session 19).
 // Which of a level's R replicas query q adds to: q mod R, in 32 bits where both fit (a 64-bit
 // remainder is a long call on the GPU, and this is taken a level a group).
 __device__ __forceinline__ int64_t replica_of(int64_t q, int64_t R) {
