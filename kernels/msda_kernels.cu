@@ -379,7 +379,8 @@ __device__ __forceinline__ void forward_points(const msda_kparams &p) {
 #pragma unroll
             for (int i = 0; i < VEC; i++) acc[i] = quiet_nan<A>();
         }
-        if (g.active && part == 0) store_vec<Tr, VEC>(reinterpret_cast<S *>(p.output) + group * p.channels + lane * VEC, acc);
+        if (g.active && part == 0)
+            store_vec_streaming<Tr, VEC>(reinterpret_cast<S *>(p.output) + group * p.channels + lane * VEC, acc);
     }
 }
 
@@ -456,7 +457,7 @@ __device__ __forceinline__ void forward(const msda_kparams &p) {
 #pragma unroll
                 for (int i = 0; i < VEC; i++) acc[i] = quiet_nan<A>();
             }
-            if (active && c < p.chunks && part == 0) store_vec<Tr, VEC>(out + c * VEC, acc);
+            if (active && c < p.chunks && part == 0) store_vec_streaming<Tr, VEC>(out + c * VEC, acc);
         }
     }
 }
@@ -739,9 +740,9 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                         st[0] = d_x, st[1] = d_y, st[2] = d_weight;
                     }
                 } else if (active && lane == 0) {
-                    gloc[2 * lp] = from_acc<Cr>(d_x);
-                    gloc[2 * lp + 1] = from_acc<Cr>(d_y);
-                    gwgt[lp] = from_acc<Cr>(d_weight);
+                    __stcs(gloc + 2 * lp, from_acc<Cr>(d_x));
+                    __stcs(gloc + 2 * lp + 1, from_acc<Cr>(d_y));
+                    __stcs(gwgt + lp, from_acc<Cr>(d_weight));
                 }
             }
             if (spread_grads) {
@@ -749,9 +750,9 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                 if (active && lane < p.points) {
                     const int at = lp - p.points + lane;
                     const A *st = staged + 3 * threadIdx.x;
-                    gloc[2 * at] = from_acc<Cr>(st[0]);
-                    gloc[2 * at + 1] = from_acc<Cr>(st[1]);
-                    gwgt[at] = from_acc<Cr>(st[2]);
+                    __stcs(gloc + 2 * at, from_acc<Cr>(st[0]));
+                    __stcs(gloc + 2 * at + 1, from_acc<Cr>(st[1]));
+                    __stcs(gwgt + at, from_acc<Cr>(st[2]));
                 }
                 __syncwarp();
             }
