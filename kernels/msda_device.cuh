@@ -357,12 +357,13 @@ __device__ __forceinline__ void store_vec(typename Tr::S *p, const typename Tr::
     *reinterpret_cast<typename vec_of<Tr, VEC>::raw *>(p) = pack_raw<Tr, VEC>(in);
 }
 
-// What a kernel writes once (the forward's output, the backward's location and weight gradients)
-// is stored evict-first (st.global.cs), so that it leaves the L2 to the value and its gradient,
-// which the gathers and reductions keep coming back to. H100, graph ms: the f32 backward 0.7-1.4%
-// faster on random locations (enc_b2 0.959 -> 0.952, enc_b8 3.701 -> 3.660), the rest unchanged;
-// evict-first loads of the locations, weights and grad_output took the f32 forward 14-33% slower
-// (kernels/PERF.md, session 20).
+// What a kernel writes and does not use again (the forward's output, the backward's location
+// and weight gradients; the fused backward reads its weight gradients back once, at the group's
+// end) is stored evict-first (st.global.cs), so that it leaves the L2 to the value and its
+// gradient, which the gathers and reductions keep coming back to. H100, graph ms: the f32
+// backward 0.7-1.4% faster on random locations (enc_b2 0.959 -> 0.952, enc_b8 3.701 -> 3.660),
+// the rest unchanged; evict-first loads of the locations, weights and grad_output took the f32
+// forward 14-33% slower (kernels/PERF.md, session 20).
 template <class Tr, int VEC>
 __device__ __forceinline__ void store_vec_streaming(typename Tr::S *p, const typename Tr::A (&in)[VEC]) {
     __stcs(reinterpret_cast<typename vec_of<Tr, VEC>::raw *>(p), pack_raw<Tr, VEC>(in));
