@@ -90,6 +90,25 @@
 #error "MSDA_BACKWARD_SPREAD_LOG2 must be in [0, 16]"
 #endif
 
+// The backward takes a batch element's heads in at most 2^MSDA_BACKWARD_HEAD_PHASES_LOG2
+// phases, one after another (msda_kernels.cu, backward_place_of), where the element's work
+// spans more than one wave of resident blocks (msda_launch.c, head_phases_log2): the L2 then
+// holds half the element's value and value gradient at a time (enc_b2 f32: 18 MB, of the H100's
+// 50 MB, rather than 36). H100, graph ms, backward, one phase / 2 / 4: enc_b2 f32 random 0.955
+// / 0.850 / 0.875, realistic 0.767 / 0.762 / 0.789; enc_b8 f32 random 3.628 / 3.332 / 3.391;
+// bf16 enc_b2 random 0.606 / 0.595 / 0.592; f16 unchanged (kernels/PERF.md, session 21). Other
+// architectures: one phase, unmeasured.
+#ifndef MSDA_BACKWARD_HEAD_PHASES_LOG2
+#if MSDA_ARCH >= 90
+#define MSDA_BACKWARD_HEAD_PHASES_LOG2 1
+#else
+#define MSDA_BACKWARD_HEAD_PHASES_LOG2 0
+#endif
+#endif
+#if MSDA_BACKWARD_HEAD_PHASES_LOG2 < 0 || MSDA_BACKWARD_HEAD_PHASES_LOG2 > 5
+#error "MSDA_BACKWARD_HEAD_PHASES_LOG2 must be in [0, 5]"
+#endif
+
 // bf16's half sums: the bf16 backward adds the levels that the mixed rule leaves out of the f32
 // buffer (with f16's limit) as f16 in grad_value's own memory, scaled by a power of two that
 // keeps every sum inside f16's range (msda_kernels.cu, half_sum_exponent), then rounds them to

@@ -19,7 +19,8 @@ using namespace msda;
 extern "C" __constant__ msda_device_config msda_config = {
     MSDA_DEVICE_ABI, MSDA_ARCH, MSDA_MAX_THREADS, MSDA_ENABLE_F16, MSDA_ENABLE_BF16,
     MSDA_F16_STRATEGY, MSDA_BF16_STRATEGY, MSDA_VECTOR_RED, MSDA_POINTS16_WAVES, MSDA_BACKWARD_SPREAD_LOG2,
-    MSDA_BF16_HALF_SUMS, MSDA_F16_REPLICAS ? MSDA_F16_REPLICA_ADDS : 0, MSDA_BF16_REPLICAS ? MSDA_BF16_REPLICA_ADDS : 0};
+    MSDA_BF16_HALF_SUMS, MSDA_F16_REPLICAS ? MSDA_F16_REPLICA_ADDS : 0, MSDA_BF16_REPLICAS ? MSDA_BF16_REPLICA_ADDS : 0,
+    MSDA_BACKWARD_HEAD_PHASES_LOG2};
 
 namespace {
 
@@ -490,9 +491,11 @@ __device__ __forceinline__ void add_to_buffer(float *p, const float (&v)[VEC], i
 }
 
 // Which (n, q, m) group the backward's slot (thread t's t >> lanes_log2) takes. Slots run over
-// the heads of a query, then over a batch element's queries dealt round-robin to 2^s runs of
-// ceil(Lq / 2^s) (s = p.spread_log2, msda_launch.c): neighbouring slots, the warps in flight
-// together, take queries a run apart. In a model, neighbouring queries sample the same cells of
+// the heads of a phase (M / 2^h heads, h = p.head_phases_log2), then over a batch element's
+// queries dealt round-robin to 2^s runs of ceil(Lq / 2^s) (s = p.spread_log2, msda_launch.c),
+// then over the phases: the blocks in flight take one phase's heads of a batch element at a
+// time, whose value and gradient are 1 / 2^h of the element's, and neighbouring slots, the
+// warps in flight together, take queries a run apart. In a model, neighbouring queries sample the same cells of
 // the coarse levels, and their value-gradient `red`s to one address queue at its L2 slice.
 // Slots past a batch element's last query, and past the last group, are inactive: their group
 // is out of range, and the backward reads and writes nothing through it (resetting it to group
@@ -500,7 +503,8 @@ __device__ __forceinline__ void add_to_buffer(float *p, const float (&v)[VEC], i
 // fewer per SM). With s = 0 the queries keep their order. Batch elements come last, so the
 // blocks in flight work through one element at a time and its value and gradient stay in the L2
 // (a wave over every (n, m) at once took enc_b8's f32 backward from 3.7 to 7.4-9.6 ms on the
-// H100: kernels/PERF.md, session 19).
+// H100: kernels/PERF.md, session 19); the phases shrink that share further
+// (MSDA_BACKWARD_HEAD_PHASES_LOG2).
 // Which of a level's R replicas query q adds to: q mod R, in 32 bits where both fit (a 64-bit
 // remainder is a long call on the GPU, and this is taken a level a group).
 __device__ __forceinline__ int64_t replica_of(int64_t q, int64_t R) {
@@ -515,11 +519,16 @@ struct backward_place {
 
 __device__ __forceinline__ backward_place backward_place_of(const msda_kparams &p, int64_t slot) {
     backward_place g;
-    const int64_t query_slot = slot / p.heads;
-    g.m = (int)(slot - query_slot * p.heads);
+    const int64_t per_n = p.spread_slots * p.heads;
+    g.n = slot / per_n;
+    const int64_t r = slot - g.n * per_n;
+    const int phase_heads = p.heads >> p.head_phases_log2;
+    const int64_t per_phase = p.spread_slots * phase_heads;
+    const int phase = (int)(r / per_phase);
+    const int64_t in_phase = r - phase * per_phase;
+    const int64_t at = in_phase / phase_heads;
+    g.m = phase * phase_heads + (int)(in_phase - at * phase_heads);
     const int s = p.spread_log2;
-    g.n = query_slot / p.spread_slots;
-    const int64_t at = query_slot - g.n * p.spread_slots;
     g.q = (at & ((1 << s) - 1)) * p.spread_run + (at >> s);
     g.group = (g.n * p.queries + g.q) * p.heads + g.m;
     g.active = g.q < p.queries && g.group < p.groups;

@@ -44,6 +44,8 @@ typedef struct msda_kparams {
                                   halves so that each f32 `red` fills whole 32-byte sectors */
     int32_t spread_log2;       /* backward: its queries dealt round-robin to 1 << spread_log2
                                   runs (msda_kernels.cu, backward_place_of); 0: in order */
+    int32_t head_phases_log2;  /* backward: a batch element's heads taken in 1 << this phases,
+                                  one after another (backward_place_of); 0: all together */
     int64_t spread_run;        /* the queries of a run: ceil(Lq / (1 << spread_log2)) */
     int64_t spread_slots;      /* a batch element's query slots: spread_run << spread_log2 */
     uint64_t half_sums;        /* bf16 backward with half sums (msda_device.cuh,
@@ -86,13 +88,17 @@ typedef struct msda_device_config {
                                   backward sums the levels over this many adds an element in f16
                                   replicas (msda_plan.h), not in the f32 buffer */
     int32_t bf16_replica_adds; /* MSDA_BF16_REPLICA_ADDS likewise, for bf16's half sums */
+    int32_t backward_head_phases_log2; /* MSDA_BACKWARD_HEAD_PHASES_LOG2: the most phases the
+                                          backward takes a batch element's heads in
+                                          (msda_launch.c, head_phases_log2) */
 } msda_device_config;
 
-#define MSDA_DEVICE_ABI 13 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
+#define MSDA_DEVICE_ABI 14 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
                               8: the buffer's levels planned on the device, packed;
                               9: points16_waves; 10: the backward's query spread;
                               11: bf16's half sums; 12: f16 replicas; 13: grad_value and the
-                              replicas zeroed by one kernel, bf16's gathered as rounded */
+                              replicas zeroed by one kernel, bf16's gathered as rounded;
+                              14: the backward's heads in phases */
 
 /* The points a level of the forward's points kernels (msda_forward_points_*). */
 #define MSDA_FAST_POINTS 4

@@ -221,6 +221,9 @@ static msda_status load_module(const msda_driver *drv, msda_module *m, msda_erro
     if (m->config.backward_spread_log2 < 0 || m->config.backward_spread_log2 > 16)
         return msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE, "device code: backward_spread_log2 %d is not in [0, 16]",
                          m->config.backward_spread_log2);
+    if (m->config.backward_head_phases_log2 < 0 || m->config.backward_head_phases_log2 > 5)
+        return msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE, "device code: backward_head_phases_log2 %d is not in [0, 5]",
+                         m->config.backward_head_phases_log2);
     if (m->config.bf16_half_sums && (!m->config.bf16_enabled || m->config.bf16_atomic != MSDA_ATOMIC_MIXED))
         return msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE, "device code: bf16 half sums without the mixed bf16 strategy");
     if (m->config.f16_replica_adds < 0 || m->config.bf16_replica_adds < 0 ||

@@ -29,13 +29,13 @@ static fake_launch_clear_fn fake_clear;
 static const msda_device_config sm90_config = {
     .abi = MSDA_DEVICE_ABI, .arch = 90, .max_threads = 256, .f16_enabled = 1, .bf16_enabled = 1,
     .f16_atomic = MSDA_ATOMIC_MIXED, .bf16_atomic = MSDA_ATOMIC_MIXED, .vector_atomics = 1,
-    .points16_waves = 16, .backward_spread_log2 = 7, .bf16_half_sums = 1};
+    .points16_waves = 16, .backward_spread_log2 = 7, .bf16_half_sums = 1, .backward_head_phases_log2 = 1};
 /* The same with its defaults: f16 replicas of at most 128 adds (f16) and 32 (bf16). */
 static const msda_device_config sm90_replicas_config = {
     .abi = MSDA_DEVICE_ABI, .arch = 90, .max_threads = 256, .f16_enabled = 1, .bf16_enabled = 1,
     .f16_atomic = MSDA_ATOMIC_MIXED, .bf16_atomic = MSDA_ATOMIC_MIXED, .vector_atomics = 1,
     .points16_waves = 16, .backward_spread_log2 = 7, .bf16_half_sums = 1, .f16_replica_adds = 128,
-    .bf16_replica_adds = 32};
+    .bf16_replica_adds = 32, .backward_head_phases_log2 = 1};
 
 static void load_fake_driver_as(const msda_device_config *cfg) {
     const char *fork_mode = getenv("CK_FORK");
@@ -530,6 +530,30 @@ START_TEST(the_backward_spreads_its_queries_in_runs_of_at_least_128) {
 }
 END_TEST
 
+/* A batch element's heads in two phases (sm_90's most) where its slots need more than a wave of
+ * threads (528 blocks of 256: 135168); within a wave, and where M is odd, all together. */
+START_TEST(the_backward_takes_the_heads_in_phases_past_one_wave) {
+    load_fake_driver();
+    /* The encoder: 140 * 128 slots of 8 heads, 8 lanes a head (f32), 4 (f16): past a wave. */
+    ck_assert_int_eq(backward_kernel(MSDA_F32, 2, DETR_S)->params.head_phases_log2, 1);
+    ck_assert_int_eq(backward_kernel(MSDA_F16, 1, DETR_S)->params.head_phases_log2, 1);
+    /* The decoder: 900 * 8 * 8 = 57600 threads an element, in one wave whatever the batch. */
+    ck_assert_int_eq(backward_kernel(MSDA_F32, 2, 900)->params.head_phases_log2, 0);
+    ck_assert_int_eq(backward_kernel(MSDA_F32, 64, 900)->params.head_phases_log2, 0);
+    /* 2112 queries (16 runs of 132): 135168 threads, exactly a wave; 2113 (16 runs of 133): past it. */
+    ck_assert_int_eq(backward_kernel(MSDA_F32, 1, 2112)->params.head_phases_log2, 0);
+    ck_assert_int_eq(backward_kernel(MSDA_F32, 1, 2113)->params.head_phases_log2, 1);
+    /* Three heads: no two phases of whole heads. */
+    msda_backward_args a = backward_args(MSDA_F32, 1, DETR_S, MSDA_HOST);
+    a.sizes.heads = 3;
+    const fake_launch_op *ops;
+    const int n = backward_of(&a, &ops);
+    ck_assert_int_eq(ops[n - 1].kind, FAKE_LAUNCH);
+    ck_assert_int_eq(ops[n - 1].params.heads, 3);
+    ck_assert_int_eq(ops[n - 1].params.head_phases_log2, 0);
+}
+END_TEST
+
 TCase *kt_tcase_launch(void) {
     TCase *tc = tcase_create("launch");
     tcase_add_test(tc, the_16bit_points_forward_runs_as_one_wave_up_to_16_waves);
@@ -541,5 +565,6 @@ TCase *kt_tcase_launch(void) {
     tcase_add_test(tc, the_16bit_backward_sums_its_coarse_levels_in_f16_replicas);
     tcase_add_test(tc, device_code_with_replicas_but_no_mixed_f16_strategy_is_refused);
     tcase_add_test(tc, the_backward_spreads_its_queries_in_runs_of_at_least_128);
+    tcase_add_test(tc, the_backward_takes_the_heads_in_phases_past_one_wave);
     return tc;
 }
