@@ -495,8 +495,9 @@ __device__ __forceinline__ void add_to_buffer(float *p, const float (&v)[VEC], i
 // queries dealt round-robin to 2^s runs of ceil(Lq / 2^s) (s = p.spread_log2, msda_launch.c),
 // then over the phases: the blocks in flight take one phase's heads of a batch element at a
 // time, whose value and gradient are 1 / 2^h of the element's, and neighbouring slots, the
-// warps in flight together, take queries a run apart. In a model, neighbouring queries sample the same cells of
-// the coarse levels, and their value-gradient `red`s to one address queue at its L2 slice.
+// warps in flight together, take queries a run apart. In a model, neighbouring queries sample
+// the same cells of the coarse levels, and their value-gradient `red`s to one address queue at
+// its L2 slice.
 // Slots past a batch element's last query, and past the last group, are inactive: their group
 // is out of range, and the backward reads and writes nothing through it (resetting it to group
 // 0, as the forward does, took the f32 kernel from 64 to 72 registers on sm_90, and a block

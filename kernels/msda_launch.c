@@ -278,9 +278,9 @@ static int32_t spread_log2(int64_t Lq, int32_t most) {
 
 /* The phases a batch element's heads take in the backward (msda_kernels.cu, backward_place_of):
  * as many as the device code allows and M divides, where the element's slots need more threads
- * than a wave of resident blocks holds; within one wave every slot runs at once whatever the
- * order, and the order's index arithmetic costs the decoder (H100, dec_b2_q900 f32: 0.0762 ->
- * 0.0785 ms with two phases). */
+ * than a wave of resident blocks holds. Within one wave every slot runs at once whatever the
+ * order, and two phases cost the decoder there (H100, dec_b2_q900 f32 0.0762 -> 0.0785 ms, in a
+ * build with the phases fixed at compile time; kernels/PERF.md, session 21). */
 static int32_t head_phases_log2(int64_t element_threads, int64_t wave_threads, int32_t M, int32_t most) {
     if (element_threads <= wave_threads) return 0;
     int32_t h = most;
