@@ -22,7 +22,11 @@
  * grad_value are in the args' `dtype`; sampling_locations, attention_weights and their gradients
  * are in the same type, or in f32 with an f16 or bf16 value (`coord_type`, mixed precision as
  * autocast gives it: the locations are never rounded to 16 bits). f16 and bf16 are passed as
- * their 16-bit patterns (IEEE binary16, bfloat16) and computed in f32.
+ * their 16-bit patterns (IEEE binary16, bfloat16) and computed in f32. Any element-aligned
+ * address is correct; the CUDA path is fast where value, output, grad_output and grad_value
+ * start on 16-byte boundaries (the kernels then take 16 bytes a lane, as D allows) and several
+ * times slower elsewhere (one element a lane): the Python package copies such a value or
+ * grad_output first.
  *
  * The level table (spatial_shapes, level_start) is in host memory, or, for the CUDA path, in
  * device memory (`level_table`), as models keep it: then no call copies it to the host or

@@ -220,3 +220,51 @@ def test_dropin_module_on_cuda_matches_reference(dtype, tol):
     assert out.is_cuda and rel_err(out, ref_out) < tol
     for g, r in zip(got, ref):
         assert g.grad.is_cuda and rel_err(g.grad, r.grad) < 4 * tol
+
+
+def _off_alignment(t):
+    """t's values in a contiguous view that starts one element past a 16-byte boundary."""
+    view = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:].view(t.shape)
+    view.copy_(t)
+    assert view.is_contiguous() and view.data_ptr() % 16
+    return view
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_a_value_off_its_alignment_gets_the_aligned_calls_kernels(dtype):
+    # libmsda takes one element a lane where value or grad_output starts off a 16-byte boundary,
+    # several times slower (msda.h); a contiguous view can start anywhere in its storage, so the
+    # package copies such a tensor first. The location and weight gradients are sums over a
+    # group's lanes, in an order that follows how many lanes a head takes: equal bit for bit to
+    # the aligned call's only where both took the same kernels.
+    import MultiScaleDeformableAttention as MSDA
+    value, shapes, starts, loc, w = make_inputs(SHAPES, batch=2, queries=50, heads=4, channels=32,
+                                                points=4, dtype=dtype, device="cuda", seed=92)
+    grad_out = torch.randn(2, 50, 128, device="cuda").to(dtype)
+    odd_value, odd_grad = _off_alignment(value), _off_alignment(grad_out)
+
+    out = MSDA.ms_deform_attn_forward(value, shapes, starts, loc, w, 64)
+    grads = MSDA.ms_deform_attn_backward(value, shapes, starts, loc, w, grad_out, 64)
+    assert torch.equal(MSDA.ms_deform_attn_forward(odd_value, shapes, starts, loc, w, 64), out)
+    for odd in (MSDA.ms_deform_attn_backward(odd_value, shapes, starts, loc, w, grad_out, 64),
+                MSDA.ms_deform_attn_backward(value, shapes, starts, loc, w, odd_grad, 64)):
+        assert torch.equal(odd[1], grads[1]) and torch.equal(odd[2], grads[2])
+        assert rel_err(odd[0], grads[0]) < TOL[dtype]
+
+    # Through autograd, where the gradient reaches the view's own storage.
+    leaf = odd_value.detach().requires_grad_(True)
+    locs = loc.clone().requires_grad_(True)
+    msda.ms_deform_attn(leaf, shapes, starts, locs, w).backward(grad_out)
+    assert leaf.grad.shape == value.shape and torch.equal(locs.grad, grads[1])
+    assert rel_err(leaf.grad, grads[0]) < TOL[dtype]
+
+
+def test_aligned_copies_only_what_starts_off_a_16_byte_boundary():
+    from msda._torch_kernels import aligned
+    t = torch.randn(2, 64, device="cuda")
+    assert aligned(t) is t
+    odd = _off_alignment(t)
+    copy = aligned(odd)
+    assert copy is not odd and copy.data_ptr() % 16 == 0 and torch.equal(copy, t)
+    host = torch.empty(65)[1:]
+    assert aligned(host) is host  # the CPU path takes any address
