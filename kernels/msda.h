@@ -25,8 +25,9 @@
  * their 16-bit patterns (IEEE binary16, bfloat16) and computed in f32. Any element-aligned
  * address is correct; the CUDA path is fast where value, output, grad_output and grad_value
  * start on 16-byte boundaries (the kernels then take 16 bytes a lane, as D allows) and several
- * times slower elsewhere (one element a lane): the Python package copies such a value or
- * grad_output first.
+ * times slower elsewhere (one element a lane), and its forward's fast path needs each point's
+ * x and y aligned as a pair: the Python package copies such a value, grad_output or
+ * sampling_locations first.
  *
  * The level table (spatial_shapes, level_start) is in host memory, or, for the CUDA path, in
  * device memory (`level_table`), as models keep it: then no call copies it to the host or

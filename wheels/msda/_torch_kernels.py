@@ -49,10 +49,11 @@ _CPU = torch.device("cpu")
 def aligned(t: torch.Tensor) -> torch.Tensor:
     """t, or a copy of it where t is a CUDA tensor whose data does not start on a 16-byte boundary.
     libmsda's kernels take 16 bytes a lane where value, grad_output and the results start on
-    one, else one element a lane (msda.h), and a contiguous view can start anywhere in its
-    storage (a flat buffer's x[1:]); a copy starts where the allocator puts it. H100, enc_b2
-    backward, graph ms, value 4 bytes off against aligned: f32 2.62 against 0.65, f16 7.99
-    against 0.46; dec_b2_q900 f32 0.174 against 0.067 (kernels/PERF.md, session 22)."""
+    one, else one element a lane, and its forward's fast path needs each point's x and y
+    aligned as a pair (msda.h); a contiguous view can start anywhere in its storage (a flat
+    buffer's x[1:]), and a copy starts where the allocator puts it. H100, enc_b2 backward,
+    graph ms, value 4 bytes off against aligned: f32 2.62 against 0.65, f16 7.99 against 0.46;
+    dec_b2_q900 f32 0.174 against 0.067 (kernels/PERF.md, session 22)."""
     return t.clone() if t.is_cuda and t.data_ptr() % 16 else t
 
 
@@ -335,7 +336,7 @@ def prepare(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index
             weights_are_logits: bool = False
             ) -> Tuple[Call, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The Call and the three tensors as the kernels take them: the locations and weights cast
-    to coord_dtype, all three contiguous, value `aligned`. Type, device and shape errors and an inconsistent
+    to coord_dtype, all three contiguous, value and the locations `aligned`. Type, device and shape errors and an inconsistent
     level table raise MSDAInputError here, before any work."""
     device = value.device
     # Everything the checks read: a combination seen before passed them.
@@ -364,7 +365,7 @@ def prepare(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index
         if call is None or call.table is not table or call.lib is not lib:
             call = _new_call(plan, value.dtype, weights_are_logits, device, table,
                              spatial_shapes, level_start_index, lib)
-    return (call, aligned(value.contiguous()), sampling_locations.contiguous(),
+    return (call, aligned(value.contiguous()), aligned(sampling_locations.contiguous()),
             attention_weights.contiguous())
 
 

@@ -233,8 +233,9 @@ def _off_alignment(t):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_a_value_off_its_alignment_gets_the_aligned_calls_kernels(dtype):
     # libmsda takes one element a lane where value or grad_output starts off a 16-byte boundary,
-    # several times slower (msda.h); a contiguous view can start anywhere in its storage, so the
-    # package copies such a tensor first. The location and weight gradients are sums over a
+    # several times slower, and its forward's fast path needs the locations' pairs aligned
+    # (msda.h); a contiguous view can start anywhere in its storage, so the package copies such
+    # a tensor first. The location and weight gradients are sums over a
     # group's lanes, in an order that follows how many lanes a head takes: equal bit for bit to
     # the aligned call's only where both took the same kernels.
     import MultiScaleDeformableAttention as MSDA
@@ -246,6 +247,8 @@ def test_a_value_off_its_alignment_gets_the_aligned_calls_kernels(dtype):
     out = MSDA.ms_deform_attn_forward(value, shapes, starts, loc, w, 64)
     grads = MSDA.ms_deform_attn_backward(value, shapes, starts, loc, w, grad_out, 64)
     assert torch.equal(MSDA.ms_deform_attn_forward(odd_value, shapes, starts, loc, w, 64), out)
+    odd_loc = _off_alignment(loc)
+    assert torch.equal(MSDA.ms_deform_attn_forward(value, shapes, starts, odd_loc, w, 64), out)
     for odd in (MSDA.ms_deform_attn_backward(odd_value, shapes, starts, loc, w, grad_out, 64),
                 MSDA.ms_deform_attn_backward(value, shapes, starts, loc, w, odd_grad, 64)):
         assert torch.equal(odd[1], grads[1]) and torch.equal(odd[2], grads[2])
