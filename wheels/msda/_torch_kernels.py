@@ -336,8 +336,8 @@ def prepare(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index
             weights_are_logits: bool = False
             ) -> Tuple[Call, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The Call and the three tensors as the kernels take them: the locations and weights cast
-    to coord_dtype, all three contiguous, value and the locations `aligned`. Type, device and shape errors and an inconsistent
-    level table raise MSDAInputError here, before any work."""
+    to coord_dtype, all three contiguous, value and the locations `aligned`. Type, device and
+    shape errors and an inconsistent level table raise MSDAInputError here, before any work."""
     device = value.device
     # Everything the checks read: a combination seen before passed them.
     key = (value.shape, value.dtype, device, sampling_locations.shape, sampling_locations.dtype,
