@@ -231,13 +231,13 @@ def _off_alignment(t):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-def test_a_value_off_its_alignment_gets_the_aligned_calls_kernels(dtype):
+def test_tensors_off_their_alignment_get_the_aligned_calls_kernels(dtype):
     # libmsda takes one element a lane where value or grad_output starts off a 16-byte boundary,
     # several times slower, and its forward's fast path needs the locations' pairs aligned
     # (msda.h); a contiguous view can start anywhere in its storage, so the package copies such
-    # a tensor first. The location and weight gradients are sums over a
-    # group's lanes, in an order that follows how many lanes a head takes: equal bit for bit to
-    # the aligned call's only where both took the same kernels.
+    # a tensor first. The output and the location and weight gradients are sums in an order
+    # that follows the kernel (how many lanes a head takes, the forward's path): equal bit for
+    # bit to the aligned call's only where both took the same kernels.
     import MultiScaleDeformableAttention as MSDA
     value, shapes, starts, loc, w = make_inputs(SHAPES, batch=2, queries=50, heads=4, channels=32,
                                                 points=4, dtype=dtype, device="cuda", seed=92)
