@@ -45,7 +45,8 @@ class MSDAFunction(torch.autograd.Function):
     def backward(ctx, grad_output: Tensor):
         value, _, _, sampling_locations, attention_weights = ctx.saved_tensors
         grad_value, grad_locations, grad_weights = kernels.run_backward(
-            ctx.call, value, sampling_locations, attention_weights, grad_output)
+            ctx.call, value, sampling_locations, attention_weights, grad_output,
+            ctx.needs_input_grad[0])
         return grad_value, None, None, grad_locations, grad_weights, None, None
 
 
@@ -147,6 +148,10 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
     may be on the CPU or on value's GPU; on the GPU no call copies it to the host (a table is
     checked once, when first seen, and by the kernels on every call). im2col_step is accepted
     for the original signature and ignored: libmsda takes any batch size in one call.
+
+    The CUDA backward's grad_value is summed with atomics, in an order that changes from run to
+    run: under torch.use_deterministic_algorithms(True) a backward that needs it raises MSDAError
+    (with warn_only=True, warns), as torch's own grid_sample backward does.
     """
     del im2col_step
     if _is_compiling() and HAS_CUSTOM_OP:

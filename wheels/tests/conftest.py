@@ -33,3 +33,14 @@ def pytest_sessionstart(session):
         if not str(Path(msda.__file__).resolve()).startswith(str(Path(expected).resolve())):
             pytest.exit(f"msda was imported from {msda.__file__}, not from the installed wheel in {expected}",
                         returncode=4)
+
+
+@pytest.fixture
+def deterministic_algorithms():
+    """A setter of torch.use_deterministic_algorithms(mode, warn_only=...) for one test; what was
+    set before is set again after it."""
+    import torch
+    before = (torch.are_deterministic_algorithms_enabled(),
+              torch.is_deterministic_algorithms_warn_only_enabled())
+    yield lambda mode, warn_only=False: torch.use_deterministic_algorithms(mode, warn_only=warn_only)
+    torch.use_deterministic_algorithms(before[0], warn_only=before[1])

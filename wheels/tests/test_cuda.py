@@ -271,3 +271,34 @@ def test_aligned_copies_only_what_starts_off_a_16_byte_boundary():
     assert copy is not odd and copy.data_ptr() % 16 == 0 and torch.equal(copy, t)
     host = torch.empty(65)[1:]
     assert aligned(host) is host  # the CPU path takes any address
+
+
+def test_backward_under_deterministic_algorithms_raises_or_warns(deterministic_algorithms):
+    # grad_value is added with atomics; the location and weight gradients are not.
+    value, shapes, starts, loc, w = make_inputs(SHAPES, batch=2, queries=30, heads=4,
+                                                channels=32, points=4, dtype=torch.float32,
+                                                device="cuda", seed=90)
+    grad_out = torch.randn(2, 30, 128, device="cuda")
+    out, expected = _run(msda.ms_deform_attn, value, shapes, starts, loc, w, grad_out)
+    deterministic_algorithms(True)
+    assert torch.equal(msda.ms_deform_attn(value, shapes, starts, loc, w), out)  # forward: fine
+    with pytest.raises(RuntimeError, match=r"use_deterministic_algorithms\(True\) is set"):
+        _run(msda.ms_deform_attn, value, shapes, starts, loc, w, grad_out)
+    import MultiScaleDeformableAttention as MSDA
+    with pytest.raises(msda.MSDAError, match="adds into grad_value with atomics"):
+        MSDA.ms_deform_attn_backward(value, shapes, starts, loc, w, grad_out, 64)
+    if _torch_ops.HAS_CUSTOM_OP:  # torch.compile's backward
+        with pytest.raises(RuntimeError, match="adds into grad_value with atomics"):
+            torch.ops.msda.ms_deform_attn_backward(value, shapes, starts, loc, w, grad_out)
+
+    # Nothing asks for grad_value: no alert, and the other two as always.
+    l, a = (t.detach().clone().requires_grad_(True) for t in (loc, w))
+    msda.ms_deform_attn(value, shapes, starts, l, a).backward(grad_out)
+    assert torch.equal(l.grad, expected[1]) and torch.equal(a.grad, expected[2])
+
+    deterministic_algorithms(True, warn_only=True)
+    with pytest.warns(UserWarning, match="adds into grad_value with atomics"):
+        again, grads = _run(msda.ms_deform_attn, value, shapes, starts, loc, w, grad_out)
+    assert torch.equal(again, out)
+    assert torch.equal(grads[1], expected[1]) and torch.equal(grads[2], expected[2])
+    assert rel_err(grads[0], expected[0]) < 1e-6

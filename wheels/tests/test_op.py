@@ -1,5 +1,6 @@
 """msda.ms_deform_attn on CPU tensors against the grid_sample reference."""
 import threading
+import warnings
 
 import pytest
 import torch
@@ -306,3 +307,32 @@ def test_alternating_problems_on_one_thread_each_get_their_own_arguments():
             assert rel_err(out, ref_out) < tol
             for g, r in zip(grads, ref_grads):
                 assert rel_err(g, r) < tol
+
+
+def test_nondeterminism_alert_follows_torchs_deterministic_setting(deterministic_algorithms):
+    from msda import _torch_kernels as tk
+    tk.alert_not_deterministic()  # deterministic algorithms off: nothing
+    deterministic_algorithms(True)
+    with pytest.raises(msda.MSDAError, match=r"use_deterministic_algorithms\(True\)") as info:
+        tk.alert_not_deterministic()
+    assert isinstance(info.value, RuntimeError)  # what torch's own ops raise there
+    deterministic_algorithms(True, warn_only=True)
+    with pytest.warns(UserWarning, match="adds into grad_value with atomics"):
+        tk.alert_not_deterministic()
+
+
+def test_cpu_backward_runs_unchanged_under_deterministic_algorithms(deterministic_algorithms):
+    # The CPU backward gives each thread its own (n, m) of grad_value: no alert, same bits.
+    value, shapes, starts, loc, w = make_inputs(SHAPES, dtype=torch.float32, seed=19)
+    grad_out = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(20))
+    out, grads = _grads(msda.ms_deform_attn, value, shapes, starts, loc, w, grad_out)
+    deterministic_algorithms(True)
+    import MultiScaleDeformableAttention as MSDA
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again, again_grads = _grads(msda.ms_deform_attn, value, shapes, starts, loc, w, grad_out)
+        dropin = MSDA.ms_deform_attn_backward(value, shapes, starts, loc, w, grad_out, 64)
+    assert not [c for c in caught if "msda" in str(c.message)]
+    assert torch.equal(again, out)
+    for g, r, d in zip(again_grads, grads, dropin):
+        assert torch.equal(g, r) and torch.equal(d, r)
