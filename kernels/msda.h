@@ -249,7 +249,9 @@ MSDA_API msda_status msda_backward_cpu(const msda_backward_args *args, int threa
 /* CUDA path. `stream` is a CUstream of the current context (NULL: the legacy default stream).
  * The call is asynchronous: it validates, loads the device code for the current context on its
  * first use there, and enqueues the work. A returned MSDA_OK means the launches were accepted;
- * errors of the running kernels surface at the caller's next synchronisation, as in CUDA. */
+ * errors of the running kernels surface at the caller's next synchronisation, as in CUDA.
+ * The backward adds into grad_value with atomics, in an order that differs from run to run, so
+ * its last bits may too; the other results, and the CPU path's, are the same on every run. */
 MSDA_API msda_status msda_forward_cuda(const msda_forward_args *args, void *stream,
                                        msda_error *err);
 MSDA_API msda_status msda_backward_cuda(const msda_backward_args *args, void *stream,
