@@ -336,3 +336,21 @@ def test_cpu_backward_runs_unchanged_under_deterministic_algorithms(deterministi
     assert torch.equal(again, out)
     for g, r, d in zip(again_grads, grads, dropin):
         assert torch.equal(g, r) and torch.equal(d, r)
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_activation_checkpointing_recomputes_the_same_gradients(reentrant):
+    # torch.utils.checkpoint, as models put around their encoder layers: the forward runs again
+    # during the backward (the non-reentrant kind from saved-tensor hooks).
+    from torch.utils.checkpoint import checkpoint
+    value, shapes, starts, loc, w = make_inputs(SHAPES, dtype=torch.float64, seed=21)
+    grad_out = torch.randn(2, 5, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(22))
+    layer = lambda v, l, a: torch.tanh(msda.ms_deform_attn(v * 2, shapes, starts, l, a))
+    out, grads = _grads(lambda v, s, st, l, a: layer(v, l, a), value, shapes, starts, loc, w,
+                        grad_out)
+    kept, kept_grads = _grads(lambda v, s, st, l, a: checkpoint(layer, v, l, a,
+                                                                use_reentrant=reentrant),
+                              value, shapes, starts, loc, w, grad_out)
+    assert torch.equal(kept, out)
+    for g, r in zip(kept_grads, grads):
+        assert torch.equal(g, r)
