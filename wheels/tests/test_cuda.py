@@ -303,22 +303,3 @@ def test_backward_under_deterministic_algorithms_raises_or_warns(deterministic_a
     assert torch.equal(grads[1], expected[1]) and torch.equal(grads[2], expected[2])
     assert rel_err(grads[0], expected[0]) < 1e-6
 
-
-@pytest.mark.parametrize("reentrant", [False, True])
-def test_activation_checkpointing_recomputes_the_same_gradients_on_cuda(reentrant):
-    # The recomputed forward runs during the backward, in autograd's CUDA worker thread for the
-    # non-reentrant kind: its own per-thread argument structs, the same cached Call.
-    from torch.utils.checkpoint import checkpoint
-    value, shapes, starts, loc, w = make_inputs(SHAPES, batch=2, queries=30, heads=4,
-                                                channels=32, points=4, dtype=torch.float32,
-                                                device="cuda", seed=91)
-    grad_out = torch.randn(2, 30, 128, device="cuda")
-    layer = lambda v, l, a: torch.tanh(msda.ms_deform_attn(v * 2, shapes, starts, l, a))
-    out, grads = _run(lambda v, s, st, l, a: layer(v, l, a), value, shapes, starts, loc, w,
-                      grad_out)
-    kept, kept_grads = _run(lambda v, s, st, l, a: checkpoint(layer, v, l, a,
-                                                              use_reentrant=reentrant),
-                            value, shapes, starts, loc, w, grad_out)
-    assert torch.equal(kept, out)
-    assert torch.equal(kept_grads[1], grads[1]) and torch.equal(kept_grads[2], grads[2])
-    assert rel_err(kept_grads[0], grads[0]) < 1e-6  # grad_value: atomics, any order
