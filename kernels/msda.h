@@ -90,8 +90,9 @@ extern "C" {
  * run time (ctypes, dlopen) compares with the one it was written for.
  *   1: the first (the three args structs without coord_type, level_table, device_status)
  *   2: coord_type, level_table and device_status appended to both args structs
- *   3: weights appended to both args structs (attention weights as logits: the fused softmax) */
-#define MSDA_ABI_VERSION 3
+ *   3: weights appended to both args structs (attention weights as logits: the fused softmax)
+ *   4: deterministic appended to msda_backward_args */
+#define MSDA_ABI_VERSION 4
 
 typedef enum msda_dtype {
     MSDA_F32 = 0,
@@ -222,6 +223,14 @@ typedef struct msda_backward_args {
     int32_t *device_status;
     msda_weights weights; /* as msda_forward_args' (ABI 3); with MSDA_WEIGHTS_LOGITS,
                              grad_attention_weights is the gradient of the logits */
+    /* ABI 4, 0 or 1. 1: the CUDA path gives the same grad_value bits on every run. It sums
+     * grad_value's adds as 64-bit integers at a scale set by the call's largest finite
+     * |grad_output| and |attention weight|, whose sums do not depend on their order, then
+     * rounds each element once to dtype; an add that is inf or NaN (grad_output or weights
+     * holding one) makes its element inf or NaN as the IEEE sum would. The workspace is larger
+     * (msda_backward_cuda_workspace) and the call slower than with 0, whose atomics add in an
+     * order that changes from run to run. The CPU path is deterministic either way. */
+    int32_t deterministic;
 } msda_backward_args;
 
 /* The message for a status: a static string, never NULL ("unknown status" if out of range). */
@@ -251,7 +260,8 @@ MSDA_API msda_status msda_backward_cpu(const msda_backward_args *args, int threa
  * first use there, and enqueues the work. A returned MSDA_OK means the launches were accepted;
  * errors of the running kernels surface at the caller's next synchronisation, as in CUDA.
  * The backward adds into grad_value with atomics, in an order that differs from run to run, so
- * its last bits may too; the other results, and the CPU path's, are the same on every run. */
+ * its last bits may too, unless args->deterministic is 1; the other results, and the CPU path's,
+ * are the same on every run. */
 MSDA_API msda_status msda_forward_cuda(const msda_forward_args *args, void *stream,
                                        msda_error *err);
 MSDA_API msda_status msda_backward_cuda(const msda_backward_args *args, void *stream,
@@ -262,7 +272,9 @@ MSDA_API msda_status msda_backward_cuda(const msda_backward_args *args, void *st
  * (f16 and bf16 by default), the f32 buffer of the buffered levels (MSDA_*_ATOMIC=3 or 4: up to
  * N*S*M*D*4) or their f16 replicas (MSDA_*_REPLICA_ADDS, sm_90: N*M*D*2 a replica row,
  * msda_plan.h), with the table on the device what any table of these sizes can need, and 16
- * bytes more under bf16's half sums; else 0. Validates and loads like the call. */
+ * bytes more under bf16's half sums; else 0. With `deterministic`, N*S*M*D*8.5 bytes and 32 more
+ * (the integer sums, a 4-bit flag an element for inf and NaN adds, their bounds), rounded to
+ * 16. Validates and loads like the call. */
 MSDA_API msda_status msda_backward_cuda_workspace(const msda_backward_args *args, size_t *bytes,
                                                   msda_error *err);
 

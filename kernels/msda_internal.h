@@ -21,6 +21,7 @@ typedef struct msda_problem {
                            f32 value count as the same type: 0) */
     int table_on_device; /* level_h, level_w, level_start unknown: the table is in device memory */
     int logits;          /* attention_weights are logits: the softmax is fused (MSDA_WEIGHTS_LOGITS) */
+    int deterministic;   /* backward: grad_value in exact integer sums (msda_backward_args) */
     int64_t N, S, M, D, Lq, L, P;
     int64_t level_h[MSDA_MAX_LEVELS];
     int64_t level_w[MSDA_MAX_LEVELS];

@@ -560,6 +560,66 @@ __device__ __forceinline__ int half_sum_exponent(const msda_kparams &p) {
 
 __device__ __forceinline__ float exp2_exact(int e) { return __int_as_float((e + 127) << 23); } // e in [-126, 127]
 
+// ---- the deterministic backward: grad_value in exact sums (msda.h, `deterministic`) ----------
+// The workspace holds an int64 sum an element of grad_value (p.buffer), then a 4-bit flag an
+// element (eight a uint32: 1 an add was +inf, 2 -inf, 4 NaN), then the bounds (p.half_sums):
+// the bits of max finite |grad_output| and max finite |weight| as doubles (non-negative doubles
+// order as their bits, so atomicMax takes them), and a uint32, nonzero where either tensor holds
+// an inf or a NaN. Integer adds give the same sum in any order.
+struct exact_bounds {
+    unsigned long long g, w;
+    unsigned nonfinite;
+};
+
+// Each add is a product f * g, |f| <= W (a weight times a bilinear weight, at most 1; a
+// softmaxed weight is at most 1) and |g| <= G, and an element takes at most Lq * P of them (one
+// corner of each point of its head on its level). With G < 2^gk, W < 2^wk and Lq * P < 2^ck,
+// adds scaled by 2^e, e = 61 - gk - wk - ck, sum to under 2^61 in magnitude, and under 2^62
+// once each is rounded to an integer: no int64 sum overflows. Clamped so that 2^e and 2^-e are
+// normal doubles; only a bound under about 2^-900 loses resolution so.
+__device__ __forceinline__ int exact_exponent(const msda_kparams &p) {
+    const exact_bounds *b = reinterpret_cast<const exact_bounds *>(p.half_sums);
+    const double g = __longlong_as_double((long long)b->g);
+    const double w = p.weights_logits ? 1.0 : __longlong_as_double((long long)b->w);
+    int gk, wk, ck;
+    frexp(g, &gk);
+    frexp(w, &wk);
+    frexp((double)(p.queries * p.points), &ck);
+    const int e = 61 - gk - wk - ck;
+    return e < -1020 ? -1020 : e > 1020 ? 1020 : e;
+}
+
+__device__ __forceinline__ unsigned *exact_flags(const msda_kparams &p) {
+    const int64_t elems = p.groups / p.queries * p.spatial * p.channels; // N * S * M * D
+    return reinterpret_cast<unsigned *>(reinterpret_cast<long long *>(p.buffer) + elems);
+}
+
+// A row of D sums (one (n, s, m)) holds its elements chunk-minor: element c * VEC + i at
+// i * chunks + c, so that the lanes of a group, each holding one chunk, add their i-th elements
+// to consecutive 8-byte words (whole sectors). Element-major, lane k's word sat VEC words from
+// lane k - 1's, every 8-byte `red` a sector of its own: enc_b2 f32 took 6.7 ms against 0.84 for
+// the float atomics (H100, kernels/PERF.md).
+// Adds f * g[i] to element chunk * VEC + i of the row of sums at `row` (an element offset) at
+// scale 2^e (`scale`). For f32 and 16-bit values the scaled product is exact in a double (24-bit
+// factors); f64's is rounded once, the same way on every run.
+template <int VEC, typename A>
+__device__ __forceinline__ void add_exact(const msda_kparams &p, int64_t row, int chunk, A f, const A (&g)[VEC],
+                                          double scale) {
+    unsigned long long *sums = reinterpret_cast<unsigned long long *>(p.buffer) + row + chunk;
+#pragma unroll
+    for (int i = 0; i < VEC; i++) {
+        const double c = (double)f * (double)g[i] * scale;
+        if (isfinite(c)) {
+            const long long v = __double2ll_rn(c);
+            if (v) atomicAdd(sums + i * p.chunks, (unsigned long long)v);
+        } else {
+            const int64_t e = row + chunk * VEC + i; // the flags go by element
+            const unsigned bit = isnan(c) ? 4u : c > 0 ? 1u : 2u;
+            atomicOr(exact_flags(p) + (e >> 3), bit << (4 * (e & 7)));
+        }
+    }
+}
+
 template <typename A> __device__ __forceinline__ A group_sum(A v, int lanes) {
     for (int o = lanes >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
@@ -584,7 +644,8 @@ template <typename A> __device__ __forceinline__ A group_sum(A v, int lanes) {
 // MSDA_BF16_REPLICAS): the buffered levels add in f16 (scaled as the others under half sums) to
 // their replicas in p.buffer, query q to replica q mod R (msda_plan.h), for gather_replicas
 // (f16) or finish_half_sums (bf16) to add up.
-template <class Tr, class Cr, int VEC, bool ALL_BUFFER = false, bool SOFTMAX = false, bool HALF_SUMS = false>
+template <class Tr, class Cr, int VEC, bool ALL_BUFFER = false, bool SOFTMAX = false, bool HALF_SUMS = false,
+          bool EXACT = false>
 __device__ __forceinline__ void backward(const msda_kparams &p) {
     typedef typename Tr::S S;
     typedef typename Tr::A A;
@@ -592,14 +653,17 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
     typedef typename Cr::S C;
     static_assert(sizeof(typename Cr::A) == sizeof(A), "one accumulation type");
     static_assert(!HALF_SUMS || (sizeof(S) == 2 && Tr::buffered && !ALL_BUFFER), "half sums: 16-bit, mixed");
-    constexpr bool REPLICAS = Tr::buffered && !ALL_BUFFER && (HALF_SUMS ? MSDA_BF16_REPLICAS : Tr::replicas);
+    static_assert(!EXACT || (!ALL_BUFFER && !HALF_SUMS), "exact sums: every level in them");
+    constexpr bool BUFFERED = Tr::buffered && !ALL_BUFFER && !EXACT; // some levels to the buffer
+    constexpr bool REPLICAS = BUFFERED && (HALF_SUMS ? MSDA_BF16_REPLICAS : Tr::replicas);
     __shared__ level_table lv;
     __shared__ A staged[3 * MSDA_MAX_THREADS];
     const A half_scale = HALF_SUMS ? (A)exp2_exact(half_sum_exponent(p)) : (A)1;
+    const double exact_scale = EXACT ? ldexp(1.0, exact_exponent(p)) : 1.0;
     // An inconsistent table: nothing is sampled or added (grad_value stays as the launcher
     // zeroed it), and the location and weight gradients are NaN.
     const bool table_ok = load_levels(p, lv);
-    if constexpr (Tr::buffered && !ALL_BUFFER) plan_buffer(p, lv, table_ok);
+    if constexpr (BUFFERED) plan_buffer(p, lv, table_ok);
     C *gloc_all = reinterpret_cast<C *>(p.grad_locations), *gwgt_all = reinterpret_cast<C *>(p.grad_weights);
     const int lanes = 1 << p.lanes_log2;
     const int64_t row = (int64_t)p.heads * p.channels;
@@ -659,8 +723,8 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
         for (int l = 0; l < p.levels; l++) {
             const int H = lv.h[l], W = lv.w[l];
             const int64_t lstart = lv.start[l] * row;
-            const bool to_buffer = Tr::buffered && !ALL_BUFFER && ((lv.buffered >> l) & 1u);
-            int64_t bstart = Tr::buffered && !ALL_BUFFER ? lv.buffer_base[l] : 0;
+            const bool to_buffer = BUFFERED && ((lv.buffered >> l) & 1u);
+            int64_t bstart = BUFFERED ? lv.buffer_base[l] : 0;
             if (REPLICAS && to_buffer) bstart += replica_of(place.q, lv.replicas[l]) * lv.hw[l];
             bstart *= row;
             const A add_scale = HALF_SUMS && (REPLICAS || !to_buffer) ? half_scale : (A)1;
@@ -712,9 +776,11 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                                 dot[j] += g[i] * v[i];
                                 add[i] = f * g[i];
                             }
-                            if constexpr (ALL_BUFFER) {
+                            if constexpr (EXACT) {
+                                add_exact<VEC>(p, vbase + lstart + b.off[j] * row, c, a * b.wt[j], g, exact_scale);
+                            } else if constexpr (ALL_BUFFER) {
                                 atomic_add_vec<VEC>(gbuffer + at, add);
-                            } else if constexpr (Tr::buffered) {
+                            } else if constexpr (BUFFERED) {
                                 if (to_buffer) { // uniform across the warp: all lanes are at level l
                                     if constexpr (REPLICAS)
                                         add_gradient<f16_t, VEC>(greplica + bstart + b.off[j] * row + c * VEC, add);
@@ -1084,6 +1150,74 @@ __device__ __forceinline__ void finish_half_sums(const msda_kparams &p) {
 }
 #endif
 
+// The deterministic backward, before it: the bounds (exact_bounds) of grad_output (Tr) and the
+// weights (Cr), by every thread of the grid, reduced in the block, then one atomic a block.
+template <class Tr, class Cr> __device__ __forceinline__ void exact_bounds_of(const msda_kparams &p) {
+    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
+    const typename Tr::S *gout = reinterpret_cast<const typename Tr::S *>(p.grad_output);
+    const typename Cr::S *wgt = reinterpret_cast<const typename Cr::S *>(p.weights);
+    double mg = 0.0, mw = 0.0;
+    unsigned bad = 0;
+    for (int64_t i = tid; i < p.groups * p.channels; i += stride) {
+        const double x = (double)to_acc<Tr>(gout[i]);
+        if (isfinite(x))
+            mg = fmax(mg, fabs(x));
+        else
+            bad = 1;
+    }
+    for (int64_t i = tid; i < p.groups * p.levels * p.points; i += stride) {
+        const double x = (double)to_acc<Cr>(wgt[i]);
+        if (isfinite(x))
+            mw = fmax(mw, fabs(x));
+        else
+            bad = 1;
+    }
+    __shared__ double warp_g[MSDA_MAX_THREADS / 32], warp_w[MSDA_MAX_THREADS / 32];
+    __shared__ unsigned warp_bad[MSDA_MAX_THREADS / 32];
+    for (int o = 16; o > 0; o >>= 1) {
+        mg = fmax(mg, __shfl_xor_sync(0xffffffffu, mg, o));
+        mw = fmax(mw, __shfl_xor_sync(0xffffffffu, mw, o));
+        bad |= __shfl_xor_sync(0xffffffffu, bad, o);
+    }
+    const int warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    if ((threadIdx.x & 31) == 0) warp_g[warp] = mg, warp_w[warp] = mw, warp_bad[warp] = bad;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int k = 1; k < warps; k++) mg = fmax(mg, warp_g[k]), mw = fmax(mw, warp_w[k]), bad |= warp_bad[k];
+        exact_bounds *b = reinterpret_cast<exact_bounds *>(p.half_sums);
+        atomicMax(&b->g, (unsigned long long)__double_as_longlong(mg));
+        atomicMax(&b->w, (unsigned long long)__double_as_longlong(mw));
+        if (bad) atomicOr(&b->nonfinite, 1u);
+    }
+}
+
+// The deterministic backward, after it: each of grad_value's p.threads elements from its sum at
+// 2^-e, or inf or NaN from its flags, rounded once to Tr. Sums are read in order, chunk-minor
+// (add_exact), p.chunks chunks of D / p.chunks elements a row.
+template <class Tr> __device__ __forceinline__ void exact_finish(const msda_kparams &p) {
+    const double inv = ldexp(1.0, -exact_exponent(p));
+    const long long *sums = reinterpret_cast<const long long *>(p.buffer);
+    const unsigned *flags = reinterpret_cast<const unsigned *>(sums + p.threads);
+    const bool nonfinite = reinterpret_cast<const exact_bounds *>(p.half_sums)->nonfinite != 0;
+    typename Tr::S *out = reinterpret_cast<typename Tr::S *>(p.output);
+    const int D = p.channels, chunks = p.chunks, vec = D / chunks;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < p.threads; j += stride) {
+        const int64_t r = j / D;
+        const int k = (int)(j - r * D), e_in = k / chunks;
+        const int64_t i = r * D + (k - e_in * chunks) * vec + e_in; // the element
+        typename Tr::A x = (typename Tr::A)((double)sums[j] * inv);
+        if (nonfinite) { // uniform: a flag is set only where grad_output or the weights hold one
+            const unsigned f = (flags[i >> 3] >> (4 * (i & 7))) & 15u;
+            if (f & 4u || f == 3u)
+                x = quiet_nan<typename Tr::A>();
+            else if (f)
+                x = f == 1u ? (typename Tr::A)INFINITY : -(typename Tr::A)INFINITY;
+        }
+        out[i] = from_acc<Tr>(x);
+    }
+}
+
 } // namespace
 
 #define MSDA_KERNEL extern "C" __global__ void __launch_bounds__(MSDA_MAX_THREADS)
@@ -1176,4 +1310,44 @@ MSDA_KERNEL msda_half_bounds_bf16c32(const msda_kparams p) { half_sum_bounds<f32
 MSDA_KERNEL msda_finish_half_bf16(const msda_kparams p) { finish_half_sums(p); }
 MSDA_KERNEL msda_zero_backward_bf16(const msda_kparams p) { zero_backward(p); }
 #endif
+#endif
+
+// The deterministic backward (exact sums): msda_backward_[softmax_]NAME_exact_vVEC, the bounds
+// (msda_exact_bounds_NAME: grad_output's type, then the weights') and the rounding.
+#define MSDA_EXACT_PAIR(NAME, TR, CR, VEC)                                                                          \
+    MSDA_KERNEL msda_backward_##NAME##_exact_v##VEC(const msda_kparams p) {                                         \
+        backward<TR, CR, VEC, false, false, false, true>(p);                                                         \
+    }                                                                                                                \
+    MSDA_KERNEL msda_backward_softmax_##NAME##_exact_v##VEC(const msda_kparams p) {                                 \
+        backward<TR, CR, VEC, false, true, false, true>(p);                                                          \
+    }
+MSDA_EXACT_PAIR(f32, f32_t, f32_t, 4)
+MSDA_EXACT_PAIR(f32, f32_t, f32_t, 1)
+MSDA_EXACT_PAIR(f64, f64_t, f64_t, 2)
+MSDA_EXACT_PAIR(f64, f64_t, f64_t, 1)
+MSDA_KERNEL msda_exact_bounds_f32(const msda_kparams p) { exact_bounds_of<f32_t, f32_t>(p); }
+MSDA_KERNEL msda_exact_bounds_f64(const msda_kparams p) { exact_bounds_of<f64_t, f64_t>(p); }
+MSDA_KERNEL msda_exact_finish_f32(const msda_kparams p) { exact_finish<f32_t>(p); }
+MSDA_KERNEL msda_exact_finish_f64(const msda_kparams p) { exact_finish<f64_t>(p); }
+#if MSDA_ENABLE_F16
+MSDA_EXACT_PAIR(f16, f16_t, f16_t, 8)
+MSDA_EXACT_PAIR(f16, f16_t, f16_t, 4)
+MSDA_EXACT_PAIR(f16, f16_t, f16_t, 1)
+MSDA_EXACT_PAIR(f16c32, f16_t, f32_t, 8)
+MSDA_EXACT_PAIR(f16c32, f16_t, f32_t, 4)
+MSDA_EXACT_PAIR(f16c32, f16_t, f32_t, 1)
+MSDA_KERNEL msda_exact_bounds_f16(const msda_kparams p) { exact_bounds_of<f16_t, f16_t>(p); }
+MSDA_KERNEL msda_exact_bounds_f16c32(const msda_kparams p) { exact_bounds_of<f16_t, f32_t>(p); }
+MSDA_KERNEL msda_exact_finish_f16(const msda_kparams p) { exact_finish<f16_t>(p); }
+#endif
+#if MSDA_ENABLE_BF16
+MSDA_EXACT_PAIR(bf16, bf16_t, bf16_t, 8)
+MSDA_EXACT_PAIR(bf16, bf16_t, bf16_t, 4)
+MSDA_EXACT_PAIR(bf16, bf16_t, bf16_t, 1)
+MSDA_EXACT_PAIR(bf16c32, bf16_t, f32_t, 8)
+MSDA_EXACT_PAIR(bf16c32, bf16_t, f32_t, 4)
+MSDA_EXACT_PAIR(bf16c32, bf16_t, f32_t, 1)
+MSDA_KERNEL msda_exact_bounds_bf16(const msda_kparams p) { exact_bounds_of<bf16_t, bf16_t>(p); }
+MSDA_KERNEL msda_exact_bounds_bf16c32(const msda_kparams p) { exact_bounds_of<bf16_t, f32_t>(p); }
+MSDA_KERNEL msda_exact_finish_bf16(const msda_kparams p) { exact_finish<bf16_t>(p); }
 #endif

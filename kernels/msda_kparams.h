@@ -34,7 +34,8 @@ typedef struct msda_kparams {
                                   limit; 0: buffer_levels says which. Unused under replicas */
     uint64_t buffer;           /* float*, (N, buffer_spatial, M, D): the f32 part of a 16-bit
                                   value gradient (strategies f32 buffer and mixed), else 0; under
-                                  replicas the f16 sums of the replicated levels */
+                                  replicas the f16 sums of the replicated levels; the
+                                  deterministic backward: its int64 sums, then their flags */
     int64_t buffer_spatial;    /* its rows: the buffered levels' positions, packed in level
                                   order (msda_plan.h); S where it holds every level; under
                                   replicas their replicas' rows (msda_plan_replicas), or the
@@ -51,11 +52,14 @@ typedef struct msda_kparams {
     uint64_t half_sums;        /* bf16 backward with half sums (msda_device.cuh,
                                   MSDA_BF16_HALF_SUMS): uint32_t[2], the bits of max |grad_output|
                                   and max |weight|, from which the kernels derive the scale of the
-                                  f16 sums in grad_value's memory; else 0 */
+                                  f16 sums in grad_value's memory; the deterministic backward:
+                                  its bounds (msda_kernels.cu, exact_bounds); else 0 */
     int32_t replica_adds;      /* > 0: f16 replicas (msda_plan.h): the levels over this many adds
                                   an element split them over f16 sums in `buffer`, which the
                                   kernels plan from their level table; 0: buffer_levels or
                                   buffer_max_adds say what the f32 buffer holds */
+    int32_t weights_logits;    /* the weights are logits (fused softmax): the exact sums' bound
+                                  on a softmaxed weight is 1 (msda_kernels.cu, exact_exponent) */
     int32_t level_h[MSDA_KP_MAX_LEVELS];
     int32_t level_w[MSDA_KP_MAX_LEVELS];
     int64_t level_start[MSDA_KP_MAX_LEVELS];
@@ -93,12 +97,13 @@ typedef struct msda_device_config {
                                           (msda_launch.c, head_phases_log2) */
 } msda_device_config;
 
-#define MSDA_DEVICE_ABI 14 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
+#define MSDA_DEVICE_ABI 15 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
                               8: the buffer's levels planned on the device, packed;
                               9: points16_waves; 10: the backward's query spread;
                               11: bf16's half sums; 12: f16 replicas; 13: grad_value and the
                               replicas zeroed by one kernel, bf16's gathered as rounded;
-                              14: the backward's heads in phases */
+                              14: the backward's heads in phases; 15: deterministic
+                              backward (exact integer sums of grad_value) */
 
 /* The points a level of the forward's points kernels (msda_forward_points_*). */
 #define MSDA_FAST_POINTS 4

@@ -54,6 +54,31 @@ static const msda_kernel_id half_sum_kernels[2][2][3] = {
      {K_SBWDHALF_BF16C32_V8, K_SBWDHALF_BF16C32_V4, K_SBWDHALF_BF16C32_V1}},
 };
 
+/* The deterministic backward (exact sums): [logits][dtype][coordinates f32][as dtype_kernels' vec]. */
+static const msda_kernel_id exact_kernels[2][4][2][3] = {
+    {
+    [MSDA_F32] = {{K_BWDX_F32_V4, K_BWDX_F32_V1}},
+    [MSDA_F64] = {{K_BWDX_F64_V2, K_BWDX_F64_V1}},
+    [MSDA_F16] = {{K_BWDX_F16_V8, K_BWDX_F16_V4, K_BWDX_F16_V1}, {K_BWDX_F16C32_V8, K_BWDX_F16C32_V4, K_BWDX_F16C32_V1}},
+    [MSDA_BF16] = {{K_BWDX_BF16_V8, K_BWDX_BF16_V4, K_BWDX_BF16_V1},
+                   {K_BWDX_BF16C32_V8, K_BWDX_BF16C32_V4, K_BWDX_BF16C32_V1}},
+    },
+    {
+    [MSDA_F32] = {{K_SBWDX_F32_V4, K_SBWDX_F32_V1}},
+    [MSDA_F64] = {{K_SBWDX_F64_V2, K_SBWDX_F64_V1}},
+    [MSDA_F16] = {{K_SBWDX_F16_V8, K_SBWDX_F16_V4, K_SBWDX_F16_V1},
+                  {K_SBWDX_F16C32_V8, K_SBWDX_F16C32_V4, K_SBWDX_F16C32_V1}},
+    [MSDA_BF16] = {{K_SBWDX_BF16_V8, K_SBWDX_BF16_V4, K_SBWDX_BF16_V1},
+                   {K_SBWDX_BF16C32_V8, K_SBWDX_BF16C32_V4, K_SBWDX_BF16C32_V1}},
+    },
+};
+/* Their bounds: [dtype][coordinates f32]; and the rounding: [dtype]. */
+static const msda_kernel_id exact_bounds_kernels[4][2] = {
+    [MSDA_F32] = {K_XBOUNDS_F32}, [MSDA_F64] = {K_XBOUNDS_F64},
+    [MSDA_F16] = {K_XBOUNDS_F16, K_XBOUNDS_F16C32}, [MSDA_BF16] = {K_XBOUNDS_BF16, K_XBOUNDS_BF16C32}};
+static const msda_kernel_id exact_finish_kernels[4] = {
+    [MSDA_F32] = K_XFINISH_F32, [MSDA_F64] = K_XFINISH_F64, [MSDA_F16] = K_XFINISH_F16, [MSDA_BF16] = K_XFINISH_BF16};
+
 static int aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
 
 /* The widest vector, at most max_vec elements, that divides D and to which every pointer is
@@ -366,6 +391,14 @@ static size_t workspace_bytes(const msda_problem *pb, const buffer_plan *bp) {
     return (bp->half_sums ? HALF_SUMS_BOUND_BYTES : 0) + buffer_bytes(pb, bp);
 }
 
+/* The deterministic backward's workspace (msda_kernels.cu, exact_bounds): an int64 sum an
+ * element, a 4-bit flag an element rounded up to 16 bytes, then the bounds. */
+#define EXACT_BOUND_BYTES 32
+static size_t exact_flag_bytes(const msda_problem *pb) { return ((size_t)pb->value_elems + 31) / 32 * 16; }
+static size_t exact_workspace_bytes(const msda_problem *pb) {
+    return (size_t)pb->value_elems * 8 + exact_flag_bytes(pb) + EXACT_BOUND_BYTES;
+}
+
 msda_status msda_backward_cuda_workspace(const msda_backward_args *a, size_t *bytes, msda_error *err) {
     msda_problem pb;
     const msda_driver *drv;
@@ -375,8 +408,83 @@ msda_status msda_backward_cuda_workspace(const msda_backward_args *a, size_t *by
     if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
     if (st != MSDA_OK) return st;
     const buffer_plan bp = plan_buffer(&pb, mod);
-    *bytes = workspace_bytes(&pb, &bp);
+    *bytes = pb.deterministic ? exact_workspace_bytes(&pb) : workspace_bytes(&pb, &bp);
     return MSDA_OK;
+}
+
+/* The backward's launch layout, whichever kernel: queries spread over runs, heads in phases
+ * (msda_kernels.cu, backward_place_of). */
+static void backward_layout(const msda_problem *pb, const msda_module *mod, const msda_kernel *k,
+                            msda_kparams *kp) {
+    kp->spread_log2 = spread_log2(pb->Lq, mod->config.backward_spread_log2);
+    /* a slot for each query of each run (backward_place_of), past Lq where runs are rounded up */
+    kp->spread_run = (pb->Lq + ((int64_t)1 << kp->spread_log2) - 1) >> kp->spread_log2;
+    kp->spread_slots = kp->spread_run << kp->spread_log2;
+    kp->threads = (((pb->N * kp->spread_slots * pb->M) << kp->lanes_log2) + 31) / 32 * 32;
+    kp->head_phases_log2 = head_phases_log2((kp->spread_slots * pb->M) << kp->lanes_log2,
+                                            (int64_t)k->min_grid * k->block, (int32_t)pb->M,
+                                            mod->config.backward_head_phases_log2);
+}
+
+static void set_backward_pointers(const msda_backward_args *a, msda_kparams *kp) {
+    kp->value = (uint64_t)(uintptr_t)a->value;
+    kp->locations = (uint64_t)(uintptr_t)a->sampling_locations;
+    kp->weights = (uint64_t)(uintptr_t)a->attention_weights;
+    kp->grad_output = (uint64_t)(uintptr_t)a->grad_output;
+    kp->output = (uint64_t)(uintptr_t)a->grad_value;
+    kp->grad_locations = (uint64_t)(uintptr_t)a->grad_sampling_locations;
+    kp->grad_weights = (uint64_t)(uintptr_t)a->grad_attention_weights;
+}
+
+/* The deterministic backward: the workspace zeroed, the bounds, the backward adding exact
+ * integer sums, then each element of grad_value rounded once from its sum (which writes all of
+ * it: no zeroing of grad_value). */
+static msda_status backward_exact(const msda_backward_args *a, const msda_problem *pb, const msda_driver *drv,
+                                  const msda_module *mod, CUstream stream, msda_error *err) {
+    const void *const ptrs[] = {a->value, a->grad_output};
+    const vec_kernels *v = pick_vec(pb, 8, ptrs, 2);
+    const vec_kernels *widest = dtype_kernels[pb->logits][pb->dtype][pb->coord_f32];
+    const msda_kernel *k = &mod->kernels[exact_kernels[pb->logits][pb->dtype][pb->coord_f32][v - widest]];
+    const msda_kernel *bounds = &mod->kernels[exact_bounds_kernels[pb->dtype][pb->coord_f32]];
+    const msda_kernel *finish = &mod->kernels[exact_finish_kernels[pb->dtype]];
+    const msda_kernel *missing = !k->fn ? k : !bounds->fn ? bounds : !finish->fn ? finish : NULL;
+    if (missing) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", missing->name);
+    const size_t bytes = exact_workspace_bytes(pb);
+    if (a->workspace && (a->workspace_bytes < bytes || !aligned(a->workspace, 16)))
+        return msda_fail(err, MSDA_ERR_BAD_ARGUMENT,
+                         "workspace: %zu bytes at %p, the call needs %zu bytes aligned to 16",
+                         a->workspace_bytes, a->workspace, bytes);
+    msda_kparams kp;
+    fill_params(pb, v->vec, a->spatial_shapes, a->level_start, a->device_status, &kp);
+    set_backward_pointers(a, &kp);
+    backward_layout(pb, mod, k, &kp);
+    kp.weights_logits = pb->logits;
+
+    const int own = !a->workspace;
+    CUdeviceptr buf = (CUdeviceptr)(uintptr_t)a->workspace;
+    int async = 0;
+    msda_status st = MSDA_OK;
+    if (own) {
+        st = buffer_alloc(drv, stream, bytes, &buf, &async, err);
+        if (st != MSDA_OK) return st;
+    }
+    kp.buffer = (uint64_t)buf;
+    kp.half_sums = (uint64_t)(buf + (size_t)pb->value_elems * 8 + exact_flag_bytes(pb));
+    const CUresult r = drv->MemsetD8Async(buf, 0, bytes, stream);
+    if (r != CUDA_SUCCESS) st = msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "zeroing the backward's workspace");
+    if (st == MSDA_OK) { /* over grad_output and the weights: at most a wave of blocks */
+        const int64_t most = pb->output_elems > pb->weight_elems ? pb->output_elems : pb->weight_elems;
+        const int64_t wave = (int64_t)bounds->min_grid * bounds->block;
+        st = launch_threads(drv, bounds, &kp, most < wave ? most : wave, stream, err);
+    }
+    if (st == MSDA_OK) st = launch(drv, k, &kp, stream, err);
+    if (st == MSDA_OK) { /* over grad_value's elements: at most a wave of blocks */
+        msda_kparams cp = kp;
+        cp.threads = pb->value_elems;
+        const int64_t wave = (int64_t)finish->min_grid * finish->block;
+        st = launch_threads(drv, finish, &cp, cp.threads < wave ? cp.threads : wave, stream, err);
+    }
+    return own ? buffer_free(drv, stream, buf, async, st, err) : st;
 }
 
 msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, msda_error *err) {
@@ -387,6 +495,7 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     msda_status st = msda_check_backward(a, &pb, err);
     if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
     if (st != MSDA_OK) return st;
+    if (pb.deterministic) return backward_exact(a, &pb, drv, mod, stream, err);
 
     const buffer_plan bp = plan_buffer(&pb, mod);
     /* 16-bit lanes take 8 elements where some levels add natively (one 16-byte 16-bit `red`;
@@ -410,20 +519,8 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
     msda_kparams kp;
     fill_params(&pb, v->vec, a->spatial_shapes, a->level_start, a->device_status, &kp);
-    kp.value = (uint64_t)(uintptr_t)a->value;
-    kp.locations = (uint64_t)(uintptr_t)a->sampling_locations;
-    kp.weights = (uint64_t)(uintptr_t)a->attention_weights;
-    kp.grad_output = (uint64_t)(uintptr_t)a->grad_output;
-    kp.output = (uint64_t)(uintptr_t)a->grad_value;
-    kp.grad_locations = (uint64_t)(uintptr_t)a->grad_sampling_locations;
-    kp.grad_weights = (uint64_t)(uintptr_t)a->grad_attention_weights;
-    kp.spread_log2 = spread_log2(pb.Lq, mod->config.backward_spread_log2);
-    /* a slot for each query of each run (backward_place_of), past Lq where runs are rounded up */
-    kp.spread_run = (pb.Lq + ((int64_t)1 << kp.spread_log2) - 1) >> kp.spread_log2;
-    kp.spread_slots = kp.spread_run << kp.spread_log2;
-    kp.threads = (((pb.N * kp.spread_slots * pb.M) << kp.lanes_log2) + 31) / 32 * 32;
-    kp.head_phases_log2 = head_phases_log2((kp.spread_slots * pb.M) << kp.lanes_log2, (int64_t)k->min_grid * k->block,
-                                           pb.M, mod->config.backward_head_phases_log2);
+    set_backward_pointers(a, &kp);
+    backward_layout(&pb, mod, k, &kp);
 
     const size_t bytes = workspace_bytes(&pb, &bp); /* checked before anything is queued */
     if (bytes && a->workspace && (a->workspace_bytes < bytes || !aligned(a->workspace, 16)))

@@ -89,6 +89,48 @@ static const char *const kernel_names[K_COUNT] = {
     [K_GATHER_F16] = "msda_gather_replicas_f16",
     [K_ZERO_F16] = "msda_zero_backward_f16",
     [K_ZERO_BF16] = "msda_zero_backward_bf16",
+    [K_BWDX_F32_V4] = "msda_backward_f32_exact_v4",
+    [K_BWDX_F32_V1] = "msda_backward_f32_exact_v1",
+    [K_BWDX_F64_V2] = "msda_backward_f64_exact_v2",
+    [K_BWDX_F64_V1] = "msda_backward_f64_exact_v1",
+    [K_BWDX_F16_V8] = "msda_backward_f16_exact_v8",
+    [K_BWDX_F16_V4] = "msda_backward_f16_exact_v4",
+    [K_BWDX_F16_V1] = "msda_backward_f16_exact_v1",
+    [K_BWDX_F16C32_V8] = "msda_backward_f16c32_exact_v8",
+    [K_BWDX_F16C32_V4] = "msda_backward_f16c32_exact_v4",
+    [K_BWDX_F16C32_V1] = "msda_backward_f16c32_exact_v1",
+    [K_BWDX_BF16_V8] = "msda_backward_bf16_exact_v8",
+    [K_BWDX_BF16_V4] = "msda_backward_bf16_exact_v4",
+    [K_BWDX_BF16_V1] = "msda_backward_bf16_exact_v1",
+    [K_BWDX_BF16C32_V8] = "msda_backward_bf16c32_exact_v8",
+    [K_BWDX_BF16C32_V4] = "msda_backward_bf16c32_exact_v4",
+    [K_BWDX_BF16C32_V1] = "msda_backward_bf16c32_exact_v1",
+    [K_SBWDX_F32_V4] = "msda_backward_softmax_f32_exact_v4",
+    [K_SBWDX_F32_V1] = "msda_backward_softmax_f32_exact_v1",
+    [K_SBWDX_F64_V2] = "msda_backward_softmax_f64_exact_v2",
+    [K_SBWDX_F64_V1] = "msda_backward_softmax_f64_exact_v1",
+    [K_SBWDX_F16_V8] = "msda_backward_softmax_f16_exact_v8",
+    [K_SBWDX_F16_V4] = "msda_backward_softmax_f16_exact_v4",
+    [K_SBWDX_F16_V1] = "msda_backward_softmax_f16_exact_v1",
+    [K_SBWDX_F16C32_V8] = "msda_backward_softmax_f16c32_exact_v8",
+    [K_SBWDX_F16C32_V4] = "msda_backward_softmax_f16c32_exact_v4",
+    [K_SBWDX_F16C32_V1] = "msda_backward_softmax_f16c32_exact_v1",
+    [K_SBWDX_BF16_V8] = "msda_backward_softmax_bf16_exact_v8",
+    [K_SBWDX_BF16_V4] = "msda_backward_softmax_bf16_exact_v4",
+    [K_SBWDX_BF16_V1] = "msda_backward_softmax_bf16_exact_v1",
+    [K_SBWDX_BF16C32_V8] = "msda_backward_softmax_bf16c32_exact_v8",
+    [K_SBWDX_BF16C32_V4] = "msda_backward_softmax_bf16c32_exact_v4",
+    [K_SBWDX_BF16C32_V1] = "msda_backward_softmax_bf16c32_exact_v1",
+    [K_XBOUNDS_F32] = "msda_exact_bounds_f32",
+    [K_XBOUNDS_F64] = "msda_exact_bounds_f64",
+    [K_XBOUNDS_F16] = "msda_exact_bounds_f16",
+    [K_XBOUNDS_F16C32] = "msda_exact_bounds_f16c32",
+    [K_XBOUNDS_BF16] = "msda_exact_bounds_bf16",
+    [K_XBOUNDS_BF16C32] = "msda_exact_bounds_bf16c32",
+    [K_XFINISH_F32] = "msda_exact_finish_f32",
+    [K_XFINISH_F64] = "msda_exact_finish_f64",
+    [K_XFINISH_F16] = "msda_exact_finish_f16",
+    [K_XFINISH_BF16] = "msda_exact_finish_bf16",
 };
 
 /* Each forward kernel msda_forward_REST has a points twin, msda_forward_points_REST
@@ -142,6 +184,18 @@ static int kernel_built(const msda_device_config *cfg, msda_kernel_id k) {
     case K_SBWDHALF_BF16C32_V8: case K_SBWDHALF_BF16C32_V4: case K_SBWDHALF_BF16C32_V1:
     case K_HALF_BOUNDS_BF16: case K_HALF_BOUNDS_BF16C32: case K_FINISH_HALF_BF16:
         return cfg->bf16_enabled && cfg->bf16_half_sums;
+    case K_BWDX_F16_V8: case K_BWDX_F16_V4: case K_BWDX_F16_V1:
+    case K_BWDX_F16C32_V8: case K_BWDX_F16C32_V4: case K_BWDX_F16C32_V1:
+    case K_SBWDX_F16_V8: case K_SBWDX_F16_V4: case K_SBWDX_F16_V1:
+    case K_SBWDX_F16C32_V8: case K_SBWDX_F16C32_V4: case K_SBWDX_F16C32_V1:
+    case K_XBOUNDS_F16: case K_XBOUNDS_F16C32: case K_XFINISH_F16:
+        return cfg->f16_enabled;
+    case K_BWDX_BF16_V8: case K_BWDX_BF16_V4: case K_BWDX_BF16_V1:
+    case K_BWDX_BF16C32_V8: case K_BWDX_BF16C32_V4: case K_BWDX_BF16C32_V1:
+    case K_SBWDX_BF16_V8: case K_SBWDX_BF16_V4: case K_SBWDX_BF16_V1:
+    case K_SBWDX_BF16C32_V8: case K_SBWDX_BF16C32_V4: case K_SBWDX_BF16C32_V1:
+    case K_XBOUNDS_BF16: case K_XBOUNDS_BF16C32: case K_XFINISH_BF16:
+        return cfg->bf16_enabled;
     case K_GATHER_F16: case K_ZERO_F16:
         return cfg->f16_enabled && cfg->f16_replica_adds > 0;
     case K_ZERO_BF16:

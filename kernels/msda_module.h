@@ -39,6 +39,17 @@ typedef enum msda_kernel_id {
     /* f16 replicas (msda_plan.h): their rows zeroed with grad_value before the backward, and
      * f16's added up into grad_value after it (bf16's by K_FINISH_HALF_BF16). */
     K_GATHER_F16, K_ZERO_F16, K_ZERO_BF16,
+    /* The deterministic backward (msda.h, `deterministic`): X for exact sums, plain and fused
+     * (S), the bounds that set their scale (by grad_output's type and the weights'), and the
+     * rounding into grad_value. */
+    K_BWDX_F32_V4, K_BWDX_F32_V1, K_BWDX_F64_V2, K_BWDX_F64_V1,
+    K_BWDX_F16_V8, K_BWDX_F16_V4, K_BWDX_F16_V1, K_BWDX_F16C32_V8, K_BWDX_F16C32_V4, K_BWDX_F16C32_V1,
+    K_BWDX_BF16_V8, K_BWDX_BF16_V4, K_BWDX_BF16_V1, K_BWDX_BF16C32_V8, K_BWDX_BF16C32_V4, K_BWDX_BF16C32_V1,
+    K_SBWDX_F32_V4, K_SBWDX_F32_V1, K_SBWDX_F64_V2, K_SBWDX_F64_V1,
+    K_SBWDX_F16_V8, K_SBWDX_F16_V4, K_SBWDX_F16_V1, K_SBWDX_F16C32_V8, K_SBWDX_F16C32_V4, K_SBWDX_F16C32_V1,
+    K_SBWDX_BF16_V8, K_SBWDX_BF16_V4, K_SBWDX_BF16_V1, K_SBWDX_BF16C32_V8, K_SBWDX_BF16C32_V4, K_SBWDX_BF16C32_V1,
+    K_XBOUNDS_F32, K_XBOUNDS_F64, K_XBOUNDS_F16, K_XBOUNDS_F16C32, K_XBOUNDS_BF16, K_XBOUNDS_BF16C32,
+    K_XFINISH_F32, K_XFINISH_F64, K_XFINISH_F16, K_XFINISH_BF16,
     K_COUNT
 } msda_kernel_id;
 

@@ -149,6 +149,9 @@ msda_status msda_check_backward(const msda_backward_args *a, msda_problem *pb, m
     const msda_problem_in in = msda_backward_in(a);
     msda_status st = msda_check_problem(&in, pb, err);
     if (st != MSDA_OK) return st;
+    if (a->deterministic != 0 && a->deterministic != 1)
+        return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "deterministic is %d: 0 or 1", (int)a->deterministic);
+    pb->deterministic = a->deterministic;
     const void *const ptrs[] = {a->value,       a->sampling_locations,      a->attention_weights,
                                 a->grad_output, a->grad_value,              a->grad_sampling_locations,
                                 a->grad_attention_weights};

@@ -554,6 +554,102 @@ START_TEST(the_backward_takes_the_heads_in_phases_past_one_wave) {
 }
 END_TEST
 
+/* deterministic: the workspace (an int64 sum an element, a 4-bit flag an element, 32 bytes of
+ * bounds) allocated and zeroed; the bounds; the exact-sum backward; then the rounding of every
+ * element into grad_value, which is not zeroed first. Every dtype, whatever its strategy. */
+static void assert_exact(const fake_launch_op *ops, int n, const char *bounds, const char *kernel,
+                         const char *finish, int64_t N, int64_t Lq, int logits) {
+    const size_t elems = (size_t)N * DETR_S * 8 * 32, flag_bytes = (elems + 31) / 32 * 16;
+    ck_assert_int_eq(n, 5);
+    ck_assert_int_eq(ops[0].kind, FAKE_ALLOC);
+    ck_assert_uint_eq(ops[0].bytes, elems * 8 + flag_bytes + 32);
+    const uintptr_t ws = ops[0].address;
+    ck_assert_int_eq(ops[1].kind, FAKE_MEMSET);
+    ck_assert_uint_eq(ops[1].address, ws);
+    ck_assert_uint_eq(ops[1].bytes, elems * 8 + flag_bytes + 32);
+    for (int i = 2; i < 5; i++) {
+        ck_assert_int_eq(ops[i].kind, FAKE_LAUNCH);
+        ck_assert_uint_eq(ops[i].params.buffer, ws);
+        ck_assert_uint_eq(ops[i].params.half_sums, ws + elems * 8 + flag_bytes);
+        ck_assert_int_eq(ops[i].params.weights_logits, logits);
+        ck_assert_int_eq(ops[i].params.queries, Lq);
+        ck_assert_int_eq(ops[i].params.points, 4);
+        ck_assert_int_eq(ops[i].params.groups, N * Lq * 8);
+        ck_assert_int_eq(ops[i].params.replica_adds, 0);
+        ck_assert_int_eq(ops[i].params.buffer_spatial, 0);
+    }
+    ck_assert_str_eq(ops[2].name, bounds);
+    ck_assert_uint_eq(ops[2].params.grad_output, (uintptr_t)NOWHERE(4));
+    ck_assert_uint_eq(ops[2].params.weights, (uintptr_t)NOWHERE(3)); /* logits too: checked for inf and NaN */
+    ck_assert_uint_le(ops[2].grid, WAVE);
+    ck_assert_str_eq(ops[3].name, kernel);
+    ck_assert_uint_eq(ops[3].params.output, (uintptr_t)NOWHERE(5));
+    ck_assert_str_eq(ops[4].name, finish);
+    ck_assert_uint_eq(ops[4].params.output, (uintptr_t)NOWHERE(5));
+    ck_assert_int_eq(ops[4].params.threads, elems);
+    ck_assert_uint_le(ops[4].grid, WAVE);
+}
+
+START_TEST(the_deterministic_backward_sums_grad_value_exactly_then_rounds_it) {
+    load_fake_driver();
+    const fake_launch_op *ops;
+    msda_backward_args a = backward_args(MSDA_F32, 2, DETR_S, MSDA_HOST);
+    a.deterministic = 1;
+    int n = backward_of(&a, &ops);
+    assert_exact(ops, n, "msda_exact_bounds_f32", "msda_backward_f32_exact_v4", "msda_exact_finish_f32", 2, DETR_S, 0);
+    /* The launch layout of the plain backward: queries spread, heads in phases. */
+    ck_assert_int_eq(ops[3].params.head_phases_log2, 1);
+    ck_assert_int_gt(ops[3].params.spread_log2, 0);
+    /* bf16 (half sums by default) and f16 (replicas by default) take the same path. */
+    a = backward_args(MSDA_BF16, 2, 900, MSDA_DEVICE);
+    a.deterministic = 1;
+    n = backward_of(&a, &ops);
+    assert_exact(ops, n, "msda_exact_bounds_bf16", "msda_backward_bf16_exact_v8", "msda_exact_finish_bf16", 2, 900, 0);
+    a = backward_args(MSDA_F16, 2, 900, MSDA_HOST);
+    a.deterministic = 1;
+    a.coord_type = MSDA_COORD_F32;
+    a.weights = MSDA_WEIGHTS_LOGITS;
+    n = backward_of(&a, &ops);
+    assert_exact(ops, n, "msda_exact_bounds_f16c32", "msda_backward_softmax_f16c32_exact_v8", "msda_exact_finish_f16",
+                 2, 900, 1);
+    a = backward_args(MSDA_F64, 1, 900, MSDA_HOST);
+    a.deterministic = 1;
+    n = backward_of(&a, &ops);
+    assert_exact(ops, n, "msda_exact_bounds_f64", "msda_backward_f64_exact_v2", "msda_exact_finish_f64", 1, 900, 0);
+    /* A value off its 16-byte alignment: one element a lane. */
+    a = backward_args(MSDA_F32, 1, 900, MSDA_HOST);
+    a.deterministic = 1;
+    a.value = (const char *)NOWHERE(1) + 4;
+    n = backward_of(&a, &ops);
+    ck_assert_str_eq(ops[3].name, "msda_backward_f32_exact_v1");
+    /* The workspace the caller is told to bring is what the call takes; too small is refused
+     * before anything is queued. */
+    a = backward_args(MSDA_BF16, 2, DETR_S, MSDA_HOST);
+    a.deterministic = 1;
+    size_t bytes = 0;
+    msda_error err;
+    ck_assert_int_eq(msda_backward_cuda_workspace(&a, &bytes, &err), MSDA_OK);
+    const size_t elems = (size_t)2 * DETR_S * 8 * 32;
+    ck_assert_uint_eq(bytes, elems * 8 + elems / 2 + 32);
+    a.workspace = NOWHERE(9);
+    a.workspace_bytes = bytes;
+    n = backward_of(&a, &ops);
+    ck_assert_int_eq(n, 4); /* no allocation */
+    ck_assert_int_eq(ops[0].kind, FAKE_MEMSET);
+    ck_assert_uint_eq(ops[0].address, (uintptr_t)NOWHERE(9));
+    ck_assert_uint_eq(ops[1].params.half_sums, (uintptr_t)NOWHERE(9) + bytes - 32);
+    a.workspace_bytes = bytes - 1;
+    ck_assert_int_eq(msda_backward_cuda(&a, NULL, &err), MSDA_ERR_BAD_ARGUMENT);
+    ck_assert_int_eq(recorded(&ops), 0);
+    /* Neither 0 nor 1: refused by the checks, on both paths. */
+    a.deterministic = 2;
+    ck_assert_int_eq(msda_backward_cuda(&a, NULL, &err), MSDA_ERR_BAD_ARGUMENT);
+    ck_assert_ptr_nonnull(strstr(err.message, "deterministic is 2"));
+    ck_assert_int_eq(msda_validate_backward(&a, &err), MSDA_ERR_BAD_ARGUMENT);
+    ck_assert_int_eq(recorded(&ops), 0);
+}
+END_TEST
+
 TCase *kt_tcase_launch(void) {
     TCase *tc = tcase_create("launch");
     tcase_add_test(tc, the_16bit_points_forward_runs_as_one_wave_up_to_16_waves);
@@ -566,5 +662,6 @@ TCase *kt_tcase_launch(void) {
     tcase_add_test(tc, device_code_with_replicas_but_no_mixed_f16_strategy_is_refused);
     tcase_add_test(tc, the_backward_spreads_its_queries_in_runs_of_at_least_128);
     tcase_add_test(tc, the_backward_takes_the_heads_in_phases_past_one_wave);
+    tcase_add_test(tc, the_deterministic_backward_sums_grad_value_exactly_then_rounds_it);
     return tc;
 }
