@@ -12,8 +12,8 @@ Existing code keeps working unchanged, without building anything:
 Unlike the original, these take CPU as well as CUDA tensors, f16 and bf16 as well as f32 and
 f64, and any batch size (im2col_step is accepted and ignored). Like the original, they record
 no autograd graph: the model's own autograd.Function calls them. Unlike the original, the CUDA
-backward follows torch.use_deterministic_algorithms(True): its grad_value is added with atomics,
-so it raises there (with warn_only=True, warns), as torch's own grid_sample backward does.
+backward follows torch.use_deterministic_algorithms(True): there its grad_value, added with
+atomics otherwise, is summed exactly, the same bits on every run.
 """
 from typing import List
 

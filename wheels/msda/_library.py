@@ -17,7 +17,7 @@ from ._errors import GPU, MSDAError, error_from_status
 ENV_LIBRARY = "MSDA_LIBRARY"
 MAX_LEVELS = 16  # MSDA_MAX_LEVELS
 # MSDA_ABI_VERSION of the msda.h these structs copy: a library of another one is refused.
-ABI_VERSION = 3
+ABI_VERSION = 4
 
 
 class DType(enum.IntEnum):
@@ -74,7 +74,8 @@ class _BackwardArgs(ctypes.Structure):
                 # msda.h's optional device workspace: the struct must match the C one exactly
                 ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
                 ("coord_type", ctypes.c_int), ("level_table", ctypes.c_int),
-                ("device_status", ctypes.c_void_p), ("weights", ctypes.c_int)]
+                ("device_status", ctypes.c_void_p), ("weights", ctypes.c_int),
+                ("deterministic", ctypes.c_int32)]
 
 
 class _Error(ctypes.Structure):

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import ctypes
 import threading
-import warnings
 import weakref
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 
-from ._errors import GPU, MSDAError, MSDAInputError, Status, error_from_status
+from ._errors import GPU, MSDAInputError, Status, error_from_status
 from ._library import (CoordType, DType, Library, Memory, Sizes, Weights, _BackwardArgs,
                        _Error, _ForwardArgs, _Sizes, library)
 from ._shapes import check_forward, check_grad_output, output_shape
@@ -58,29 +57,9 @@ def aligned(t: torch.Tensor) -> torch.Tensor:
     return t.clone() if t.is_cuda and t.data_ptr() % 16 else t
 
 
-# torch.use_deterministic_algorithms's state (torch 1.8 and later; warn_only since 1.11).
+# torch.use_deterministic_algorithms's state (torch 1.8 and later).
 _deterministic: Callable[[], bool] = getattr(torch, "are_deterministic_algorithms_enabled",
                                              lambda: False)
-_deterministic_warn_only: Callable[[], bool] = getattr(
-    torch, "is_deterministic_algorithms_warn_only_enabled", lambda: False)
-
-NOT_DETERMINISTIC = ("msda: the CUDA backward of ms_deform_attn adds into grad_value with "
-                     "atomics, in an order (and so with last bits) that changes from run to run, "
-                     "and torch.use_deterministic_algorithms(True) is set; "
-                     "torch.use_deterministic_algorithms(True, warn_only=True) lets it run with "
-                     "a warning (the CPU backward is deterministic)")
-
-
-def alert_not_deterministic() -> None:
-    """What torch's own ops with only a nondeterministic CUDA backward do (grid_sample's,
-    index_add's, torchvision's deform_conv2d's) under torch.use_deterministic_algorithms(True):
-    raise MSDAError (a RuntimeError), or with warn_only=True warn. The location and weight
-    gradients are summed in a fixed order; grad_value is not."""
-    if _deterministic():
-        if _deterministic_warn_only():
-            warnings.warn(NOT_DETERMINISTIC, UserWarning, stacklevel=2)
-        else:
-            raise MSDAError(NOT_DETERMINISTIC)
 
 
 def check_dtypes(value: torch.Tensor, spatial_shapes: torch.Tensor,
@@ -471,7 +450,9 @@ def run_backward(call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Te
     """[grad_value, grad_sampling_locations, grad_attention_weights] for tensors as `prepare`
     returned them: the first in value's dtype, the others in coord_dtype's (with logits, the
     third is the gradient with respect to them). value_grad: whether the caller uses
-    grad_value, the one result that `alert_not_deterministic` concerns (computed either way)."""
+    grad_value: under torch.use_deterministic_algorithms(True) a CUDA backward that returns it
+    sums it exactly (msda.h, `deterministic`: the same bits on every run, at a cost); the other
+    two are deterministic either way, so without it the usual kernels run."""
     if grad_output.shape != call.out_shape:
         check_grad_output(call.sizes, grad_output.shape)
     device = call.device
@@ -487,8 +468,7 @@ def run_backward(call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Te
     if index >= 0 and torch.cuda.current_device() != index:
         with torch.cuda.device(index):
             return run_backward(call, value, loc, w, grad_output, value_grad)
-    if index >= 0 and value_grad:
-        alert_not_deterministic()
+    deterministic = index >= 0 and value_grad and _deterministic()
     # Each is written entirely by the call (grad_value zeroed by it first).
     grads = [torch.empty_like(value), torch.empty_like(loc), torch.empty_like(w)]
     pt = _per_thread
@@ -500,6 +480,7 @@ def run_backward(call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Te
     a.grad_attention_weights = grads[2].data_ptr()
     a.workspace = None
     a.workspace_bytes = 0
+    a.deterministic = deterministic
     lib = call.lib
     if index < 0:
         status = lib.backward_cpu(pt.bwd_ref, torch.get_num_threads(), pt.err_ref)
@@ -507,7 +488,7 @@ def run_backward(call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Te
             lib.check(status, pt.err)
         return grads
     # The workspace's size per table, sizes and types (the table decides the buffer plan).
-    key = (call.sizes, call.dtype, call.cdt, index)
+    key = (call.sizes, call.dtype, call.cdt, index, deterministic)
     cache = call.table.workspace
     nbytes = cache.get(key)
     status = 0

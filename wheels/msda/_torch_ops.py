@@ -150,8 +150,8 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
     for the original signature and ignored: libmsda takes any batch size in one call.
 
     The CUDA backward's grad_value is summed with atomics, in an order that changes from run to
-    run: under torch.use_deterministic_algorithms(True) a backward that needs it raises MSDAError
-    (with warn_only=True, warns), as torch's own grid_sample backward does.
+    run; under torch.use_deterministic_algorithms(True) it is summed exactly in 64-bit integers
+    instead, the same bits on every run, at some cost in time and workspace.
     """
     del im2col_step
     if _is_compiling() and HAS_CUSTOM_OP:
