@@ -2,7 +2,8 @@
 """Issue 11's accuracy table: msda's Python op in f16 and bf16 (and with f32 locations and weights
 beside them) against the f64 reference, per value-gradient strategy, on the bench's shapes with
 random and realistic sampling locations, with the level table on the host and on the GPU (where
-the kernels choose the f32 buffer's levels themselves).
+the kernels choose the f32 buffer's levels themselves), and under torch.use_deterministic_algorithms
+(grad_value in exact integer sums, whatever the library's strategy).
   accuracy.py NAME=LIBMSDA [NAME=LIBMSDA ...] [--cases enc_b2,dec_b2_q900] [--limit 2e-3]
 Each NAME is a library built with one strategy (e.g. default=..., native=..., f32buf=...). The
 reference is grid_sample in f64 on the same inputs as the op gets them: rounded to the dtype,
@@ -48,11 +49,14 @@ def measure(lib, cases, kinds):
                 rv, rl, ra = (t.detach().double().requires_grad_(True) for t in (v, l, a))
                 ref = msda_grid_sample(rv, rl, ra)
                 want = torch.autograd.grad(ref, (rv, rl, ra), g.double())
-                for where, (shapes, starts) in tables.items():
+                for where, (shapes, starts) in (*tables.items(), ("det", tables["host"])):
+                    # det: under torch.use_deterministic_algorithms, grad_value's exact sums
+                    torch.use_deterministic_algorithms(where == "det")
                     out = msda.ms_deform_attn(v, shapes, starts, l, a)
                     got = torch.autograd.grad(out, (v, l, a), g)
                     errs = [rel(out, ref.detach())] + [rel(x, y) for x, y in zip(got, want)]
                     print("ROW", case, name, kind, where, *("%.3e" % e for e in errs), flush=True)
+                torch.use_deterministic_algorithms(False)
 
 
 def main():
@@ -84,7 +88,8 @@ def main():
     for r in table:
         print(f"{r[0]:10} {r[1]:12} {r[2]:8} {r[3]:9} {r[4]:5} {r[5]:>9} {r[6]:>10} {r[7]:>9} {r[8]:>9}")
     print("relative L2 error against grid_sample in f64 on the same (dtype-rounded) inputs; table: where")
-    print("the level table was (gpu: as models keep it; the kernels plan the f32 buffer)")
+    print("the level table was (gpu: as models keep it; the kernels plan the f32 buffer; det: on the host,")
+    print("under torch.use_deterministic_algorithms(True): grad_value in exact integer sums)")
     default = table[0][0] if table else None
     over = [r for r in table if r[0] == default and r[1].startswith("enc") and float(r[6]) > args.limit]
     for r in over:

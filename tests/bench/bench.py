@@ -63,7 +63,8 @@ class BackwardArgs(ctypes.Structure):
                 ("grad_locations", ctypes.c_void_p), ("grad_weights", ctypes.c_void_p),
                 ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
                 ("coord_type", ctypes.c_int), ("level_table", ctypes.c_int),
-                ("device_status", ctypes.c_void_p), ("weights", ctypes.c_int)]
+                ("device_status", ctypes.c_void_p), ("weights", ctypes.c_int),
+                ("deterministic", ctypes.c_int32)]
 
 
 class Error(ctypes.Structure):
@@ -75,8 +76,8 @@ class Msda:
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
         self.lib.msda_abi_version.restype = ctypes.c_int
-        if self.lib.msda_abi_version() != 3:  # the structs above
-            sys.exit(f"{path}: libmsda ABI {self.lib.msda_abi_version()}, bench.py knows ABI 3")
+        if self.lib.msda_abi_version() != 4:  # the structs above
+            sys.exit(f"{path}: libmsda ABI {self.lib.msda_abi_version()}, bench.py knows ABI 4")
         for name, argt in (("msda_forward_cuda", ForwardArgs), ("msda_backward_cuda", BackwardArgs)):
             fn = getattr(self.lib, name)
             fn.argtypes = [ctypes.POINTER(argt), ctypes.c_void_p, ctypes.POINTER(Error)]
@@ -125,15 +126,18 @@ class Msda:
             self._check(self.lib.msda_forward_cuda(ctypes.byref(args), stream, ctypes.byref(err)), err, "forward")
         return run
 
-    def backward_fn(self, code, value, loc, attn, gout, gv, gl, ga, weights=0, device_table=False):
+    def backward_fn(self, code, value, loc, attn, gout, gv, gl, ga, weights=0, device_table=False,
+                    deterministic=0):
         """The backward call, with a workspace from torch's allocator where the library wants one;
-        device_table: the level table in device memory (the kernels plan the f32 buffer)."""
+        device_table: the level table in device memory (the kernels plan the f32 buffer);
+        deterministic: grad_value in exact integer sums (msda.h)."""
         N, Sv, Mh, Dh = value.shape
         args = BackwardArgs(code, Sizes(N, Sv, Mh, Dh, loc.shape[1], L, P), *self._table(device_table),
                             value.data_ptr(), loc.data_ptr(), attn.data_ptr(), gout.data_ptr(),
                             gv.data_ptr(), gl.data_ptr(), ga.data_ptr(), None, 0, weights=weights,
                             level_table=1 if device_table else 0,
-                            device_status=self.device_status.data_ptr() if device_table else None)
+                            device_status=self.device_status.data_ptr() if device_table else None,
+                            deterministic=deterministic)
         err = Error()
         need = ctypes.c_size_t(0)
         self._check(self.lib.msda_backward_cuda_workspace(ctypes.byref(args), ctypes.byref(need), ctypes.byref(err)),
@@ -270,6 +274,10 @@ def bench_case(lib, name, N, Lq, dt_name, dtype, code, args, bw):
     bwd_dev = lib.backward_fn(code, value, loc, attn, gout, gv_dev, gl_dev, ga_dev, device_table=True)
     t_dfwd = graph_ms(fwd_dev, args.reps, args.warmup)
     t_dbwd = graph_ms(bwd_dev, args.reps, args.warmup)
+    # The deterministic backward (exact sums of grad_value), table on the host.
+    gv_x, gl_x, ga_x = torch.empty_like(value), torch.empty_like(loc), torch.empty_like(attn)
+    bwd_x = lib.backward_fn(code, value, loc, attn, gout, gv_x, gl_x, ga_x, deterministic=1)
+    t_xbwd = graph_ms(bwd_x, args.reps, args.warmup)
 
     # Agreement: the grid_sample version in f32 (f64 for f64) on the same inputs, with autograd.
     up = torch.float64 if dtype == torch.float64 else torch.float32
@@ -281,11 +289,15 @@ def bench_case(lib, name, N, Lq, dt_name, dtype, code, args, bw):
     fwd_sm()
     fwd_dev()
     bwd_dev()
+    bwd_x()
+    first_x = gv_x.clone()
+    bwd_x()
     torch.cuda.synchronize()
+    same_x = torch.equal(first_x, gv_x) and torch.equal(gl_x, gl) and torch.equal(ga_x, ga)
     if lib.device_status.item():
         raise RuntimeError(f"{name}: the device level table was found inconsistent")
     errs = [rel(out, ref.detach()), rel(gv, vr.grad), rel(gl, lr.grad), rel(ga, ar.grad), rel(out_sm, ref.detach()),
-            rel(gv_dev, vr.grad), rel(out_dev, ref.detach())]
+            rel(gv_dev, vr.grad), rel(out_dev, ref.detach()), rel(gv_x, vr.grad)]
     # The grid_sample version in this dtype, for the timings.
     vr, lr, ar = (t.clone().requires_grad_(True) for t in (value, loc, attn))
     with torch.no_grad():
@@ -302,7 +314,7 @@ def bench_case(lib, name, N, Lq, dt_name, dtype, code, args, bw):
     fwd_bytes = eb * (value.numel() + loc.numel() + attn.numel() + out.numel())
     bwd_bytes = eb * (value.numel() + loc.numel() + attn.numel() + gout.numel() + gv.numel() + gl.numel() + ga.numel())
     return dict(case=name, dtype=dt_name, fwd=t_fwd, bwd=t_bwd, sfwd=t_sfwd, sbwd=t_sbwd, dfwd=t_dfwd, dbwd=t_dbwd,
-                cfwd=c_fwd, cbwd=c_bwd,
+                xbwd=t_xbwd, same_x=same_x, cfwd=c_fwd, cbwd=c_bwd,
                 tfwd=t_tfwd, tbwd=t_tbwd,
                 floor_fwd=fwd_bytes / bw * 1e3, floor_bwd=bwd_bytes / bw * 1e3, errs=errs)
 
@@ -319,17 +331,21 @@ def kernel_table(lib, args, wanted, bw):
             # coordinate differently in f32, so a few points land on the other side of one.
             # The fifth: the fused op's output, from the logits rounded to dtype where attn is the
             # softmax rounded to dtype. The sixth and seventh: grad_value and the output with the
-            # level table on the device.
-            tols = {"f64": [1e-10] * 7, "f32": [1e-4, 1e-4, 2e-3, 1e-4, 1e-4, 1e-4, 1e-4]}.get(dt_name, [3e-2] * 7)
+            # level table on the device. The eighth: the deterministic backward's grad_value.
+            tols = {"f64": [1e-10] * 8, "f32": [1e-4, 1e-4, 2e-3, 1e-4, 1e-4, 1e-4, 1e-4, 1e-4]}.get(dt_name, [3e-2] * 8)
             r["agree"] = all(e < t for e, t in zip(r["errs"], tols))
             if not r["agree"]:
                 bad.append(f"{name} {dt_name}: relative differences {r['errs']}")
+            if not r["same_x"]:
+                bad.append(f"{name} {dt_name}: the deterministic backward gave other bits on a second run, "
+                           f"or other location and weight gradients than the usual one")
             rows.append(r)
             print(f"  {name} {dt_name}: fwd {r['fwd']:.4f} ms, bwd {r['bwd']:.4f} ms (graph), "
                   f"differences to grid_sample {['%.1e' % e for e in r['errs']]}", flush=True)
 
     print()
     hdr = (f"{'case':<12} {'dtype':<5} {'fwd graph':>9} {'bwd graph':>9} {'sm fwd':>8} {'sm bwd':>8} {'dev fwd':>8} {'dev bwd':>8} "
+           f"{'det bwd':>8} "
            f"{'fwd call':>9} {'bwd call':>9} "
            f"{'gs fwd':>8} {'gs bwd':>8} {'floor fwd':>9} {'floor bwd':>9} {'target':>7} {'vs gs':>6}")
     print(hdr)
@@ -344,13 +360,14 @@ def kernel_table(lib, args, wanted, bw):
         else:
             target = "-"
         print(f"{r['case']:<12} {r['dtype']:<5} {r['fwd']:>9.4f} {r['bwd']:>9.4f} {r['sfwd']:>8.4f} {r['sbwd']:>8.4f} "
-              f"{r['dfwd']:>8.4f} {r['dbwd']:>8.4f} "
+              f"{r['dfwd']:>8.4f} {r['dbwd']:>8.4f} {r['xbwd']:>8.4f} "
               f"{r['cfwd']:>9.4f} {r['cbwd']:>9.4f} "
               f"{r['tfwd']:>8.3f} {r['tbwd']:>8.3f} {r['floor_fwd']:>9.4f} {r['floor_bwd']:>9.4f} "
               f"{target:>7} {'ok' if r['agree'] else 'DIFF':>6}")
     print(f"sampling locations: {args.locations}")
     print("ms; graph: GPU time per call (CUDA graph of 20 calls); sm: the fused softmax op (logits), graph;")
     print("dev fwd, dev bwd: with the level table in device memory (as models pass it), graph;")
+    print("det bwd: the deterministic backward (grad_value in exact integer sums), graph;")
     print("call: events around each call from Python;")
     print("gs: the grid_sample version (events around each call); medians of %d after %d warm-up;" % (args.reps, args.warmup))
     print("floor: bytes moved / measured copy bandwidth; target: f16/bf16 against f32 (graph); vs gs: agreement")

@@ -188,8 +188,10 @@ static int msda_ok(msda_status st, const msda_error *e, const char *what) {
  * off their 16-byte alignment, to run the one-element-per-access kernels; `device_table`: the
  * GPU calls take the level table from device memory (msda.h, MSDA_DEVICE); `weights`: what
  * attention_weights holds (MSDA_WEIGHTS_LOGITS: the fused-softmax kernels). */
+/* deterministic: the backward's exact sums (msda.h), run twice: the second run's grad_value must
+ * be the first's, bit for bit. */
 static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream stream, int offset,
-                     int device_table, msda_weights weights) {
+                     int device_table, msda_weights weights, int deterministic) {
     int64_t starts[MSDA_MAX_LEVELS], S = 0;
     for (int64_t l = 0; l < g->L; l++) {
         starts[l] = S;
@@ -245,6 +247,7 @@ static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream s
     gb.attention_weights = gf.attention_weights, gb.grad_output = (void *)(uintptr_t)d_gout;
     gb.grad_value = (void *)(uintptr_t)d_gv, gb.grad_sampling_locations = (void *)(uintptr_t)d_gl;
     gb.grad_attention_weights = (void *)(uintptr_t)d_ga;
+    gb.deterministic = deterministic;
     /* The aligned runs pass a workspace where one is wanted; the misaligned ones let the library
      * allocate its own. */
     size_t ws_bytes = 0;
@@ -257,6 +260,18 @@ static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream s
     ok = ok && msda_ok(msda_forward_cuda(&gf, stream, &e), &e, "cuda forward") &&
          msda_ok(msda_backward_cuda(&gb, stream, &e), &e, "cuda backward");
     CHECK_CU(cuStreamSynchronize(stream));
+    if (ok && deterministic) { /* again, before the table's memory is freed */
+        void *first = host_alloc((size_t)x.n_value * eb), *again = host_alloc((size_t)x.n_value * eb);
+        CHECK_CU(cuMemcpyDtoH(first, d_gv, (size_t)x.n_value * eb));
+        ok = msda_ok(msda_backward_cuda(&gb, stream, &e), &e, "cuda backward, again");
+        CHECK_CU(cuStreamSynchronize(stream));
+        CHECK_CU(cuMemcpyDtoH(again, d_gv, (size_t)x.n_value * eb));
+        if (ok && memcmp(again, first, (size_t)x.n_value * eb) != 0) {
+            printf("  the deterministic backward's grad_value differs on a second run\n");
+            ok = 0;
+        }
+        free(first), free(again);
+    }
     if (device_table) { /* a consistent table: nothing stored */
         int32_t status = -1;
         CHECK_CU(cuMemcpyDtoH(&status, d_status, sizeof status));
@@ -273,7 +288,8 @@ static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream s
     CHECK_CU(cuMemcpyDtoH(gpu_gl, d_gl, (size_t)x.n_attn * 2 * eb));
     CHECK_CU(cuMemcpyDtoH(gpu_ga, d_ga, (size_t)x.n_attn * eb));
     char name[48];
-    snprintf(name, sizeof name, "%s%s", weights == MSDA_WEIGHTS_LOGITS ? "softmax_" : "", g->name);
+    snprintf(name, sizeof name, "%s%s%s", deterministic ? "det_" : "", weights == MSDA_WEIGHTS_LOGITS ? "softmax_" : "",
+             g->name);
     if (ok) {
         report(label, name, t, &f.sizes, rel_err(gpu_out, cpu_out, x.n_out, t),
                rel_err(gpu_gv, cpu_gv, x.n_value, t), rel_err(gpu_gl, cpu_gl, 2 * x.n_attn, t),
@@ -419,21 +435,30 @@ int main(int argc, char **argv) {
                              : (int)(sizeof full_cases / sizeof full_cases[0]);
     for (int t = 0; t < 4; t++) {
         if (!want[t]) continue;
-        for (int c = 0; c < ncases; c++) run_case(label, &cases[c], (msda_dtype)t, stream, 0, 0, MSDA_WEIGHTS_SOFTMAXED);
-        run_case(label, &cases[small ? 0 : 2], (msda_dtype)t, stream, 1, 0, MSDA_WEIGHTS_SOFTMAXED);
+        for (int c = 0; c < ncases; c++) run_case(label, &cases[c], (msda_dtype)t, stream, 0, 0, MSDA_WEIGHTS_SOFTMAXED, 0);
+        run_case(label, &cases[small ? 0 : 2], (msda_dtype)t, stream, 1, 0, MSDA_WEIGHTS_SOFTMAXED, 0);
         for (int c = 0; c < (small ? 1 : 3); c++)
-            run_case(label, &cases[c], (msda_dtype)t, stream, 0, 1, MSDA_WEIGHTS_SOFTMAXED);
+            run_case(label, &cases[c], (msda_dtype)t, stream, 0, 1, MSDA_WEIGHTS_SOFTMAXED, 0);
         /* The replicas planned by the kernels from a device table, in the host's bound. */
-        if (!small) run_case(label, &cases[ncases - 1], (msda_dtype)t, stream, 0, 1, MSDA_WEIGHTS_SOFTMAXED);
+        if (!small) run_case(label, &cases[ncases - 1], (msda_dtype)t, stream, 0, 1, MSDA_WEIGHTS_SOFTMAXED, 0);
         /* The fused softmax: the encoder (all-buffer bf16 backward), the decoder (points split
          * over lanes in the forward, mixed bf16 backward), D = 71 (several chunks a lane, one
          * element a vector), misaligned, and the table on the device. */
         static const int softmax_full[] = {0, 2, 5}, softmax_small[] = {0, 1};
         const int *sm = small ? softmax_small : softmax_full;
         for (int c = 0; c < (small ? 2 : 3); c++)
-            run_case(label, &cases[sm[c]], (msda_dtype)t, stream, 0, 0, MSDA_WEIGHTS_LOGITS);
-        run_case(label, &cases[small ? 0 : 2], (msda_dtype)t, stream, 1, 0, MSDA_WEIGHTS_LOGITS);
-        run_case(label, &cases[0], (msda_dtype)t, stream, 0, 1, MSDA_WEIGHTS_LOGITS);
+            run_case(label, &cases[sm[c]], (msda_dtype)t, stream, 0, 0, MSDA_WEIGHTS_LOGITS, 0);
+        run_case(label, &cases[small ? 0 : 2], (msda_dtype)t, stream, 1, 0, MSDA_WEIGHTS_LOGITS, 0);
+        run_case(label, &cases[0], (msda_dtype)t, stream, 0, 1, MSDA_WEIGHTS_LOGITS, 0);
+        /* The deterministic backward: the encoder, the decoder, D = 71, misaligned (one element
+         * a lane, the library's own workspace), the table on the device, the fused softmax. */
+        static const int exact_full[] = {0, 2, 5}, exact_small[] = {0, 1};
+        for (int c = 0; c < (small ? 2 : 3); c++)
+            run_case(label, &cases[(small ? exact_small : exact_full)[c]], (msda_dtype)t, stream, 0, 0,
+                     MSDA_WEIGHTS_SOFTMAXED, 1);
+        run_case(label, &cases[small ? 0 : 2], (msda_dtype)t, stream, 1, 0, MSDA_WEIGHTS_SOFTMAXED, 1);
+        run_case(label, &cases[0], (msda_dtype)t, stream, 0, 1, MSDA_WEIGHTS_SOFTMAXED, 1);
+        run_case(label, &cases[0], (msda_dtype)t, stream, 0, 0, MSDA_WEIGHTS_LOGITS, 1);
     }
     for (int t = 0; t < 4; t++)
         if (want[t] && t != MSDA_F64) check_bad_device_table(label, (msda_dtype)t, stream);
@@ -452,7 +477,7 @@ int main(int argc, char **argv) {
             snprintf(name, sizeof name, "ctx2_dev%d", d);
             gcase g = small_cases[0];
             g.name = name;
-            run_case(label, &g, want[MSDA_F32] ? MSDA_F32 : MSDA_F16, os, 0, 0, MSDA_WEIGHTS_SOFTMAXED);
+            run_case(label, &g, want[MSDA_F32] ? MSDA_F32 : MSDA_F16, os, 0, 0, MSDA_WEIGHTS_SOFTMAXED, 0);
             CHECK_CU(cuStreamDestroy(os));
             CHECK_CU(cuCtxDestroy(other));
             CHECK_CU(cuCtxSetCurrent(ctx));
