@@ -306,9 +306,13 @@ def test_deterministic_backward_gives_the_same_bits_every_run(deterministic_algo
     for again, grads in runs:
         assert torch.equal(again, out)  # the forward is as always
         assert grads[0].dtype == dtype and grads[1].dtype == (coord or dtype)
-        assert torch.equal(grads[0], runs[0][1][0])
-        # The location and weight gradients are deterministic either way: the same bits.
-        assert torch.equal(grads[1], usual[1]) and torch.equal(grads[2], usual[2])
+        for g, first in zip(grads, runs[0][1]):
+            assert torch.equal(g, first)
+        # The location and weight gradients: as the usual kernels', whose lanes may take other
+        # vector widths (the f32 buffer's 4 against 8 on sm_62 and sm_70), and so sum a point's
+        # channels in another order.
+        for g, u in zip(grads[1:], usual[1:]):
+            assert rel_err(g, u) < EXACT_TOL[coord or dtype]
     value, shapes, starts, loc, w = inputs
     ref_out, ref = _run(op, value.double().cpu(), shapes.cpu(), starts.cpu(), loc.double().cpu(),
                         w.double().cpu(), grad_out.double().cpu())
