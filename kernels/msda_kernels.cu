@@ -1321,6 +1321,18 @@ MSDA_KERNEL msda_zero_backward_bf16(const msda_kparams p) { zero_backward(p); }
     MSDA_KERNEL msda_backward_softmax_##NAME##_exact_v##VEC(const msda_kparams p) {                                 \
         backward<TR, CR, VEC, false, true, false, true>(p);                                                          \
     }
+// A 16-bit value's set, with 16-, 8- and 4-byte vectors, and its bounds (grad_output, then the
+// weights' type: the value's, and f32 beside it).
+#define MSDA_EXACT_SET(NAME, TR)                                                                                     \
+    MSDA_EXACT_PAIR(NAME, TR, TR, 8)                                                                                 \
+    MSDA_EXACT_PAIR(NAME, TR, TR, 4)                                                                                 \
+    MSDA_EXACT_PAIR(NAME, TR, TR, 1)                                                                                 \
+    MSDA_EXACT_PAIR(NAME##c32, TR, f32_t, 8)                                                                         \
+    MSDA_EXACT_PAIR(NAME##c32, TR, f32_t, 4)                                                                         \
+    MSDA_EXACT_PAIR(NAME##c32, TR, f32_t, 1)                                                                         \
+    MSDA_KERNEL msda_exact_bounds_##NAME(const msda_kparams p) { exact_bounds_of<TR, TR>(p); }                      \
+    MSDA_KERNEL msda_exact_bounds_##NAME##c32(const msda_kparams p) { exact_bounds_of<TR, f32_t>(p); }              \
+    MSDA_KERNEL msda_exact_finish_##NAME(const msda_kparams p) { exact_finish<TR>(p); }
 MSDA_EXACT_PAIR(f32, f32_t, f32_t, 4)
 MSDA_EXACT_PAIR(f32, f32_t, f32_t, 1)
 MSDA_EXACT_PAIR(f64, f64_t, f64_t, 2)
@@ -1330,24 +1342,8 @@ MSDA_KERNEL msda_exact_bounds_f64(const msda_kparams p) { exact_bounds_of<f64_t,
 MSDA_KERNEL msda_exact_finish_f32(const msda_kparams p) { exact_finish<f32_t>(p); }
 MSDA_KERNEL msda_exact_finish_f64(const msda_kparams p) { exact_finish<f64_t>(p); }
 #if MSDA_ENABLE_F16
-MSDA_EXACT_PAIR(f16, f16_t, f16_t, 8)
-MSDA_EXACT_PAIR(f16, f16_t, f16_t, 4)
-MSDA_EXACT_PAIR(f16, f16_t, f16_t, 1)
-MSDA_EXACT_PAIR(f16c32, f16_t, f32_t, 8)
-MSDA_EXACT_PAIR(f16c32, f16_t, f32_t, 4)
-MSDA_EXACT_PAIR(f16c32, f16_t, f32_t, 1)
-MSDA_KERNEL msda_exact_bounds_f16(const msda_kparams p) { exact_bounds_of<f16_t, f16_t>(p); }
-MSDA_KERNEL msda_exact_bounds_f16c32(const msda_kparams p) { exact_bounds_of<f16_t, f32_t>(p); }
-MSDA_KERNEL msda_exact_finish_f16(const msda_kparams p) { exact_finish<f16_t>(p); }
+MSDA_EXACT_SET(f16, f16_t)
 #endif
 #if MSDA_ENABLE_BF16
-MSDA_EXACT_PAIR(bf16, bf16_t, bf16_t, 8)
-MSDA_EXACT_PAIR(bf16, bf16_t, bf16_t, 4)
-MSDA_EXACT_PAIR(bf16, bf16_t, bf16_t, 1)
-MSDA_EXACT_PAIR(bf16c32, bf16_t, f32_t, 8)
-MSDA_EXACT_PAIR(bf16c32, bf16_t, f32_t, 4)
-MSDA_EXACT_PAIR(bf16c32, bf16_t, f32_t, 1)
-MSDA_KERNEL msda_exact_bounds_bf16(const msda_kparams p) { exact_bounds_of<bf16_t, bf16_t>(p); }
-MSDA_KERNEL msda_exact_bounds_bf16c32(const msda_kparams p) { exact_bounds_of<bf16_t, f32_t>(p); }
-MSDA_KERNEL msda_exact_finish_bf16(const msda_kparams p) { exact_finish<bf16_t>(p); }
+MSDA_EXACT_SET(bf16, bf16_t)
 #endif

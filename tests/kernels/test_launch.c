@@ -590,42 +590,42 @@ static void assert_exact(const fake_launch_op *ops, int n, const char *bounds, c
     ck_assert_uint_le(ops[4].grid, WAVE);
 }
 
+static msda_backward_args exact_args(msda_dtype dtype, int64_t N, int64_t Lq, msda_memory table) {
+    msda_backward_args a = backward_args(dtype, N, Lq, table);
+    a.deterministic = 1;
+    return a;
+}
+
 START_TEST(the_deterministic_backward_sums_grad_value_exactly_then_rounds_it) {
     load_fake_driver();
     const fake_launch_op *ops;
-    msda_backward_args a = backward_args(MSDA_F32, 2, DETR_S, MSDA_HOST);
-    a.deterministic = 1;
+    msda_backward_args a = exact_args(MSDA_F32, 2, DETR_S, MSDA_HOST);
     int n = backward_of(&a, &ops);
     assert_exact(ops, n, "msda_exact_bounds_f32", "msda_backward_f32_exact_v4", "msda_exact_finish_f32", 2, DETR_S, 0);
     /* The launch layout of the plain backward: queries spread, heads in phases. */
     ck_assert_int_eq(ops[3].params.head_phases_log2, 1);
     ck_assert_int_gt(ops[3].params.spread_log2, 0);
     /* bf16 (half sums by default) and f16 (replicas by default) take the same path. */
-    a = backward_args(MSDA_BF16, 2, 900, MSDA_DEVICE);
-    a.deterministic = 1;
+    a = exact_args(MSDA_BF16, 2, 900, MSDA_DEVICE);
     n = backward_of(&a, &ops);
     assert_exact(ops, n, "msda_exact_bounds_bf16", "msda_backward_bf16_exact_v8", "msda_exact_finish_bf16", 2, 900, 0);
-    a = backward_args(MSDA_F16, 2, 900, MSDA_HOST);
-    a.deterministic = 1;
+    a = exact_args(MSDA_F16, 2, 900, MSDA_HOST);
     a.coord_type = MSDA_COORD_F32;
     a.weights = MSDA_WEIGHTS_LOGITS;
     n = backward_of(&a, &ops);
     assert_exact(ops, n, "msda_exact_bounds_f16c32", "msda_backward_softmax_f16c32_exact_v8", "msda_exact_finish_f16",
                  2, 900, 1);
-    a = backward_args(MSDA_F64, 1, 900, MSDA_HOST);
-    a.deterministic = 1;
+    a = exact_args(MSDA_F64, 1, 900, MSDA_HOST);
     n = backward_of(&a, &ops);
     assert_exact(ops, n, "msda_exact_bounds_f64", "msda_backward_f64_exact_v2", "msda_exact_finish_f64", 1, 900, 0);
     /* A value off its 16-byte alignment: one element a lane. */
-    a = backward_args(MSDA_F32, 1, 900, MSDA_HOST);
-    a.deterministic = 1;
+    a = exact_args(MSDA_F32, 1, 900, MSDA_HOST);
     a.value = (const char *)NOWHERE(1) + 4;
     n = backward_of(&a, &ops);
     ck_assert_str_eq(ops[3].name, "msda_backward_f32_exact_v1");
     /* The workspace the caller is told to bring is what the call takes; too small is refused
      * before anything is queued. */
-    a = backward_args(MSDA_BF16, 2, DETR_S, MSDA_HOST);
-    a.deterministic = 1;
+    a = exact_args(MSDA_BF16, 2, DETR_S, MSDA_HOST);
     size_t bytes = 0;
     msda_error err;
     ck_assert_int_eq(msda_backward_cuda_workspace(&a, &bytes, &err), MSDA_OK);
