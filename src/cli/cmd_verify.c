@@ -12,10 +12,13 @@ static json_t *device_json(const md_verify_device *dev)
         const md_verify_dtype *r = &dev->dtypes[d];
         if (!r->dtype)
             continue;
-        json_array_append_new(dtypes, json_pack("{s:s, s:b, s:b, s:o, s:o, s:f, s:o}", "dtype", r->dtype, "ran", r->ran,
+        json_array_append_new(dtypes, json_pack("{s:s, s:b, s:b, s:o, s:o, s:o, s:f, s:o}", "dtype", r->dtype, "ran", r->ran,
                                                 "passed", r->passed,
                                                 "forward_error", r->ran && isfinite(r->forward_error) ? json_real(r->forward_error) : json_null(),
                                                 "backward_error", r->ran && isfinite(r->backward_error) ? json_real(r->backward_error) : json_null(),
+                                                "deterministic_backward_error",
+                                                r->deterministic_ran && isfinite(r->deterministic_error)
+                                                    ? json_real(r->deterministic_error) : json_null(),
                                                 "tolerance", r->tolerance,
                                                 "error", r->error[0] ? json_string(r->error) : json_null()));
     }
@@ -31,11 +34,14 @@ static void print_device(const md_verify_device *dev)
         const md_verify_dtype *r = &dev->dtypes[d];
         if (!r->dtype)
             continue;
-        if (!r->ran)
+        if (!r->ran) {
             printf("    %-4s  did not run: %s\n", r->dtype, r->error);
-        else
-            printf("    %-4s  forward %.2e  backward %.2e  (tolerance %.0e)%s\n", r->dtype, r->forward_error,
-                   r->backward_error, r->tolerance, r->passed ? "" : "  FAIL");
+            continue;
+        }
+        printf("    %-4s  forward %.2e  backward %.2e", r->dtype, r->forward_error, r->backward_error);
+        if (r->deterministic_ran)
+            printf("  deterministic backward %.2e", r->deterministic_error);
+        printf("  (tolerance %.0e)%s%s%s\n", r->tolerance, r->passed ? "" : "  FAIL", r->error[0] ? ": " : "", r->error);
     }
 }
 

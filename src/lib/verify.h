@@ -15,6 +15,8 @@ typedef struct {
     bool passed;
     double forward_error;   /* ||out - ref|| / ||ref|| against the f64 CPU path */
     double backward_error;  /* the largest of the three gradients' */
+    bool deterministic_ran; /* GPUs, libraries of ABI 4 and later: the deterministic backward */
+    double deterministic_error; /* its largest gradient error, held to the same tolerance */
     double tolerance;
     char error[320];        /* the library's message when it failed to run */
 } md_verify_dtype;

@@ -21,6 +21,7 @@ typedef struct {
     msda_status (*backward_cuda)(const msda_backward_args *, void *, msda_error *);
     msda_status (*prepare)(msda_error *);
     msda_status (*loaded_fatbin)(int *, msda_error *); /* optional */
+    int (*abi_version)(void);                           /* optional */
 } md_msda_api;
 
 /* The op's tensors, inputs first; what a run writes starts at MD_VP_OUT (but MD_VP_GRAD_OUT). */

@@ -118,6 +118,11 @@ PY
   [ "$status" -eq 0 ] || { echo "$output $stderr" >&2; return 1; }
   [ "$(jq -r '.passed' <<<"$output")" = true ]
   [ "$(jq -r '.devices[0].dtypes | map(.dtype + ":" + (.passed|tostring)) | join(",")' <<<"$output")" = "f32:true,f64:true,f16:true,bf16:true" ]
+  # The deterministic backward is a GPU check: null for the CPU, a number under the tolerance
+  # for every GPU (this wheel's library is ABI 4).
+  [ "$(jq -r '.devices[0].dtypes | map(.deterministic_backward_error) | unique | join(",")' <<<"$output")" = "" ]
+  [ "$(jq -r '[.devices[1:][].dtypes[] | select((.deterministic_backward_error // 1) > .tolerance)] | length' \
+        <<<"$output")" -eq 0 ]
 }
 
 @test "verify refuses the other CPU's wheel, saying where to run it" {
