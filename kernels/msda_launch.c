@@ -412,6 +412,13 @@ msda_status msda_backward_cuda_workspace(const msda_backward_args *a, size_t *by
     return MSDA_OK;
 }
 
+/* A caller's workspace for a call that needs `bytes`: checked before anything is queued. */
+static msda_status check_workspace(const msda_backward_args *a, size_t bytes, msda_error *err) {
+    if (!bytes || !a->workspace || (a->workspace_bytes >= bytes && aligned(a->workspace, 16))) return MSDA_OK;
+    return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "workspace: %zu bytes at %p, the call needs %zu bytes aligned to 16",
+                     a->workspace_bytes, a->workspace, bytes);
+}
+
 /* The backward's launch layout, whichever kernel: queries spread over runs, heads in phases
  * (msda_kernels.cu, backward_place_of). */
 static void backward_layout(const msda_problem *pb, const msda_module *mod, const msda_kernel *k,
@@ -450,10 +457,8 @@ static msda_status backward_exact(const msda_backward_args *a, const msda_proble
     const msda_kernel *missing = !k->fn ? k : !bounds->fn ? bounds : !finish->fn ? finish : NULL;
     if (missing) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", missing->name);
     const size_t bytes = exact_workspace_bytes(pb);
-    if (a->workspace && (a->workspace_bytes < bytes || !aligned(a->workspace, 16)))
-        return msda_fail(err, MSDA_ERR_BAD_ARGUMENT,
-                         "workspace: %zu bytes at %p, the call needs %zu bytes aligned to 16",
-                         a->workspace_bytes, a->workspace, bytes);
+    msda_status st = check_workspace(a, bytes, err);
+    if (st != MSDA_OK) return st;
     msda_kparams kp;
     fill_params(pb, v->vec, a->spatial_shapes, a->level_start, a->device_status, &kp);
     set_backward_pointers(a, &kp);
@@ -463,7 +468,6 @@ static msda_status backward_exact(const msda_backward_args *a, const msda_proble
     const int own = !a->workspace;
     CUdeviceptr buf = (CUdeviceptr)(uintptr_t)a->workspace;
     int async = 0;
-    msda_status st = MSDA_OK;
     if (own) {
         st = buffer_alloc(drv, stream, bytes, &buf, &async, err);
         if (st != MSDA_OK) return st;
@@ -522,11 +526,9 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     set_backward_pointers(a, &kp);
     backward_layout(&pb, mod, k, &kp);
 
-    const size_t bytes = workspace_bytes(&pb, &bp); /* checked before anything is queued */
-    if (bytes && a->workspace && (a->workspace_bytes < bytes || !aligned(a->workspace, 16)))
-        return msda_fail(err, MSDA_ERR_BAD_ARGUMENT,
-                         "workspace: %zu bytes at %p, the call needs %zu bytes aligned to 16",
-                         a->workspace_bytes, a->workspace, bytes);
+    const size_t bytes = workspace_bytes(&pb, &bp);
+    st = check_workspace(a, bytes, err);
+    if (st != MSDA_OK) return st;
     /* Under replicas with the table on the device, one kernel zeroes grad_value and what the
      * table's plan fills of the workspace (msda_kernels.cu, zero_backward); else memsets. */
     const int zero_kernel = bp.replica_adds > 0 && pb.table_on_device && (bp.spatial || bp.half_sums);
