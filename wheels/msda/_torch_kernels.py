@@ -122,7 +122,7 @@ class _Table:
     and what keeps that memory alive."""
 
     __slots__ = ("memory", "shapes", "starts", "keep", "host", "refs", "versions", "checked",
-                 "workspace", "__weakref__")
+                 "__weakref__")
 
     def __init__(self, memory: Memory, shapes: int, starts: int, keep: tuple,
                  host: Optional[tuple], refs: tuple, versions: tuple) -> None:
@@ -134,7 +134,6 @@ class _Table:
         self.refs = refs          # weak references to the caller's two tensors
         self.versions = versions  # their _version when this was made
         self.checked: set = set()  # the S values a device table was found consistent with
-        self.workspace: Dict[tuple, int] = {}  # the backward's workspace bytes (run_backward)
 
 
 # (id(spatial_shapes), id(level_start_index)) -> _Table; an entry goes when either tensor does.
@@ -304,12 +303,13 @@ class Call:
     check or look up (a decoder layer's op runs in tens of microseconds on a GPU, and every
     microsecond of Python shows). Calls of one plan, table and library share one Call."""
 
-    __slots__ = ("sizes", "c_sizes", "out_shape", "dtype", "cdt", "logits", "device", "table",
-                 "index", "status", "lib")
+    __slots__ = ("sizes", "empty", "c_sizes", "out_shape", "dtype", "cdt", "logits", "device",
+                 "table", "index", "status", "lib", "workspace")
 
     def __init__(self, plan: _Plan, dtype: torch.dtype, logits: bool, device: torch.device,
                  table: Optional[_Table], index: int, status: int, lib: Library) -> None:
         self.sizes = plan.sizes
+        self.empty = plan.sizes.empty  # libmsda is not called (it rejects sizes of 0)
         self.c_sizes = plan.c_sizes
         self.out_shape = plan.out_shape  # the output's shape, and grad_output's
         self.dtype = dtype      # value's, the output's and grad_value's
@@ -320,6 +320,9 @@ class Call:
         self.index = index      # the CUDA device's index; -1 for the CPU
         self.status = status    # the device status word's address for a GPU table, else 0
         self.lib = lib          # the library of the call's forward, which its backward takes too
+        # The backward's workspace bytes, usual and deterministic (None: not asked yet); a
+        # Call's table, sizes, types and device decide them.
+        self.workspace: List[Optional[int]] = [None, None]
 
 
 def _make_plan(key: tuple, value: torch.Tensor, spatial_shapes: torch.Tensor,
@@ -424,7 +427,7 @@ def run_forward(call: Call, value: torch.Tensor, loc: torch.Tensor,
     """The op's output (N, Lq, M * D) in value's dtype, on value's device, for tensors as
     `prepare` returned them. Records no autograd graph. CUDA tensors: on torch's current stream
     of their device, with that device made current."""
-    if call.sizes.empty:
+    if call.empty:
         return value.new_zeros(call.out_shape)
     index = call.index
     if index >= 0 and torch.cuda.current_device() != index:
@@ -462,7 +465,7 @@ def run_backward(call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Te
     if grad_output.dtype != call.dtype:
         grad_output = grad_output.to(call.dtype)
     grad_output = aligned(grad_output.contiguous())
-    if call.sizes.empty:
+    if call.empty:
         return [torch.zeros_like(value), torch.zeros_like(loc), torch.zeros_like(w)]
     index = call.index
     if index >= 0 and torch.cuda.current_device() != index:
@@ -487,18 +490,13 @@ def run_backward(call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Te
         if status:
             lib.check(status, pt.err)
         return grads
-    # The workspace's size per table, sizes and types (the table decides the buffer plan).
-    key = (call.sizes, call.dtype, call.cdt, index, deterministic)
-    cache = call.table.workspace
-    nbytes = cache.get(key)
+    nbytes = call.workspace[deterministic]
     status = 0
     if nbytes is None:
         status = _cuda_status(lib.backward_cuda_workspace, pt.bwd_ref, pt.nbytes_ref, pt.err_ref)
         nbytes = pt.nbytes.value
         if not status:
-            if len(cache) > 64:  # a model has a few shapes a table; a sweep must not grow it
-                cache.clear()
-            cache[key] = nbytes
+            call.workspace[deterministic] = nbytes
     if not status:
         if nbytes:
             # From torch's caching allocator, on the call's stream: freed when this function

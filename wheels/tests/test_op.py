@@ -259,6 +259,23 @@ def test_torch_func_transforms_get_the_functions_refusal():
             torch.stack([value, value]))
 
 
+def test_create_graph_gives_the_gradients_and_refuses_a_second_derivative():
+    # The backward is not itself differentiable: under create_graph=True it must still return
+    # the same gradients, and differentiating them must raise rather than give zeros.
+    value, shapes, starts, loc, w = make_inputs(SHAPES, dtype=torch.float64, seed=15)
+    vs = [t.requires_grad_(True) for t in (value, loc, w)]
+    grad_out = torch.randn(2, 5, 8, dtype=torch.float64, requires_grad=True)
+    plain = torch.autograd.grad(msda.ms_deform_attn(vs[0], shapes, starts, vs[1], vs[2]), vs,
+                                grad_out)
+    graphed = torch.autograd.grad(msda.ms_deform_attn(vs[0], shapes, starts, vs[1], vs[2]), vs,
+                                  grad_out, create_graph=True)
+    for a, b in zip(plain, graphed):
+        assert torch.equal(a, b.detach())
+    assert graphed[0].requires_grad
+    with pytest.raises(RuntimeError, match="differentiate twice"):
+        graphed[0].sum().backward()
+
+
 def test_level_table_changed_between_forward_and_backward_is_refused():
     # The backward reuses the forward's table: autograd's check of saved tensors must see an
     # in-place change of it and refuse, rather than the backward reading the new numbers.
