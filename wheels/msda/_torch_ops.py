@@ -41,26 +41,13 @@ class MSDAFunction(torch.autograd.Function):
         return kernels.run_forward(call, value, sampling_locations, attention_weights)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad_output: Tensor):
-        # Autograd runs a backward with grad mode off unless create_graph=True. Only then is
-        # once_differentiable's work needed (running under no_grad, and making a second
-        # backward through the results raise); its context manager would cost every call
-        # about 2 us in autograd's worker thread.
-        if torch.is_grad_enabled():
-            return _backward_once(ctx, grad_output)
-        return _backward(ctx, grad_output)
-
-
-def _backward(ctx, grad_output: Tensor):
-    """MSDAFunction's backward."""
-    value, _, _, sampling_locations, attention_weights = ctx.saved_tensors
-    grad_value, grad_locations, grad_weights = kernels.run_backward(
-        ctx.call, value, sampling_locations, attention_weights, grad_output,
-        ctx.needs_input_grad[0])
-    return grad_value, None, None, grad_locations, grad_weights, None, None
-
-
-_backward_once = once_differentiable(_backward)
+        value, _, _, sampling_locations, attention_weights = ctx.saved_tensors
+        grad_value, grad_locations, grad_weights = kernels.run_backward(
+            ctx.call, value, sampling_locations, attention_weights, grad_output,
+            ctx.needs_input_grad[0])
+        return grad_value, None, None, grad_locations, grad_weights, None, None
 
 
 def _register_custom_op(name: str, logits: bool) -> OpFn:
