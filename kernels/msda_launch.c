@@ -231,32 +231,47 @@ msda_status msda_forward_cuda(const msda_forward_args *a, void *stream, msda_err
     return launch(drv, k, &kp, (CUstream)stream, err);
 }
 
-/* Device memory for the f32 accumulation buffer: stream-ordered where the driver has it,
- * else a plain allocation (then freed after the stream drains). */
-static msda_status buffer_alloc(const msda_driver *drv, CUstream s, size_t bytes, CUdeviceptr *p,
-                                int *async, msda_error *err) {
+/* The backward's workspace: the caller's (msda_backward_args.workspace), else device memory
+ * allocated here, stream-ordered where the driver has it, else a plain allocation (then freed
+ * after the stream drains). */
+typedef struct {
+    CUdeviceptr ptr;
+    int own;   /* allocated here, and freed by workspace_release */
+    int async; /* by MemAllocAsync */
+} workspace;
+
+static msda_status workspace_take(const msda_backward_args *a, const msda_driver *drv, CUstream s, size_t bytes,
+                                  workspace *w, msda_error *err) {
+    w->ptr = (CUdeviceptr)(uintptr_t)a->workspace;
+    w->own = !a->workspace;
+    w->async = 0;
+    if (!w->own) return MSDA_OK;
     CUresult r = CUDA_ERROR_NOT_SUPPORTED;
-    *async = 0;
     if (drv->MemAllocAsync && drv->MemFreeAsync) {
-        r = drv->MemAllocAsync(p, bytes, s);
-        *async = r == CUDA_SUCCESS;
+        r = drv->MemAllocAsync(&w->ptr, bytes, s);
+        w->async = r == CUDA_SUCCESS;
     }
-    if (r == CUDA_ERROR_NOT_SUPPORTED) r = drv->MemAlloc(p, bytes);
-    return r == CUDA_SUCCESS ? MSDA_OK : msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "allocating the f32 gradient buffer");
+    if (r == CUDA_ERROR_NOT_SUPPORTED) r = drv->MemAlloc(&w->ptr, bytes);
+    if (r == CUDA_SUCCESS) return MSDA_OK;
+    w->own = 0; /* nothing to free */
+    return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "allocating the backward's workspace");
 }
 
-static msda_status buffer_free(const msda_driver *drv, CUstream s, CUdeviceptr p, int async,
-                               msda_status st, msda_error *err) {
+/* Frees a workspace allocated here; returns st, or the failure to free where st is MSDA_OK (the
+ * first failure is the one reported). */
+static msda_status workspace_release(const msda_driver *drv, CUstream s, const workspace *w, msda_status st,
+                                     msda_error *err) {
+    if (!w->own) return st;
     CUresult r;
-    if (async) {
-        r = drv->MemFreeAsync(p, s);
+    if (w->async) {
+        r = drv->MemFreeAsync(w->ptr, s);
     } else {
         r = drv->StreamSynchronize(s);
-        const CUresult r2 = drv->MemFree(p);
+        const CUresult r2 = drv->MemFree(w->ptr);
         if (r == CUDA_SUCCESS) r = r2;
     }
-    if (st != MSDA_OK) return st; /* the first failure is the one reported */
-    return r == CUDA_SUCCESS ? MSDA_OK : msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "freeing the f32 gradient buffer");
+    if (st != MSDA_OK) return st;
+    return r == CUDA_SUCCESS ? MSDA_OK : msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "freeing the backward's workspace");
 }
 
 static int backward_strategy(const msda_module *mod, msda_dtype dtype) {
@@ -465,13 +480,10 @@ static msda_status backward_exact(const msda_backward_args *a, const msda_proble
     backward_layout(pb, mod, k, &kp);
     kp.weights_logits = pb->logits;
 
-    const int own = !a->workspace;
-    CUdeviceptr buf = (CUdeviceptr)(uintptr_t)a->workspace;
-    int async = 0;
-    if (own) {
-        st = buffer_alloc(drv, stream, bytes, &buf, &async, err);
-        if (st != MSDA_OK) return st;
-    }
+    workspace ws;
+    st = workspace_take(a, drv, stream, bytes, &ws, err);
+    if (st != MSDA_OK) return st;
+    const CUdeviceptr buf = ws.ptr;
     kp.buffer = (uint64_t)buf;
     kp.half_sums = (uint64_t)(buf + (size_t)pb->value_elems * 8 + exact_flag_bytes(pb));
     const CUresult r = drv->MemsetD8Async(buf, 0, bytes, stream);
@@ -488,7 +500,7 @@ static msda_status backward_exact(const msda_backward_args *a, const msda_proble
         const int64_t wave = (int64_t)finish->min_grid * finish->block;
         st = launch_threads(drv, finish, &cp, cp.threads < wave ? cp.threads : wave, stream, err);
     }
-    return own ? buffer_free(drv, stream, buf, async, st, err) : st;
+    return workspace_release(drv, stream, &ws, st, err);
 }
 
 msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, msda_error *err) {
@@ -556,13 +568,10 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
                                  : bp.half_sums && !finish->fn    ? finish
                                                                   : NULL;
     if (missing) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", missing->name);
-    const int own = !a->workspace;
-    CUdeviceptr buf = (CUdeviceptr)(uintptr_t)a->workspace;
-    int async = 0;
-    if (own) {
-        st = buffer_alloc(drv, stream, bytes, &buf, &async, err);
-        if (st != MSDA_OK) return st;
-    }
+    workspace ws;
+    st = workspace_take(a, drv, stream, bytes, &ws, err);
+    if (st != MSDA_OK) return st;
+    const CUdeviceptr buf = ws.ptr;
     kp.buffer = bp.spatial ? (uint64_t)buf : 0;
     kp.buffer_spatial = bp.spatial;
     kp.buffer_levels = bp.levels;
@@ -626,5 +635,5 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
             st = launch_threads(drv, conv, &cp, (cp.threads + cp.chunks - 1) / cp.chunks, stream, err);
         }
     }
-    return own ? buffer_free(drv, stream, buf, async, st, err) : st;
+    return workspace_release(drv, stream, &ws, st, err);
 }
