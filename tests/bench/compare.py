@@ -15,6 +15,9 @@ Implementations, each called the way its users call it, through autograd:
   floor  torch's own cost for such an op: an autograd.Function on msda's inputs that only
          allocates its result and gradients (no kernel, no checks): what any op called
          through a Python autograd.Function costs at least, eager (timed, not compared)
+  native one native torch op with its autograd in C++ on three tensors of the output's shape
+         (torch.addcmul; its backward is two multiplications): what the host takes for any
+         op's eager forward + backward, Python or not (timed, not compared)
 All get the same value, locations and attention: the logits are drawn once, msda/orig/gs get
 their softmax, msdasm and dcnv4 the logits themselves.
 
@@ -43,7 +46,9 @@ ENC_B2_TARGETS = {"f32": (0.22, 0.75), "f16": (0.125, 0.60), "bf16": (0.125, 0.6
 # Issue 11's eager figure on dec_b2_q900 f32: msda's forward + backward through autograd at most
 # this share of the original op's in the same run, and at most this many ms.
 DEC_EAGER_RATIO, DEC_EAGER_MS = 0.67, 0.15
-IMPLS = ("msda", "msda32", "msdasm", "orig", "dcnv4", "gs", "floor")
+IMPLS = ("msda", "msda32", "msdasm", "orig", "dcnv4", "gs", "floor", "native")
+# Rows only timed: their results are not the op's.
+TIMED_ONLY = ("floor", "native")
 DTYPE_OF = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
@@ -126,6 +131,9 @@ def implementations(peers, value, loc, logits, dtype):
     out["gs"] = Impl("gs", msda_grid_sample, [leaf(value), leaf(loc), leaf(attn)])
     floor = lambda v, l, a: AllocOnlyOp.apply(v, shapes_host, starts_host, l, a)
     out["floor"] = Impl("floor", floor, [leaf(value), leaf(loc), leaf(attn)])
+    shape = (value.shape[0], loc.shape[1], value.shape[2] * value.shape[3])
+    out["native"] = Impl("native", torch.addcmul,
+                         [leaf(torch.randn(shape, device=value.device)) for _ in range(3)])
     return out
 
 
@@ -297,7 +305,7 @@ def run(peers, missing, dtypes, reps, warmup, kinds=("random", "realistic"), cas
                     if name not in impls:
                         continue
                     impl = impls[name]
-                    if name == "floor":  # its results are not computed: timed only
+                    if name in TIMED_ONLY:
                         times, note = timings(impl, g, reps, warmup)
                         rows.append(dict(kind=kind, dtype=dt_name, impl=name, t=times, errs=None,
                                          agree=True, note=note))
@@ -365,7 +373,7 @@ def print_table(case, N, Lq, rows):
             a, b = r["t"][k], base["t"][k] if base else None
             ratio.append(f"{a / b:.2f}" if a and b else "-")
         errs = max_diff(r["errs"])
-        agree = "-" if r["impl"] == "floor" else verdict(r["errs"], DTYPE_OF[r["dtype"]])
+        agree = "-" if r["impl"] in TIMED_ONLY else verdict(r["errs"], DTYPE_OF[r["dtype"]])
         print(f"{r['kind']:<10} {r['dtype']:<5} {r['impl']:<6} " +
               " ".join(f"{x:>9.4f}" if x is not None else f"{'-':>9}" for x in r["t"]) +
               f" {ratio[0]:>16} {ratio[1]:>16} {agree:>7}  {errs:.1e}"
@@ -408,7 +416,9 @@ def print_table(case, N, Lq, rows):
     print("x msda: this row's time over msda's (same locations and dtype); f+b: forward + backward "
           "through autograd; graph: GPU time per call in a replayed CUDA graph; msdasm: msda with "
           "the softmax fused (logits in), to set beside dcnv4; floor: an autograd.Function that only "
-          "allocates (torch's own cost, the least any Python op's eager call takes)")
+          "allocates (torch's own cost, the least any Python op's eager call takes); native: one "
+          "native torch op with its autograd in C++ (addcmul on the output's shape: the host's cost "
+          "for any op's eager call)")
     print("agree: ok; DIFF (a difference past the dtype's tolerance); NaN (a non-finite output or gradient,"
           " named in the note); no grad (no gradient for an input); fwd ok (the backward failed); failed;"
           " max rel. diff: the largest finite one")
