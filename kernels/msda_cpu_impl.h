@@ -57,6 +57,32 @@ static void CPU_NAME(softmax)(const CPU_C *x, int64_t n, CPU_A *w) {
     for (int64_t k = 0; k < n; k++) w[k] /= sum;
 }
 
+/* Point lp of group g's corners (its level is lp / P), with the rows it will read prefetched:
+ * located one point ahead of its sums, so that these loads, anywhere in a value of tens of MB,
+ * overlap the previous point's work rather than each waiting in turn (the loop was bound by
+ * their latency). gv: the backward's sums of the pair's value gradient, prefetched too (NULL in
+ * the forward). Returns whether the point is inside its level. */
+static int CPU_NAME(locate_ahead)(const msda_problem *pb, const CPU_C *loc, const CPU_T *vnm, const CPU_A *gv,
+                                  int64_t g, int64_t lp, CPU_NAME(corners) *b) {
+    const int64_t l = lp / pb->P, at = g * pb->L * pb->P + lp, row = pb->M * pb->D;
+    if (!CPU_NAME(locate)(CPU_CLOAD(loc[2 * at]), CPU_CLOAD(loc[2 * at + 1]), pb->level_h[l], pb->level_w[l], b))
+        return 0;
+    const int64_t bytes = pb->D * (int64_t)sizeof(CPU_T), acc_bytes = pb->D * (int64_t)sizeof(CPU_A);
+    for (int j = 0; j < 4; j++) {
+        if (!b->in[j]) continue;
+        const int64_t s = pb->level_start[l] + b->off[j];
+        const char *r = (const char *)(vnm + s * row);
+        for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(r + o);
+        __builtin_prefetch(r + bytes - 1);
+        if (gv) { /* the backward's sums of that row, which it adds to */
+            const char *w = (const char *)(gv + s * pb->D);
+            for (int64_t o = 0; o < acc_bytes; o += 64) __builtin_prefetch(w + o, 1);
+            __builtin_prefetch(w + acc_bytes - 1, 1);
+        }
+    }
+    return 1;
+}
+
 /* Groups g0..g1-1 of (n, q, m); scratch holds D accumulators, then L*P softmaxed weights. */
 static void CPU_NAME(forward)(const msda_problem *pb, const msda_forward_args *a, int64_t g0,
                               int64_t g1, void *scratch) {
@@ -71,21 +97,20 @@ static void CPU_NAME(forward)(const msda_problem *pb, const msda_forward_args *a
         const CPU_T *vnm = value + (n * pb->S * M + m) * D;
         for (int64_t d = 0; d < D; d++) acc[d] = 0;
         if (pb->logits) CPU_NAME(softmax)(wgt + g * LP, LP, soft);
-        for (int64_t l = 0, lp = 0; l < pb->L; l++) {
-            const CPU_T *vl = vnm + pb->level_start[l] * row;
-            for (int64_t p = 0; p < pb->P; p++, lp++) {
-                CPU_NAME(corners) b;
-                const CPU_A aw = pb->logits ? soft[lp] : CPU_CLOAD(wgt[g * LP + lp]);
-                if (!CPU_NAME(locate)(CPU_CLOAD(loc[2 * (g * LP + lp)]),
-                                      CPU_CLOAD(loc[2 * (g * LP + lp) + 1]), pb->level_h[l],
-                                      pb->level_w[l], &b))
-                    continue;
-                for (int j = 0; j < 4; j++) {
-                    if (!b.in[j]) continue;
-                    const CPU_T *v = vl + b.off[j] * row;
-                    const CPU_A f = aw * b.wt[j];
-                    for (int64_t d = 0; d < D; d++) acc[d] += f * CPU_LOAD(v[d]);
-                }
+        CPU_NAME(corners) b, next;
+        int inside = LP > 0 && CPU_NAME(locate_ahead)(pb, loc, vnm, NULL, g, 0, &next);
+        for (int64_t lp = 0; lp < LP; lp++) {
+            b = next; /* what locate left there where the point is outside: not read */
+            const int here = inside;
+            if (lp + 1 < LP) inside = CPU_NAME(locate_ahead)(pb, loc, vnm, NULL, g, lp + 1, &next);
+            if (!here) continue;
+            const CPU_T *vl = vnm + pb->level_start[lp / pb->P] * row;
+            const CPU_A aw = pb->logits ? soft[lp] : CPU_CLOAD(wgt[g * LP + lp]);
+            for (int j = 0; j < 4; j++) {
+                if (!b.in[j]) continue;
+                const CPU_T *v = vl + b.off[j] * row;
+                const CPU_A f = aw * b.wt[j];
+                for (int64_t d = 0; d < D; d++) acc[d] += f * CPU_LOAD(v[d]);
             }
         }
         for (int64_t d = 0; d < D; d++) out[g * D + d] = CPU_STORE(acc[d]);
@@ -111,38 +136,40 @@ static void CPU_NAME(backward)(const msda_problem *pb, const msda_backward_args 
             const int64_t g = (n * pb->Lq + q) * M + m;
             for (int64_t d = 0; d < D; d++) go[d] = CPU_LOAD(gout[g * D + d]);
             if (pb->logits) CPU_NAME(softmax)(wgt + g * LP, LP, soft);
-            for (int64_t l = 0, lp = 0; l < pb->L; l++) {
+            CPU_NAME(corners) b, next;
+            int inside = LP > 0 && CPU_NAME(locate_ahead)(pb, loc, vnm, gv, g, 0, &next);
+            for (int64_t lp = 0; lp < LP; lp++) {
+                const int64_t l = lp / pb->P;
                 const int64_t H = pb->level_h[l], W = pb->level_w[l], start = pb->level_start[l];
-                for (int64_t p = 0; p < pb->P; p++, lp++) {
-                    const int64_t at = g * LP + lp;
-                    CPU_NAME(corners) b;
-                    const CPU_A aw = pb->logits ? soft[lp] : CPU_CLOAD(wgt[at]);
-                    if (!CPU_NAME(locate)(CPU_CLOAD(loc[2 * at]), CPU_CLOAD(loc[2 * at + 1]), H, W,
-                                          &b)) {
-                        gloc[2 * at] = gloc[2 * at + 1] = gwgt[at] = CPU_CSTORE((CPU_A)0);
-                        if (pb->logits) gsoft[lp] = 0;
-                        continue;
-                    }
-                    CPU_A dot[4] = {0, 0, 0, 0};
-                    for (int j = 0; j < 4; j++) {
-                        if (!b.in[j]) continue;
-                        const CPU_T *v = vnm + (start + b.off[j]) * row;
-                        CPU_A *gvj = gv + (start + b.off[j]) * D;
-                        const CPU_A f = aw * b.wt[j];
-                        for (int64_t d = 0; d < D; d++) {
-                            dot[j] += go[d] * CPU_LOAD(v[d]);
-                            gvj[d] += f * go[d];
-                        }
-                    }
-                    const CPU_A d_weight =
-                        b.wt[0] * dot[0] + b.wt[1] * dot[1] + b.wt[2] * dot[2] + b.wt[3] * dot[3];
-                    const CPU_A d_lw = b.hh * (dot[1] - dot[0]) + b.lh * (dot[3] - dot[2]);
-                    const CPU_A d_lh = b.hw * (dot[2] - dot[0]) + b.lw * (dot[3] - dot[1]);
-                    gloc[2 * at] = CPU_CSTORE(aw * d_lw * (CPU_A)W);
-                    gloc[2 * at + 1] = CPU_CSTORE(aw * d_lh * (CPU_A)H);
-                    gwgt[at] = CPU_CSTORE(d_weight);
-                    if (pb->logits) gsoft[lp] = d_weight;
+                const int64_t at = g * LP + lp;
+                b = next;
+                const int here = inside;
+                if (lp + 1 < LP) inside = CPU_NAME(locate_ahead)(pb, loc, vnm, gv, g, lp + 1, &next);
+                const CPU_A aw = pb->logits ? soft[lp] : CPU_CLOAD(wgt[at]);
+                if (!here) {
+                    gloc[2 * at] = gloc[2 * at + 1] = gwgt[at] = CPU_CSTORE((CPU_A)0);
+                    if (pb->logits) gsoft[lp] = 0;
+                    continue;
                 }
+                CPU_A dot[4] = {0, 0, 0, 0};
+                for (int j = 0; j < 4; j++) {
+                    if (!b.in[j]) continue;
+                    const CPU_T *v = vnm + (start + b.off[j]) * row;
+                    CPU_A *gvj = gv + (start + b.off[j]) * D;
+                    const CPU_A f = aw * b.wt[j];
+                    for (int64_t d = 0; d < D; d++) {
+                        dot[j] += go[d] * CPU_LOAD(v[d]);
+                        gvj[d] += f * go[d];
+                    }
+                }
+                const CPU_A d_weight =
+                    b.wt[0] * dot[0] + b.wt[1] * dot[1] + b.wt[2] * dot[2] + b.wt[3] * dot[3];
+                const CPU_A d_lw = b.hh * (dot[1] - dot[0]) + b.lh * (dot[3] - dot[2]);
+                const CPU_A d_lh = b.hw * (dot[2] - dot[0]) + b.lw * (dot[3] - dot[1]);
+                gloc[2 * at] = CPU_CSTORE(aw * d_lw * (CPU_A)W);
+                gloc[2 * at + 1] = CPU_CSTORE(aw * d_lh * (CPU_A)H);
+                gwgt[at] = CPU_CSTORE(d_weight);
+                if (pb->logits) gsoft[lp] = d_weight;
             }
             if (pb->logits) { /* through the softmax: w * (g - sum_k w_k g_k) */
                 CPU_A dot = 0;
