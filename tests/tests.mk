@@ -84,6 +84,13 @@ $(PY_VENV)/.stamp:
 	$(PY_VENV)/bin/pip install -q torch numpy pytest
 	@touch $@
 
+# (here, no GPU) the CPU path, as the Python op runs it, against grid_sample on the CPU, on the
+# library of this CPU's wheel (tests/bench/cpu_bench.py).
+.PHONY: bench-cpu
+bench-cpu: $(GPU_LIB) $(PY_VENV)/.stamp
+	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
+	@PYTHONUNBUFFERED=1 $(PY_VENV)/bin/python tests/bench/cpu_bench.py --lib $(GPU_LIB)
+
 CHECK_SUITES += python
 .PHONY: check-python
 # The wheel is the one the kernel tests take their library from (kernels/kernels.mk).
