@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -68,8 +67,8 @@ def measure(cases, reps):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lib", action="append", required=True,
-                    help="a libmsda.so to time (repeatable)")
+    ap.add_argument("--lib", action="append", default=[],
+                    help="a libmsda.so to time (repeatable; at least one)")
     ap.add_argument("--cases", default="dec_b1_q300,dec_b2_q900",
                     help="comma-separated bench cases (enc_bN, dec_bN_qQ)")
     ap.add_argument("--reps", type=int, default=5)
@@ -83,33 +82,32 @@ def main():
         return 0
     sys.path.insert(0, str(HERE))
     from bench import parse_case
+    from turns import TurnFailed, in_turns
     for name in cases:
         try:
             parse_case(name)
         except argparse.ArgumentTypeError as exc:
             ap.error(str(exc))
+    if not args.lib:
+        ap.error("name a library to time with --lib")
     libs = [str(Path(p).resolve()) for p in args.lib]
     for lib in libs:
         if not os.path.isfile(lib):
             ap.error(f"no library at {lib}")
-    runs = {lib: [] for lib in libs}
-    threads = None
-    for k in range(args.processes):
-        for lib in (libs if k % 2 == 0 else libs[::-1]):
-            # msda's Python op from the sources beside this repository's wheel, on that library.
-            env = dict(os.environ, MSDA_LIBRARY=lib, PYTHONPATH=os.pathsep.join(
-                [str(HERE), str(HERE.parents[1] / "wheels")]
-                + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
-            run = subprocess.run([sys.executable, str(HERE / "cpu_bench.py"), "--child", "--lib", lib,
-                                  "--cases", args.cases, "--reps", str(args.reps)],
-                                 env=env, capture_output=True, text=True)
-            if run.returncode != 0:
-                print(f"cpu_bench.py: the process for {lib} failed:\n{run.stderr[-2000:]}",
-                      file=sys.stderr)
-                return 1
-            result = json.loads(run.stdout.strip().splitlines()[-1])
-            runs[lib].append(result["rows"])
-            threads = result["threads"]
+    # msda's Python op from the sources beside this repository's wheel, on each library.
+    path = [str(HERE), str(HERE.parents[1] / "wheels")] + [
+        p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    envs = {lib: dict(os.environ, MSDA_LIBRARY=lib, PYTHONPATH=os.pathsep.join(path))
+            for lib in libs}
+    argv = [sys.executable, str(HERE / "cpu_bench.py"), "--child", "--cases", args.cases,
+            "--reps", str(args.reps)]
+    try:
+        results = in_turns(argv, envs, args.processes)
+    except TurnFailed as exc:
+        print(f"cpu_bench.py: {exc}", file=sys.stderr)
+        return 1
+    runs = {lib: [r["rows"] for r in results[lib]] for lib in libs}
+    threads = results[libs[0]][-1]["threads"]
     print(f"CPU path, f32, {threads} torch threads; ms a call, median of {args.reps} calls, "
           f"median over {args.processes} processes of each library, taken in turns")
     cols = ("msda fwd", "msda f+b", "gs fwd", "gs f+b")

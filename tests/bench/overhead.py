@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -33,6 +32,7 @@ import msda
 from msda import _library
 
 from bench import AllocOnlyOp, capture_graph
+from turns import TurnFailed, in_turns
 
 LEVELS = [(100, 134), (50, 67), (25, 34), (13, 17)]
 SHAPES = {"tiny": dict(levels=[(2, 2), (1, 1)], N=1, Lq=1, M=1, D=4, P=1),
@@ -181,18 +181,13 @@ def compare(args):
         [against] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
     if args.against_library:
         env_of["against"]["MSDA_LIBRARY"] = os.path.abspath(args.against_library)
-    got = {"this": [], "against": []}
-    where = {}
-    for k in range(args.processes):
-        for which in (("this", "against") if k % 2 == 0 else ("against", "this")):
-            run = subprocess.run(base, env=env_of[which], capture_output=True, text=True)
-            if run.returncode != 0:
-                print(f"overhead.py: the {which} process failed:\n{run.stderr[-2000:]}",
-                      file=sys.stderr)
-                return 1
-            result = json.loads(run.stdout.strip().splitlines()[-1])
-            where[which] = result["msda"]
-            got[which].append(result["rows"])
+    try:
+        runs = in_turns(base, env_of, args.processes)
+    except TurnFailed as exc:
+        print(f"overhead.py: {exc}", file=sys.stderr)
+        return 1
+    got = {which: [r["rows"] for r in results] for which, results in runs.items()}
+    where = {which: results[-1]["msda"] for which, results in runs.items()}
     print(f"this: msda {where['this']}\nagainst: msda {where['against']}\n"
           f"torch {torch.__version__}, device {args.device}, {args.dtype}, {args.clock} clock; "
           f"us per call, median over {args.processes} processes of each, taken in turns")
