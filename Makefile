@@ -31,7 +31,7 @@ DEFS   := -DMSDA_DOCTOR_VERSION='"$(VERSION)"'
 PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 
-LIB_SRCS := $(sort $(wildcard src/lib/*.c))
+LIB_SRCS := $(sort $(wildcard src/lib/*/*.c src/lib/*/*/*.c))
 CLI_SRCS := $(sort $(wildcard src/cli/*.c))
 RECIPES  := $(sort $(wildcard recipes/*.json))
 GEN_SRCS := $(BUILD)/gen/recipes_data.c

@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <jansson.h>
-#include "status.h"
+#include "base/status.h"
 
 /* Exit statuses, documented in man/msda-doctor.1 (EXIT STATUS). Never renumber. */
 typedef enum {

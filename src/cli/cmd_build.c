@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "build.h"
+#include "build/build.h"
 #include "cli.h"
-#include "product.h"
+#include "recipes/product.h"
 
 #define MAX_DEFINES 16
 #define DEFAULT_STEP_TIMEOUT_S 3600

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "arch.h"
+#include "recipes/arch.h"
 #include "cli.h"
-#include "diagnose.h"
+#include "diagnose/diagnose.h"
 
 #define MAX_SEARCH 16
 

@@ -8,9 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 #include "cli.h"
-#include "fetch.h"
-#include "fetch_cache.h"
-#include "pip_config.h"
+#include "fetch/fetch.h"
+#include "fetch/fetch_cache.h"
+#include "fetch/pip_config.h"
 
 #define MIRROR_ENV "MSDA_CUDA_MIRROR"
 

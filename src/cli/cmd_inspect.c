@@ -2,10 +2,10 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
-#include "arch.h"
+#include "recipes/arch.h"
 #include "cli.h"
-#include "inspect.h"
-#include "runs_on.h"
+#include "binary/inspect.h"
+#include "binary/runs_on.h"
 
 #define MAX_ARCHS 64
 #define MAX_GPUS 32

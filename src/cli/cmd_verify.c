@@ -3,7 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include "cli.h"
-#include "verify.h"
+#include "verify/verify.h"
 
 static json_t *device_json(const md_verify_device *dev)
 {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
-#include "product.h"
+#include "recipes/product.h"
 
 #define PROGRAM "msda-doctor"
 

@@ -6,12 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "arch.h"
+#include "recipes/arch.h"
 #include "fuzz_common.h"
-#include "jetson_table.h"
-#include "plan.h"
-#include "recipes_data.h"
-#include "toolkit_table.h"
+#include "recipes/jetson_table.h"
+#include "build/plan.h"
+#include "recipes/recipes_data.h"
+#include "recipes/toolkit_table.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "inspect.h"
-#include "write_all.h"
+#include "binary/inspect.h"
+#include "base/write_all.h"
 
 void fuzz_setup(void)
 {

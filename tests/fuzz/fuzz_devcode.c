@@ -4,9 +4,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "devcode.h"
+#include "binary/devcode.h"
 #include "fuzz_common.h"
-#include "inspect.h"
+#include "binary/inspect.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fuzz_common.h"
-#include "knowledge.h"
-#include "logscan.h"
+#include "diagnose/knowledge.h"
+#include "diagnose/logscan.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

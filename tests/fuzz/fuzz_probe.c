@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "diag.h"
+#include "diagnose/probes/diag.h"
 #include "fuzz_common.h"
-#include "jetson_table.h"
+#include "recipes/jetson_table.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

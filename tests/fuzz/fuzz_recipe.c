@@ -6,14 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "arch.h"
+#include "recipes/arch.h"
 #include "fuzz_common.h"
-#include "jetson_table.h"
-#include "knowledge.h"
-#include "libmsda_recipe.h"
-#include "platform.h"
-#include "redist_table.h"
-#include "toolkit_table.h"
+#include "recipes/jetson_table.h"
+#include "diagnose/knowledge.h"
+#include "recipes/libmsda_recipe.h"
+#include "recipes/platform.h"
+#include "recipes/redist_table.h"
+#include "recipes/toolkit_table.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 #include "fuzz_common.h"
-#include "zip_members.h"
+#include "binary/zip_members.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);

@@ -1,5 +1,5 @@
 #include <string.h>
-#include "arch.h"
+#include "recipes/arch.h"
 #include "unit.h"
 
 static md_gpu_target parse_ok(const char *text)

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cuda_driver.h"
+#include "machine/cuda_driver.h"
 #include "unit.h"
 
 static void use_fake(const char *gpus)

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "elf_glibc.h"
+#include "binary/elf_glibc.h"
 #include "unit.h"
 
 extern char **environ;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
-#include "devcode.h"
+#include "binary/devcode.h"
 #include "unit.h"
 
 typedef struct {

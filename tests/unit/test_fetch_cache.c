@@ -4,8 +4,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "fetch_cache.h"
-#include "redist_table.h"
+#include "fetch/fetch_cache.h"
+#include "recipes/redist_table.h"
 #include "unit.h"
 
 /* A fresh folder under TMPDIR into DIR. */

@@ -3,9 +3,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "fetch_cache.h"
-#include "fetch_index.h"
-#include "pip_config.h"
+#include "fetch/fetch_cache.h"
+#include "fetch/fetch_index.h"
+#include "fetch/pip_config.h"
 #include "unit.h"
 
 /* A page of wheels named NAMES (the versions parsed as md_index_read would). */

@@ -8,9 +8,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <gelf.h>
-#include "devcode.h"
-#include "elf_check.h"
-#include "inspect.h"
+#include "binary/devcode.h"
+#include "binary/elf_check.h"
+#include "binary/inspect.h"
 #include "unit.h"
 
 static const char *fixture_dir(void)

@@ -1,6 +1,6 @@
 #include <string.h>
-#include "jetson_table.h"
-#include "recipes.h"
+#include "recipes/jetson_table.h"
+#include "recipes/recipes.h"
 #include "unit.h"
 
 START_TEST(releases_and_families)

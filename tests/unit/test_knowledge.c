@@ -3,8 +3,8 @@
  * load with a message naming it, instead of being judged "unknown" forever. */
 #include <jansson.h>
 #include <string.h>
-#include "knowledge.h"
-#include "recipes.h"
+#include "diagnose/knowledge.h"
+#include "recipes/recipes.h"
 #include "unit.h"
 
 /* The embedded data with EDIT applied to the entry ID; returns the load's status and message. */

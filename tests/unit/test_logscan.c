@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "knowledge.h"
-#include "logscan.h"
+#include "diagnose/knowledge.h"
+#include "diagnose/logscan.h"
 #include "unit.h"
 
 static size_t clean(char *buf, const char *text)

@@ -1,5 +1,5 @@
 #include <string.h>
-#include "platform.h"
+#include "recipes/platform.h"
 #include "unit.h"
 
 START_TEST(platforms_from_recipe)

@@ -1,5 +1,5 @@
 #include <string.h>
-#include "redist_table.h"
+#include "recipes/redist_table.h"
 #include "unit.h"
 
 START_TEST(table_from_recipe)

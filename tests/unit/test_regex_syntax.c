@@ -6,8 +6,8 @@
 #include <regex.h>
 #include <stdio.h>
 #include <string.h>
-#include "knowledge.h"
-#include "regex_syntax.h"
+#include "diagnose/knowledge.h"
+#include "base/regex_syntax.h"
 #include "unit.h"
 
 START_TEST(nodes_count_copies_of_repetitions)

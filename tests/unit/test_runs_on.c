@@ -1,7 +1,7 @@
 /* The --gpu verdicts, on binaries described directly (the fixture tests check real ones). */
 #include <stdlib.h>
 #include <string.h>
-#include "runs_on.h"
+#include "binary/runs_on.h"
 #include "unit.h"
 
 static md_binary bin;

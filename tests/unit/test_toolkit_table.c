@@ -1,6 +1,6 @@
 #include <string.h>
-#include "toolkit.h"
-#include "toolkit_table.h"
+#include "machine/toolkit.h"
+#include "recipes/toolkit_table.h"
 #include "unit.h"
 
 START_TEST(rows_from_recipe)

@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "unit.h"
-#include "wheel.h"
+#include "build/wheel.h"
 
 extern char **environ;
 

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "unit.h"
-#include "zip_members.h"
+#include "binary/zip_members.h"
 
 enum { BIG = 300000 }; /* several of libarchive's blocks */
 

@@ -1,0 +1,382 @@
+#include "build.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+#include "package.h"
+#include "recipes/platform.h"
+#include "base/process.h"
+#include "recipes/product.h"
+
+/* ---- platforms --------------------------------------------------------------------------------- */
+
+const char *md_host_platform(void)
+{
+    struct utsname u;
+    const md_platform *p = uname(&u) == 0 ? md_platform_find(u.machine) : NULL;
+    return p ? p->name : "x86_64";
+}
+
+int md_platform_compiler(const char *platform, char *out, size_t size)
+{
+    if (strcmp(platform, md_host_platform()) == 0)
+        return md_which("cc", out, size) == 0 || md_which("gcc", out, size) == 0 ? 0 : -1;
+    const md_platform *p = md_platform_find(platform);
+    return p && p->cross_compiler[0] ? md_which(p->cross_compiler, out, size) : -1;
+}
+
+static md_status compiler_version(const char *cc, char *out, size_t size, md_error *err)
+{
+    char *argv[] = { (char *)(uintptr_t)cc, "--version", NULL };
+    md_run_result res;
+    md_status st = md_run_capture(argv, NULL, 30, 4096, &res, err);
+    if (st != MD_OK)
+        return st;
+    snprintf(out, size, "%.*s", (int)strcspn(res.output, "\n"), res.output);
+    int code = res.exit_code;
+    md_run_result_free(&res);
+    return code == 0 ? MD_OK : md_fail(err, MD_ERR_UNSUPPORTED, "'%s --version' failed", cc);
+}
+
+/* Debian puts CUDA 11's headers in /usr/include, behind any CUDA copy in /usr/local/include on
+ * the default search path; a folder of links to them, given with -I, puts them first. */
+static md_status header_shim(const md_toolkit *tk, const md_build_config *cfg, char *out, size_t size,
+                             md_error *err)
+{
+    out[0] = '\0';
+    if (strcmp(tk->include_dir, "/usr/include") != 0)
+        return MD_OK;
+    snprintf(out, size, "%s/cuda-%s-include", cfg->work_dir, tk->version);
+    md_status st = md_ensure_dir(out, err);
+    if (st != MD_OK || cfg->dry_run)
+        return st;
+    DIR *d = opendir("/usr/include");
+    if (!d)
+        return md_fail(err, MD_ERR_IO, "cannot read /usr/include: %s", strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char from[PATH_MAX], to[PATH_MAX + 300];
+        snprintf(from, sizeof from, "/usr/include/%s", e->d_name);
+        snprintf(to, sizeof to, "%s/%s", out, e->d_name);
+        if (symlink(from, to) != 0 && errno != EEXIST) {
+            closedir(d);
+            return md_fail(err, MD_ERR_IO, "cannot link '%s': %s", to, strerror(errno));
+        }
+    }
+    closedir(d);
+    return MD_OK;
+}
+
+/* One nvcc per target: the recipe's flags, the target's -gencode and knobs, the kernels' folder. */
+static md_status add_device_steps(const md_build_config *cfg, md_step_list *s, md_error *err)
+{
+    char source[PATH_MAX];
+    snprintf(source, sizeof source, "%s/%s", cfg->kernels_dir, cfg->recipe->device_source);
+    if (access(source, R_OK) != 0)
+        return md_fail(err, MD_ERR_IO, "cannot read '%s': %s", source, strerror(errno));
+    for (size_t i = 0; i < cfg->plan->n_targets; i++) {
+        const md_plan_target *t = &cfg->plan->targets[i];
+        const md_toolkit *tk = t->toolkit;
+        char shim[PATH_MAX];
+        md_status st = header_shim(tk, cfg, shim, sizeof shim, err);
+        if (st != MD_OK)
+            return st;
+        strv v = { 0 };
+        bool ok = strv_add(&v, "%s", tk->nvcc) && strv_add(&v, "-fatbin") && strv_add(&v, "-gencode") &&
+                  strv_add(&v, "arch=compute_%u,code=%s_%u", t->sm, t->ptx ? "compute" : "sm", t->sm) &&
+                  strv_add_all(&v, cfg->recipe->nvcc_flags) &&
+                  (!t->ccbin[0] || (strv_add(&v, "-ccbin") && strv_add(&v, "%s", t->ccbin))) &&
+                  (!shim[0] || strv_add(&v, "-I%s", shim)) && strv_add(&v, "-I%s", cfg->kernels_dir);
+        for (size_t d = 0; ok && d < t->n_defines; d++)
+            ok = strv_add(&v, "-D%s=%ld", t->defines[d].name, t->defines[d].value);
+        ok = ok && strv_add(&v, "-o") && strv_add(&v, "OUTPUT") && strv_add(&v, "%s", source);
+        char key[65];
+        if (!ok || !md_content_key(tk->version_text, v.items, v.n - 2, cfg->kernels_dir, source, NULL, key)) {
+            strv_free(v.items);
+            return md_fail(err, ok ? MD_ERR_IO : MD_ERR_NOMEM, "cannot hash '%s' for the cache key", source);
+        }
+        char output[PATH_MAX], what[96];
+        snprintf(output, sizeof output, "%s/%s.fatbin", cfg->cache_dir, key);
+        char *output_arg = strdup(output);
+        if (output_arg) {
+            free(v.items[v.n - 2]);
+            v.items[v.n - 2] = output_arg;
+        }
+        snprintf(what, sizeof what, "%s_%u (CUDA %s)", t->ptx ? "compute" : "sm", t->sm, tk->version);
+        char path_value[PATH_MAX + 32];
+        snprintf(path_value, sizeof path_value, "%s:/usr/bin:/bin", tk->bin_dir);
+        char **env = output_arg ? md_env_with_path(path_value) : NULL;
+        if (!env) {
+            strv_free(v.items);
+            return md_fail(err, MD_ERR_NOMEM, "out of memory");
+        }
+        if (!md_steps_add(s, &v, env, what, output, true, err)) {
+            strv_free(v.items);
+            strv_free(env);
+            return err->code;
+        }
+    }
+    return MD_OK;
+}
+
+/* ---- the host library per platform ------------------------------------------------------------- */
+
+static const char *cuda_include_dir(const md_plan *plan)
+{
+    for (size_t i = 0; i < plan->n_toolkits; i++) /* newest first */
+        if (plan->toolkits[i].include_dir[0])
+            return plan->toolkits[i].include_dir;
+    return NULL;
+}
+
+static int compare_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The .c files of DIR, sorted, as malloc'd paths in a NULL-terminated array. */
+static char **host_sources(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return NULL;
+    strv v = { 0 };
+    struct dirent *e;
+    bool ok = true;
+    while (ok && (e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len > 2 && strcmp(e->d_name + len - 2, ".c") == 0)
+            ok = strv_add(&v, "%s/%s", dir, e->d_name);
+    }
+    closedir(d);
+    if (!ok || !v.items) {
+        strv_free(v.items);
+        return NULL;
+    }
+    qsort(v.items, v.n, sizeof *v.items, compare_names);
+    return v.items;
+}
+
+static md_status add_host_object_steps(const md_build_config *cfg, const char *platform, const char *cc,
+                                       const char *cc_version, const char *pins, char **sources, strv *objects,
+                                       md_step_list *s, md_error *err)
+{
+    const char *cuda_inc = cuda_include_dir(cfg->plan);
+    if (!cuda_inc)
+        return md_fail(err, MD_ERR_UNSUPPORTED, "no toolkit with cuda.h found (needed to compile the host library)");
+    for (size_t i = 0; sources[i]; i++) {
+        strv v = { 0 };
+        bool ok = strv_add(&v, "%s", cc) && strv_add_all(&v, cfg->recipe->host_cflags) &&
+                  strv_add(&v, "-D%s=\"%s\"", cfg->recipe->version_define, cfg->version) && strv_add(&v, "-include") &&
+                  strv_add(&v, "%s", pins) && strv_add(&v, "-I%s", cfg->kernels_dir) &&
+                  strv_add(&v, "-I%s", cuda_inc) && strv_add(&v, "-c") && strv_add(&v, "-o") &&
+                  strv_add(&v, "OUTPUT") && strv_add(&v, "%s", sources[i]);
+        char key[65];
+        if (ok && !md_content_key(cc_version, v.items, v.n - 2, cfg->kernels_dir, sources[i], pins, key)) {
+            strv_free(v.items);
+            return md_fail(err, MD_ERR_IO, "cannot read '%s' or '%s' for the cache key", sources[i], pins);
+        }
+        char output[PATH_MAX], what[96];
+        snprintf(output, sizeof output, "%s/%s.o", cfg->cache_dir, key);
+        ok = ok && strv_add(objects, "%s", output);
+        if (ok) {
+            free(v.items[v.n - 2]);
+            ok = (v.items[v.n - 2] = strdup(output)) != NULL;
+        }
+        snprintf(what, sizeof what, "%s %s", platform, strrchr(sources[i], '/') + 1);
+        if (!ok) {
+            strv_free(v.items);
+            return md_fail(err, MD_ERR_NOMEM, "out of memory");
+        }
+        if (!md_steps_add(s, &v, NULL, what, output, true, err)) {
+            strv_free(v.items);
+            return err->code;
+        }
+    }
+    return MD_OK;
+}
+
+static int compare_targets_for_loader(const void *a, const void *b)
+{
+    /* The loader tries the fatbins in order and keeps the first that loads: newest SASS first
+     * gives the best code a device can run, and PTX comes last, for devices no SASS fits. */
+    const md_plan_target *x = *(const md_plan_target *const *)a, *y = *(const md_plan_target *const *)b;
+    if (x->ptx != y->ptx)
+        return x->ptx ? 1 : -1;
+    return x->sm > y->sm ? -1 : x->sm < y->sm;
+}
+
+md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_error *err)
+{
+    memset(result, 0, sizeof *result);
+    md_error_clear(err);
+    md_step_list *compile = calloc(1, sizeof *compile), *pack = calloc(1, sizeof *pack);
+    char **sources = NULL;
+    strv objects[MD_MAX_PLATFORMS] = { { 0 } };
+    char compilers[MD_MAX_PLATFORMS][PATH_MAX];
+    char log_dir[PATH_MAX];
+    int lock_fd = -1;
+    md_status st = MD_OK;
+    if (!compile || !pack) {
+        st = md_fail(err, MD_ERR_NOMEM, "out of memory");
+        goto end;
+    }
+    snprintf(log_dir, sizeof log_dir, "%s/logs", cfg->work_dir);
+    if ((st = md_ensure_dir(cfg->cache_dir, err)) != MD_OK || (st = md_ensure_dir(log_dir, err)) != MD_OK ||
+        (!cfg->dry_run && (st = md_ensure_dir(cfg->out_dir, err)) != MD_OK))
+        goto end;
+    /* Two builds of one source folder share its work folder (the fatbin table, the pins, the
+     * linked libraries): the second waits for the first, then finds its objects cached. */
+    char lock_path[PATH_MAX + 8];
+    snprintf(lock_path, sizeof lock_path, "%s/.lock", cfg->work_dir);
+    if ((lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
+        st = md_fail(err, MD_ERR_IO, "cannot open '%s': %s", lock_path, strerror(errno));
+        goto end;
+    }
+    while (flock(lock_fd, LOCK_EX) != 0) {
+        if (errno != EINTR) {
+            st = md_fail(err, MD_ERR_IO, "cannot lock '%s': %s", lock_path, strerror(errno));
+            goto end;
+        }
+    }
+    if (!(sources = host_sources(cfg->kernels_dir))) {
+        st = md_fail(err, MD_ERR_IO, "no C sources in '%s'", cfg->kernels_dir);
+        goto end;
+    }
+
+    /* Stage 1: every nvcc and every host object, in parallel. */
+    if ((st = add_device_steps(cfg, compile, err)) != MD_OK)
+        goto end;
+    for (size_t p = 0; p < cfg->n_platforms; p++) {
+        char version[256];
+        if (md_platform_compiler(cfg->platforms[p], compilers[p], sizeof compilers[p]) != 0) {
+            /* Debian spells the package with dashes: gcc-x86-64-linux-gnu, gcc-aarch64-linux-gnu. */
+            char package[32];
+            snprintf(package, sizeof package, "%s", cfg->platforms[p]);
+            for (char *c = package; *c; c++)
+                *c = *c == '_' ? '-' : *c;
+            st = md_fail(err, MD_ERR_UNSUPPORTED, "no C compiler for %s: apt-get install gcc-%s-linux-gnu",
+                         cfg->platforms[p], package);
+            goto end;
+        }
+        char pins[PATH_MAX];
+        snprintf(pins, sizeof pins, "%s/glibc-pins-%s.h", cfg->work_dir, cfg->platforms[p]);
+        /* The pins are written in a dry run too: the objects' cache keys, which it prints, hash them. */
+        if ((st = compiler_version(compilers[p], version, sizeof version, err)) != MD_OK ||
+            (st = md_package_write_glibc_pins(cfg->platforms[p], pins, err)) != MD_OK ||
+            (st = add_host_object_steps(cfg, cfg->platforms[p], compilers[p], version, pins, sources, &objects[p],
+                                        compile, err)) != MD_OK)
+            goto end;
+    }
+
+    /* Stage 2: the fatbins, in the loader's order, embedded by the kernels' own generator. */
+    const md_plan_target *order[MD_MAX_STEPS];
+    size_t n_order = 0;
+    for (size_t i = 0; i < cfg->plan->n_targets && i < MD_MAX_STEPS; i++)
+        order[n_order++] = &cfg->plan->targets[i];
+    qsort(order, n_order, sizeof *order, compare_targets_for_loader);
+    char asm_path[PATH_MAX];
+    snprintf(asm_path, sizeof asm_path, "%s/fatbins.S", cfg->work_dir);
+    strv gen = { 0 };
+    bool ok = strv_add(&gen, "sh") && strv_add(&gen, "%s/gen-fatbin-asm.sh", cfg->kernels_dir) &&
+              strv_add(&gen, "%s", asm_path);
+    for (size_t i = 0; ok && i < n_order; i++)
+        ok = strv_add(&gen, "%s", compile->steps[order[i] - cfg->plan->targets].output);
+    if (!ok || !md_steps_add(pack, &gen, NULL, "embedding the fatbins", asm_path, false, err)) {
+        strv_free(gen.items);
+        st = err->code ? err->code : md_fail(err, MD_ERR_NOMEM, "out of memory");
+        goto end;
+    }
+
+    /* Stage 3: per platform, assemble the fatbins and link the library. */
+    for (size_t p = 0; p < cfg->n_platforms; p++) {
+        md_build_output *out = &result->outputs[result->n_outputs++];
+        snprintf(out->platform, sizeof out->platform, "%s", cfg->platforms[p]);
+        char dir[PATH_MAX], fatbins_o[PATH_MAX + 16], what[96];
+        snprintf(dir, sizeof dir, "%s/%s", cfg->work_dir, cfg->platforms[p]);
+        snprintf(fatbins_o, sizeof fatbins_o, "%s/fatbins.o", dir);
+        snprintf(out->library, sizeof out->library, "%s/" MD_LIBRARY_NAME, dir);
+        if (!cfg->dry_run && (st = md_ensure_dir(dir, err)) != MD_OK)
+            goto end;
+        strv as = { 0 }, link = { 0 };
+        ok = strv_add(&as, "%s", compilers[p]) && strv_add(&as, "-c") && strv_add(&as, "-o") &&
+             strv_add(&as, "%s", fatbins_o) && strv_add(&as, "%s", asm_path) &&
+             strv_add(&link, "%s", compilers[p]) && strv_add_all(&link, cfg->recipe->link_flags) &&
+             strv_add(&link, "-o") && strv_add(&link, "%s", out->library);
+        for (size_t i = 0; ok && i < objects[p].n; i++)
+            ok = strv_add(&link, "%s", objects[p].items[i]);
+        ok = ok && strv_add(&link, "%s", fatbins_o) && strv_add_all(&link, cfg->recipe->libs);
+        snprintf(what, sizeof what, "%s fatbins.o", cfg->platforms[p]);
+        if (!ok || !md_steps_add(pack, &as, NULL, what, fatbins_o, false, err)) {
+            strv_free(as.items);
+            strv_free(link.items);
+            st = err->code ? err->code : md_fail(err, MD_ERR_NOMEM, "out of memory");
+            goto end;
+        }
+        snprintf(what, sizeof what, "%s " MD_LIBRARY_NAME, cfg->platforms[p]);
+        if (!md_steps_add(pack, &link, NULL, what, out->library, false, err)) {
+            strv_free(link.items);
+            st = err->code;
+            goto end;
+        }
+    }
+    if (cfg->dry_run)
+        goto end;
+
+    unsigned jobs = cfg->jobs ? cfg->jobs : 1;
+    if ((st = md_steps_run(compile, log_dir, jobs, cfg->step_timeout_s, &result->counts, err)) != MD_OK)
+        goto end;
+    /* The generator, then each platform's assembly and link, in that order. */
+    for (size_t i = 0; i < pack->n && st == MD_OK; i++) {
+        md_step_list *one = calloc(1, sizeof *one);
+        if (!one) {
+            st = md_fail(err, MD_ERR_NOMEM, "out of memory");
+            break;
+        }
+        one->steps = &pack->steps[i];
+        one->n = 1;
+        st = md_steps_run(one, log_dir, 1, cfg->step_timeout_s, &result->counts, err);
+        free(one);
+    }
+    for (size_t p = 0; p < result->n_outputs && st == MD_OK; p++) {
+        md_build_output *out = &result->outputs[p];
+        st = md_package_check_manylinux(out->library, out->platform, &out->glibc_major, &out->glibc_minor,
+                                        out->platform_tag, sizeof out->platform_tag, err);
+        if (st == MD_OK) {
+            md_package_spec spec = { .package_dir = cfg->package_dir, .library = out->library,
+                                     .platform_tag = out->platform_tag, .version = cfg->version,
+                                     .out_dir = cfg->out_dir, .source_date_epoch = cfg->source_date_epoch };
+            st = md_package_write_wheel(&spec, out->wheel, sizeof out->wheel, err);
+        }
+    }
+end:
+    if (lock_fd >= 0)
+        close(lock_fd); /* releases the lock */
+    /* A list cut short would print a dry run's commands with some missing, as if complete. */
+    if (compile && !md_steps_move(compile, &result->steps, &result->n_steps) && st == MD_OK)
+        st = md_fail(err, MD_ERR_NOMEM, "out of memory");
+    if (pack && !md_steps_move(pack, &result->steps, &result->n_steps) && st == MD_OK)
+        st = md_fail(err, MD_ERR_NOMEM, "out of memory");
+    free(compile);
+    free(pack);
+    strv_free(sources);
+    for (size_t p = 0; p < MD_MAX_PLATFORMS; p++)
+        strv_free(objects[p].items);
+    return st;
+}
+
+void md_build_result_free(md_build_result *result)
+{
+    md_build_steps_free(result->steps, result->n_steps);
+    memset(result, 0, sizeof *result);
+}

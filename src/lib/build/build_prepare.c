@@ -1,0 +1,117 @@
+/* From what the command line asks for to a config and a plan: the recipe, the toolkits and
+ * host compilers here, the GPUs for "native", the platforms and the folders. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "build.h"
+#include "machine/gpu_probe.h"
+#include "recipes/platform.h"
+#include "recipes/product.h"
+
+#define MAX_NATIVE 16
+
+static bool add_platform(md_build_job *job, const char *name)
+{
+    md_build_config *cfg = &job->cfg;
+    for (size_t i = 0; i < cfg->n_platforms; i++)
+        if (strcmp(cfg->platforms[i], name) == 0)
+            return true;
+    if (cfg->n_platforms == MD_MAX_PLATFORMS)
+        return false;
+    snprintf(job->platform_names[cfg->n_platforms], sizeof job->platform_names[0], "%s", name);
+    cfg->platforms[cfg->n_platforms] = job->platform_names[cfg->n_platforms];
+    cfg->n_platforms++;
+    return true;
+}
+
+/* SPEC "x86_64,aarch64"; NULL: this machine's, and the other where its cross compiler is. */
+static md_status choose_platforms(const char *spec, md_build_job *job, md_error *err)
+{
+    /* Loaded here, where its failure (out of memory) is an error: lazily, in md_platform_find,
+     * it would read as an unknown platform, a usage error. */
+    md_status st = md_platform_table_load(err);
+    if (st != MD_OK)
+        return st;
+    if (!spec) {
+        const char *host = md_host_platform();
+        const char *other = strcmp(host, "x86_64") == 0 ? "aarch64" : "x86_64";
+        char cc[PATH_MAX];
+        add_platform(job, host);
+        if (md_platform_compiler(other, cc, sizeof cc) == 0)
+            add_platform(job, other);
+        return MD_OK;
+    }
+    for (const char *p = spec; *p;) {
+        size_t len = strcspn(p, ",");
+        char name[32];
+        snprintf(name, sizeof name, "%.*s", (int)len, p);
+        if (!md_platform_find(name)) {
+            char names[128];
+            md_platform_names(names, sizeof names);
+            return md_fail(err, MD_ERR_ARGUMENT, "unknown platform '%s' (%s)", name, names);
+        }
+        if (!add_platform(job, name))
+            return md_fail(err, MD_ERR_ARGUMENT, "too many platforms");
+        p += len + (p[len] == ',');
+    }
+    if (job->cfg.n_platforms == 0)
+        return md_fail(err, MD_ERR_ARGUMENT, "empty platform list");
+    return MD_OK;
+}
+
+static md_status native_sms(unsigned *sms, size_t *n, md_error *err)
+{
+    md_gpu_probe probe = { 0 };
+    md_error probe_err;
+    md_status st = md_gpu_probe_run(&probe, &probe_err);
+    if (st == MD_OK)
+        for (size_t i = 0; i < probe.n_gpus && *n < MAX_NATIVE; i++)
+            sms[(*n)++] = probe.gpus[i].sm;
+    else
+        st = md_fail(err, MD_ERR_UNSUPPORTED, "--arch native: %s", probe_err.message);
+    md_gpu_probe_free(&probe);
+    return st;
+}
+
+md_status md_build_prepare(const md_build_request *req, md_build_job *job, md_error *err)
+{
+    memset(job, 0, sizeof *job);
+    md_build_config *cfg = &job->cfg;
+    snprintf(job->kernels_dir, sizeof job->kernels_dir, "%s/kernels", req->source_dir);
+    snprintf(job->package_dir, sizeof job->package_dir, "%s/wheels", req->source_dir);
+    snprintf(job->work_dir, sizeof job->work_dir, "%s/build/msda", req->source_dir);
+    *cfg = (md_build_config){ .recipe = &job->recipe, .plan = &job->plan, .kernels_dir = job->kernels_dir,
+                              .package_dir = job->package_dir, .work_dir = job->work_dir, .out_dir = req->out_dir,
+                              .cache_dir = req->cache_dir, .jobs = req->jobs ? req->jobs : 1,
+                              .step_timeout_s = req->step_timeout_s,
+                              .dry_run = req->dry_run, .version = MD_VERSION,
+                              .source_date_epoch = req->source_date_epoch };
+    md_status st = choose_platforms(req->platforms, job, err);
+    if (st == MD_OK)
+        st = md_libmsda_recipe_load(job->kernels_dir, &job->recipe, err);
+    if (st == MD_OK)
+        st = md_toolkits_find(req->toolkit_dirs, req->n_toolkit_dirs, &job->toolkits, &job->n_toolkits, err);
+    if (st == MD_OK)
+        st = md_host_compilers_find(&job->compilers, &job->n_compilers, err);
+    unsigned native[MAX_NATIVE];
+    size_t n_native = 0;
+    if (st == MD_OK && strcmp(req->arch, "native") == 0)
+        st = native_sms(native, &n_native, err);
+    if (st == MD_OK) {
+        md_plan_request plan_req = { .arch_spec = req->arch, .native_sms = native, .n_native = n_native,
+                                     .toolkits = job->toolkits, .n_toolkits = job->n_toolkits,
+                                     .compilers = job->compilers, .n_compilers = job->n_compilers,
+                                     .recipe = &job->recipe, .defines = req->defines };
+        st = md_plan_make(&plan_req, &job->plan, err);
+    }
+    return st;
+}
+
+void md_build_job_free(md_build_job *job)
+{
+    md_plan_free(&job->plan);
+    md_libmsda_recipe_free(&job->recipe);
+    free(job->toolkits);
+    free(job->compilers);
+    memset(job, 0, sizeof *job);
+}

@@ -1,0 +1,326 @@
+#include "build_steps.h"
+
+#include <errno.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include "base/process.h"
+#include "base/write_all.h"
+
+#define MAX_SOURCES 64
+#define LOG_TAIL_BYTES 1500
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- content keys ------------------------------------------------------------------------------ */
+
+static bool hash_file(EVP_MD_CTX *ctx, const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return false;
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        EVP_DigestUpdate(ctx, buf, n);
+    bool ok = !ferror(f);
+    fclose(f);
+    EVP_DigestUpdate(ctx, path, strlen(path) + 1);
+    return ok;
+}
+
+/* The file and, recursively, the local headers it includes with #include "..." from DIR. False
+ * when one that exists cannot be read (out of memory for its stream): a key without it would
+ * let a change to it reuse a stale object. */
+static bool source_closure(const char *dir, const char *file, char (*list)[PATH_MAX], size_t *n)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp(list[i], file) == 0)
+            return true;
+    if (*n == MAX_SOURCES)
+        return true;
+    snprintf(list[(*n)++], PATH_MAX, "%s", file);
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return false;
+    bool ok = true;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) {
+        const char *p = line;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (strncmp(p, "#include \"", 10) != 0)
+            continue;
+        p += 10;
+        size_t len = strcspn(p, "\"");
+        char inc[PATH_MAX];
+        snprintf(inc, sizeof inc, "%s/%.*s", dir, (int)len, p);
+        if (access(inc, R_OK) == 0 && !source_closure(dir, inc, list, n)) {
+            ok = false;
+            break;
+        }
+    }
+    fclose(f);
+    return ok;
+}
+
+bool md_content_key(const char *tool_version, char *const *argv, size_t skip_arg, const char *dir,
+                        const char *source, const char *extra_file, char key[65])
+{
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
+        EVP_MD_CTX_free(ctx);
+        return false;
+    }
+    EVP_DigestUpdate(ctx, tool_version, strlen(tool_version) + 1);
+    for (size_t i = 0; argv[i]; i++)
+        if (i != skip_arg)
+            EVP_DigestUpdate(ctx, argv[i], strlen(argv[i]) + 1);
+    char (*files)[PATH_MAX] = malloc(MAX_SOURCES * sizeof *files);
+    size_t n = 0;
+    bool ok = files != NULL;
+    if (ok)
+        ok = source_closure(dir, source, files, &n);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = hash_file(ctx, files[i]);
+    if (ok && extra_file)
+        ok = hash_file(ctx, extra_file);
+    free(files);
+    unsigned char md[32];
+    unsigned len = 0;
+    ok = ok && EVP_DigestFinal_ex(ctx, md, &len);
+    EVP_MD_CTX_free(ctx);
+    for (unsigned i = 0; ok && i < 32; i++)
+        snprintf(key + 2 * i, 3, "%02x", md[i]);
+    return ok;
+}
+
+/* ---- steps ------------------------------------------------------------------------------------- */
+
+md_build_step *md_steps_add(md_step_list *s, strv *argv, char **env, const char *what, const char *output,
+                               bool cacheable, md_error *err)
+{
+    if (s->n == MD_MAX_STEPS) {
+        md_fail(err, MD_ERR_INTERNAL, "too many build steps");
+        return NULL;
+    }
+    md_build_step *grown = realloc(s->steps, (s->n + 1) * sizeof *grown);
+    if (!grown) {
+        md_fail(err, MD_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    s->steps = grown;
+    md_build_step *st = &s->steps[s->n];
+    memset(st, 0, sizeof *st);
+    st->argv = argv->items;
+    argv->items = NULL;
+    argv->n = 0;
+    snprintf(st->what, sizeof st->what, "%s", what);
+    snprintf(st->output, sizeof st->output, "%s", output);
+    st->cacheable = cacheable;
+    st->cached = cacheable && access(output, R_OK) == 0;
+    s->envs[s->n] = env;
+    s->n++;
+    return st;
+}
+
+md_status md_ensure_dir(const char *path, md_error *err)
+{
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return md_fail(err, MD_ERR_IO, "cannot create '%s': %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return md_fail(err, MD_ERR_IO, "cannot create '%s': %s", buf, strerror(errno));
+    return MD_OK;
+}
+
+static void log_tail(const char *log, char *out, size_t size)
+{
+    out[0] = '\0';
+    FILE *f = fopen(log, "r");
+    if (!f)
+        return;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, len > LOG_TAIL_BYTES ? len - LOG_TAIL_BYTES : 0, SEEK_SET);
+    size_t n = fread(out, 1, size - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    for (char *p = out; *p; p++) /* one line, as every error message */
+        if (*p == '\n')
+            *p = ' ';
+}
+
+/* After a step failed: ENOSPC or EDQUOT when the folder its OUTPUT goes to has no room left, found
+ * by writing a probe there (removed at once); 0 otherwise. 64 KiB: less than any object or fatbin,
+ * so a disk that refuses it could not have taken the step's output either. */
+static int out_of_space(const char *output)
+{
+    static const char zeros[65536];
+    char probe[PATH_MAX + 32];
+    const char *slash = strrchr(output, '/');
+    snprintf(probe, sizeof probe, "%.*s/.space-probe-XXXXXX", slash ? (int)(slash - output) : 1,
+             slash ? output : ".");
+    int fd = mkstemp(probe);
+    if (fd < 0)
+        return errno == ENOSPC || errno == EDQUOT ? errno : 0;
+    unlink(probe);
+    int e = md_write_all(fd, zeros, sizeof zeros);
+    if (e == 0 && fsync(fd) != 0)
+        e = errno;
+    close(fd);
+    return e == ENOSPC || e == EDQUOT ? e : 0;
+}
+
+/* How a finished step failed, for the message: "exit 1", "killed by signal 9". */
+static void describe_status(int status, char *out, size_t size)
+{
+    if (WIFEXITED(status))
+        snprintf(out, size, "exit %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(out, size, "killed by signal %d", WTERMSIG(status));
+    else
+        snprintf(out, size, "status %d", status);
+}
+
+md_status md_steps_run(md_step_list *s, const char *log_dir, unsigned jobs, unsigned timeout_s,
+                       md_step_counts *counts, md_error *err)
+{
+    pid_t pids[MD_MAX_STEPS];
+    long long started[MD_MAX_STEPS];
+    bool timed_out[MD_MAX_STEPS] = { false };
+    size_t next = 0, running = 0;
+    md_status st = MD_OK;
+    char log[PATH_MAX + 64];
+    for (;;) {
+        while (st == MD_OK && running < jobs && next < s->n) {
+            size_t i = next++;
+            md_build_step *step = &s->steps[i];
+            if (step->cached) {
+                counts->n_cached++;
+                continue;
+            }
+            /* Named by process, so that two builds sharing a cache never write one file. */
+            s->tmp[i][0] = '\0';
+            for (size_t a = 1; step->argv[a]; a++)
+                if (strcmp(step->argv[a - 1], "-o") == 0) {
+                    snprintf(s->tmp[i], sizeof s->tmp[i], "%s.tmp%ld", step->output, (long)getpid());
+                    free(step->argv[a]);
+                    if (!(step->argv[a] = strdup(s->tmp[i])))
+                        return md_fail(err, MD_ERR_NOMEM, "out of memory");
+                }
+            snprintf(log, sizeof log, "%s/step-%zu.log", log_dir, i);
+            unlink(log);
+            st = md_spawn_logged(step->argv, s->envs[i], log, &pids[i], err);
+            if (st == MD_OK) {
+                running++;
+                started[i] = now_ms();
+            }
+        }
+        if (running == 0)
+            break;
+        int status;
+        pid_t done = waitpid(-1, &status, WNOHANG);
+        if (done < 0) {
+            if (errno == EINTR)
+                continue;
+            return md_fail(err, MD_ERR_INTERNAL, "waitpid: %s", strerror(errno));
+        }
+        if (done == 0) {
+            /* A compiler that hangs is stopped; its step then fails like any other. */
+            for (size_t k = 0; timeout_s && k < next; k++)
+                if (!s->steps[k].cached && pids[k] > 0 && !timed_out[k] &&
+                    now_ms() - started[k] > (long long)timeout_s * 1000) {
+                    timed_out[k] = true;
+                    kill(pids[k], SIGKILL);
+                }
+            struct timespec pause = { 0, 50 * 1000 * 1000 };
+            nanosleep(&pause, NULL);
+            continue;
+        }
+        size_t i = 0;
+        while (i < next && (s->steps[i].cached || pids[i] != done))
+            i++;
+        if (i == next)
+            continue;
+        running--;
+        pids[i] = 0;
+        md_build_step *step = &s->steps[i];
+        snprintf(log, sizeof log, "%s/step-%zu.log", log_dir, i);
+        bool exited_ok = !timed_out[i] && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        int rename_errno = 0;
+        if (exited_ok && s->tmp[i][0] && rename(s->tmp[i], step->output) != 0)
+            rename_errno = errno;
+        if (exited_ok && !rename_errno) {
+            counts->n_compiled += step->cacheable;
+            continue;
+        }
+        if (s->tmp[i][0])
+            unlink(s->tmp[i]);
+        if (st == MD_OK) {
+            char tail[LOG_TAIL_BYTES + 1], how[48];
+            log_tail(log, tail, sizeof tail);
+            snprintf(counts->failed_log, sizeof counts->failed_log, "%s", log);
+            int full = timed_out[i] ? 0 : out_of_space(step->output);
+            if (rename_errno)
+                st = md_fail(err, MD_ERR_BUILD, "%s: cannot store '%s': %s", step->what, step->output,
+                             strerror(rename_errno));
+            else if (full)
+                /* The compiler's own words may be lost: its log can be on the same full disk. */
+                st = md_fail(err, MD_ERR_BUILD, "%s failed: no room for '%s': %s (log: %s): %s", step->what,
+                             step->output, strerror(full), log, tail);
+            else {
+                if (timed_out[i])
+                    snprintf(how, sizeof how, "did not finish in %u s (MSDA_BUILD_STEP_TIMEOUT)", timeout_s);
+                else
+                    describe_status(status, how, sizeof how);
+                st = md_fail(err, MD_ERR_BUILD, "%s failed, %s (log: %s): %s", step->what, how, log, tail);
+            }
+        }
+    }
+    return st;
+}
+
+bool md_steps_move(md_step_list *s, md_build_step **steps, size_t *n_steps)
+{
+    md_build_step *grown = s->n ? realloc(*steps, (*n_steps + s->n) * sizeof *grown) : NULL;
+    bool ok = !s->n || grown;
+    if (grown) {
+        *steps = grown;
+        memcpy(*steps + *n_steps, s->steps, s->n * sizeof *s->steps);
+        *n_steps += s->n;
+    } else {
+        for (size_t i = 0; i < s->n; i++)
+            strv_free(s->steps[i].argv);
+    }
+    for (size_t i = 0; i < s->n; i++)
+        strv_free(s->envs[i]);
+    free(s->steps);
+    memset(s, 0, sizeof *s);
+    return ok;
+}
+
+void md_build_steps_free(md_build_step *steps, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        strv_free(steps[i].argv);
+    free(steps);
+}

@@ -1,0 +1,187 @@
+#include "libmsda_recipe.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "base/strv.h"
+
+static const struct {
+    const char *name;
+    md_arch_fact fact;
+    const char *when_key; /* the key of the value where the fact holds */
+} FACTS[] = {
+    { "none", MD_FACT_NONE, NULL },
+    { "registers_per_block", MD_FACT_REGISTERS_PER_BLOCK, "at_most_32768" },
+    { "half_atomic_add", MD_FACT_HALF_ATOMIC_ADD, "yes" },
+    { "bf16", MD_FACT_BF16, "yes" },
+};
+
+static const struct {
+    const char *name;
+    md_ptx_choice choice;
+} PTX_CHOICES[] = {
+    { "newest", MD_PTX_NEWEST },
+    { "oldest_of_newest_toolkit", MD_PTX_OLDEST_OF_NEWEST },
+};
+
+static md_status string_list(json_t *parent, const char *key, const char *where, char ***out, md_error *err)
+{
+    json_t *list = json_object_get(parent, key);
+    if (!json_is_array(list))
+        return md_fail(err, MD_ERR_FORMAT, "%s: '%s' is not a list", where, key);
+    strv v = { 0 };
+    size_t i;
+    json_t *item;
+    json_array_foreach(list, i, item) {
+        if (!json_is_string(item) || !json_string_value(item)[0]) {
+            strv_free(v.items);
+            return md_fail(err, MD_ERR_FORMAT, "%s: '%s' item %zu is not a non-empty string", where, key, i);
+        }
+        if (!strv_add(&v, "%s", json_string_value(item))) {
+            strv_free(v.items);
+            return md_fail(err, MD_ERR_NOMEM, "out of memory");
+        }
+    }
+    if (!v.items && !(v.items = calloc(1, sizeof *v.items)))
+        return md_fail(err, MD_ERR_NOMEM, "out of memory");
+    *out = v.items;
+    return MD_OK;
+}
+
+static bool integer_field(json_t *obj, const char *key, long *out)
+{
+    json_t *v = json_object_get(obj, key);
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT_MAX)
+        return false;
+    *out = (long)json_integer_value(v);
+    return true;
+}
+
+static md_status read_knob(const char *name, json_t *rule, const char *where, md_knob_rule *out, md_error *err)
+{
+    if (strlen(name) >= sizeof out->name || !json_is_object(rule))
+        return md_fail(err, MD_ERR_FORMAT, "%s: per_arch '%s' is malformed", where, name);
+    snprintf(out->name, sizeof out->name, "%s", name);
+    const char *fact = json_string_value(json_object_get(rule, "fact"));
+    size_t f = 0;
+    while (f < sizeof FACTS / sizeof FACTS[0] && !(fact && strcmp(fact, FACTS[f].name) == 0))
+        f++;
+    if (f == sizeof FACTS / sizeof FACTS[0])
+        return md_fail(err, MD_ERR_FORMAT, "%s: per_arch '%s' follows an unknown fact '%s'", where, name,
+                       fact ? fact : "(none given)");
+    out->fact = FACTS[f].fact;
+    if (!integer_field(rule, "otherwise", &out->otherwise) || !integer_field(rule, "unknown", &out->unknown) ||
+        (FACTS[f].when_key && !integer_field(rule, FACTS[f].when_key, &out->when_fact)))
+        return md_fail(err, MD_ERR_FORMAT, "%s: per_arch '%s' needs integer values for 'otherwise', 'unknown'%s%s",
+                       where, name, FACTS[f].when_key ? " and " : "", FACTS[f].when_key ? FACTS[f].when_key : "");
+    if (!FACTS[f].when_key)
+        out->when_fact = out->otherwise;
+    return MD_OK;
+}
+
+md_status md_libmsda_recipe_load(const char *kernels_dir, md_libmsda_recipe *out, md_error *err)
+{
+    memset(out, 0, sizeof *out);
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s", kernels_dir, MD_RECIPE_FILE);
+    json_error_t jerr;
+    errno = 0;
+    json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    /* jansson's lexer reports a failed allocation as a bad token: errno, cleared before, tells. */
+    if (!doc && (json_error_code(&jerr) == json_error_out_of_memory || errno == ENOMEM))
+        return md_fail(err, MD_ERR_NOMEM, "out of memory reading '%s'", path);
+    if (!doc)
+        return md_fail(err, jerr.line > 0 ? MD_ERR_FORMAT : MD_ERR_IO, "cannot read '%s': %s (line %d)", path,
+                       jerr.text, jerr.line);
+    md_status st = MD_OK;
+    json_t *device = json_object_get(doc, "device"), *host = json_object_get(doc, "host");
+    const char *source = json_string_value(json_object_get(device, "source"));
+    const char *version_define = json_string_value(json_object_get(host, "version_define"));
+    if (!source || !source[0] || strchr(source, '/') || strlen(source) >= sizeof out->device_source) {
+        st = md_fail(err, MD_ERR_FORMAT, "%s: device.source must name a file in kernels/", path);
+        goto end;
+    }
+    if (!version_define || !version_define[0] || strlen(version_define) >= sizeof out->version_define) {
+        st = md_fail(err, MD_ERR_FORMAT, "%s: host.version_define must name a macro", path);
+        goto end;
+    }
+    snprintf(out->device_source, sizeof out->device_source, "%s", source);
+    snprintf(out->version_define, sizeof out->version_define, "%s", version_define);
+    if ((st = string_list(device, "nvcc_flags", path, &out->nvcc_flags, err)) != MD_OK ||
+        (st = string_list(host, "cflags", path, &out->host_cflags, err)) != MD_OK ||
+        (st = string_list(host, "link_flags", path, &out->link_flags, err)) != MD_OK ||
+        (st = string_list(host, "libs", path, &out->libs, err)) != MD_OK)
+        goto end;
+
+    json_t *per_arch = json_object_get(doc, "per_arch");
+    if (!json_is_object(per_arch)) {
+        st = md_fail(err, MD_ERR_FORMAT, "%s: per_arch is not an object", path);
+        goto end;
+    }
+    const char *name;
+    json_t *rule;
+    json_object_foreach(per_arch, name, rule) {
+        if (out->n_knobs == MD_MAX_KNOBS) {
+            st = md_fail(err, MD_ERR_FORMAT, "%s: more than %d per_arch knobs", path, MD_MAX_KNOBS);
+            goto end;
+        }
+        if ((st = read_knob(name, rule, path, &out->knobs[out->n_knobs++], err)) != MD_OK)
+            goto end;
+    }
+
+    json_t *ptx = json_object_get(doc, "ptx"), *item;
+    size_t i;
+    if (!json_is_array(ptx)) {
+        st = md_fail(err, MD_ERR_FORMAT, "%s: ptx is not a list", path);
+        goto end;
+    }
+    json_array_foreach(ptx, i, item) {
+        const char *choice = json_string_value(item);
+        size_t c = 0;
+        while (c < sizeof PTX_CHOICES / sizeof PTX_CHOICES[0] && !(choice && strcmp(choice, PTX_CHOICES[c].name) == 0))
+            c++;
+        if (c == sizeof PTX_CHOICES / sizeof PTX_CHOICES[0]) {
+            st = md_fail(err, MD_ERR_FORMAT, "%s: unknown ptx choice '%s' (newest, oldest_of_newest_toolkit)", path,
+                         choice ? choice : "(not a string)");
+            goto end;
+        }
+        out->ptx |= PTX_CHOICES[c].choice;
+    }
+end:
+    json_decref(doc);
+    return st;
+}
+
+void md_libmsda_recipe_free(md_libmsda_recipe *recipe)
+{
+    strv_free(recipe->nvcc_flags);
+    strv_free(recipe->host_cflags);
+    strv_free(recipe->link_flags);
+    strv_free(recipe->libs);
+    memset(recipe, 0, sizeof *recipe);
+}
+
+long md_knob_value(const md_knob_rule *knob, const md_arch *arch)
+{
+    if (!arch)
+        return knob->unknown;
+    bool holds = false;
+    switch (knob->fact) {
+    case MD_FACT_NONE: holds = false; break;
+    case MD_FACT_REGISTERS_PER_BLOCK: holds = arch->registers_per_block <= 32768; break;
+    case MD_FACT_HALF_ATOMIC_ADD: holds = arch->half_atomic_add; break;
+    case MD_FACT_BF16: holds = arch->bf16; break;
+    }
+    return holds ? knob->when_fact : knob->otherwise;
+}
+
+const md_knob_rule *md_libmsda_knob(const md_libmsda_recipe *recipe, const char *name)
+{
+    for (size_t i = 0; i < recipe->n_knobs; i++)
+        if (strcmp(recipe->knobs[i].name, name) == 0)
+            return &recipe->knobs[i];
+    return NULL;
+}

@@ -1,0 +1,62 @@
+/* kernels/libmsda.json: how libmsda is compiled and linked, as a typed table. kernels/ owns the
+ * description; `build` reads it from the source folder it builds, so a flag or a knob is one
+ * edit there, and the library the make targets test is the one the wheel ships. */
+#ifndef MD_LIBMSDA_RECIPE_H
+#define MD_LIBMSDA_RECIPE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "arch.h"
+#include "base/status.h"
+
+#define MD_RECIPE_FILE "libmsda.json"
+#define MD_MAX_KNOBS 16
+#define MD_KNOB_NAME_MAX 48
+
+/* The architecture fact a knob's value follows (recipes/architectures.json). */
+typedef enum {
+    MD_FACT_NONE,                /* the same value everywhere the table knows */
+    MD_FACT_REGISTERS_PER_BLOCK, /* "at_most_32768" where a block gets 32K registers or fewer */
+    MD_FACT_HALF_ATOMIC_ADD,     /* "yes" where atomicAdd on __half exists */
+    MD_FACT_BF16                 /* "yes" where bf16 arithmetic and atomics exist */
+} md_arch_fact;
+
+typedef struct {
+    char name[MD_KNOB_NAME_MAX];  /* the macro: "MSDA_MAX_THREADS" */
+    md_arch_fact fact;
+    long when_fact, otherwise;    /* the value where the fact holds, and where it does not */
+    long unknown;                 /* for an architecture the table lacks */
+} md_knob_rule;
+
+typedef enum {
+    MD_PTX_NEWEST = 1,            /* PTX of the newest SASS: the best code for later GPUs */
+    MD_PTX_OLDEST_OF_NEWEST = 2   /* PTX of the oldest SASS the newest toolkit targets: JIT-able
+                                     on any GPU it or a later driver knows, whatever its number */
+} md_ptx_choice;
+
+typedef struct {
+    char device_source[256];      /* in kernels/: "msda_kernels.cu" */
+    char **nvcc_flags;            /* NULL-terminated, owned */
+    char **host_cflags;
+    char **link_flags;
+    char **libs;
+    char version_define[MD_KNOB_NAME_MAX]; /* the host macro that carries the version */
+    md_knob_rule knobs[MD_MAX_KNOBS];
+    size_t n_knobs;
+    unsigned ptx;                 /* md_ptx_choice bits */
+} md_libmsda_recipe;
+
+/* Reads KERNELS_DIR/libmsda.json. MD_ERR_IO when it cannot be read, MD_ERR_FORMAT naming the
+ * field when it is malformed (an unknown fact or PTX choice included). Free with
+ * md_libmsda_recipe_free, also after a failure. */
+md_status md_libmsda_recipe_load(const char *kernels_dir, md_libmsda_recipe *out, md_error *err);
+
+void md_libmsda_recipe_free(md_libmsda_recipe *recipe);
+
+/* The value of KNOB for ARCH, an entry of the architecture table or NULL when it has none. */
+long md_knob_value(const md_knob_rule *knob, const md_arch *arch);
+
+/* The rule named NAME, or NULL. */
+const md_knob_rule *md_libmsda_knob(const md_libmsda_recipe *recipe, const char *name);
+
+#endif

@@ -1,0 +1,49 @@
+/* The CUDA toolkit table (recipes/toolkits.json): what each nvcc release targets, the newest host
+ * gcc it accepts and the oldest driver it needs. Its one reader; the rest ask it. */
+#ifndef MD_TOOLKIT_TABLE_H
+#define MD_TOOLKIT_TABLE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include "base/status.h"
+
+typedef struct {
+    char version[16];         /* "11.8" */
+    unsigned major, minor;
+    unsigned sm_min, sm_max;  /* real architectures it targets, both ends included */
+    unsigned max_gcc;         /* newest host gcc major */
+    char min_driver[24];      /* oldest Linux driver: "520.61.05" */
+    char redist_release[16];  /* a release `fetch --cuda` takes: "11.8.0"; "" when NVIDIA has none */
+} md_toolkit_row;
+
+/* Loads the embedded table once; later calls return at once. Not thread-safe on first call.
+ * MD_ERR_INTERNAL naming the entry when the recipe is malformed (rows must be complete and
+ * ascending by version). The lookups below load it themselves and find nothing when that fails. */
+md_status md_toolkit_table_load(md_error *err);
+
+/* Replaces the table with one read from DOC, a document shaped like toolkits.json (tests feed
+ * it broken ones). The caller keeps DOC. On failure the table is left empty. */
+md_status md_toolkit_table_load_json(json_t *doc, md_error *err);
+
+/* Frees the loaded table (for leak-checked tests). */
+void md_toolkit_table_free(void);
+
+/* All rows, oldest first; *count receives their number (0 when the table cannot be loaded). */
+const md_toolkit_row *md_toolkit_rows(unsigned *count);
+
+/* The row of exactly VERSION ("11.8"), or NULL. */
+const md_toolkit_row *md_toolkit_row_find(const char *version);
+
+/* The row whose limits hold for an nvcc MAJOR.MINOR: the newest not newer than it within the
+ * same major version (12.5 gets 12.4's), or NULL when the table has none. */
+const md_toolkit_row *md_toolkit_row_for(unsigned major, unsigned minor);
+
+/* The newest row that targets SM (any when 0) and whose CUDA a driver of API version MAX_API
+ * (12040 for 12.4) runs (any when 0), or NULL. */
+const md_toolkit_row *md_toolkit_row_newest_for(unsigned sm, int max_api);
+
+/* The oldest and the newest rows that target SM into *OLDEST and *NEWEST; false (both NULL)
+ * when none does. */
+bool md_toolkit_rows_targeting(unsigned sm, const md_toolkit_row **oldest, const md_toolkit_row **newest);
+
+#endif
