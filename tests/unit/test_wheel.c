@@ -15,7 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "unit.h"
+#include "build/package.h"
 #include "build/wheel.h"
+#include "recipes/product.h"
 
 extern char **environ;
 
@@ -183,6 +185,20 @@ START_TEST(platform_tags)
     ck_assert_int_eq(md_wheel_platform_tag("x86_64", 3, 0, tag, sizeof tag, &err), MD_ERR_ARGUMENT);
     ck_assert_int_eq(md_wheel_platform_tag("x86_64", 1, 17, tag, sizeof tag, &err), MD_ERR_ARGUMENT);
     ck_assert_int_eq(md_wheel_platform_tag("x86_64", 2, 17, tag, 20, &err), MD_ERR_ARGUMENT);
+}
+END_TEST
+
+/* The name diagnose's fixes give is the name build writes: both come from md_wheel_file_name. */
+START_TEST(product_wheel_name)
+{
+    char out[256];
+    md_error err;
+    ck_assert_int_eq(md_package_wheel_name("x86_64", out, sizeof out, &err), MD_OK);
+    ck_assert_str_eq(out, "msda-" MD_VERSION "-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl");
+    ck_assert_int_eq(md_package_wheel_name("aarch64", out, sizeof out, &err), MD_OK);
+    ck_assert_str_eq(out, "msda-" MD_VERSION "-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl");
+    ck_assert_int_eq(md_package_wheel_name("armv7l", out, sizeof out, &err), MD_ERR_ARGUMENT);
+    ck_assert_int_eq(md_package_wheel_name("x86_64", out, 20, &err), MD_ERR_ARGUMENT);
 }
 END_TEST
 
@@ -638,6 +654,7 @@ Suite *suite_wheel(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, platform_tags);
     tcase_add_test(tc, dist_names_normalised);
+    tcase_add_test(tc, product_wheel_name);
     tcase_add_test(tc, same_inputs_same_bytes);
     tcase_add_test(tc, layout_modes_and_metadata);
     tcase_add_test(tc, epoch_defaults_and_floor);

@@ -1,4 +1,5 @@
-/* Running other programs: always from an argument vector (posix_spawn), never through a shell. */
+/* Running other programs: always from an argument vector (posix_spawn), never through a shell.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_PROCESS_H
 #define MD_PROCESS_H
 

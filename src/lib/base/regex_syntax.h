@@ -5,7 +5,8 @@
  * three copies, x+ two, and a quantifier on a quantified group multiplies), so a short pattern
  * such as "a++++++++++++++++++++++++++++++" or "(a{100}){100}" asks for gigabytes before it
  * matches anything. md_regex_compile estimates that expansion first and refuses a pattern past
- * MD_REGEX_MAX_NODES, so a damaged or hostile signatures file gives an error, not an OOM. */
+ * MD_REGEX_MAX_NODES, so a damaged or hostile signatures file gives an error, not an OOM.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_REGEX_SYNTAX_H
 #define MD_REGEX_SYNTAX_H
 

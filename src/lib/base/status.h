@@ -1,6 +1,7 @@
 /* Status codes and error details returned by every library function.
  * The library never prints and never exits: a failing call fills an md_error and returns its
- * code; the CLI decides what to print and which exit status that means. */
+ * code; the CLI decides what to print and which exit status that means.
+ * Scope: public: src/cli may include it. */
 #ifndef MD_STATUS_H
 #define MD_STATUS_H
 

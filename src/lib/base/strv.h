@@ -1,4 +1,5 @@
-/* Growable NULL-terminated string vectors: argument vectors for spawned tools, file lists. */
+/* Growable NULL-terminated string vectors: argument vectors for spawned tools, file lists.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_STRV_H
 #define MD_STRV_H
 

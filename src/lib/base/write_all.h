@@ -1,4 +1,5 @@
-/* Writing a whole buffer to a file descriptor, through interrupted and partial writes. */
+/* Writing a whole buffer to a file descriptor, through interrupted and partial writes.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_WRITE_ALL_H
 #define MD_WRITE_ALL_H
 

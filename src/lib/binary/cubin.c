@@ -8,7 +8,7 @@
 #include <libelf.h>
 #include <stdlib.h>
 #include <string.h>
-#include "base/bytes.h"
+#include "bytes.h"
 #include "elf_check.h"
 
 #define EM_CUDA_MACHINE 190

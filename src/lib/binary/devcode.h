@@ -1,4 +1,5 @@
-/* What GPU code a binary carries: the model filled by the fatbin and cubin readers. */
+/* What GPU code a binary carries: the model filled by the fatbin and cubin readers.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_DEVCODE_H
 #define MD_DEVCODE_H
 

@@ -1,7 +1,8 @@
 /* Checks of an ELF image's geometry against its real size, for files other people made: libelf
  * trusts the headers it parses (a section header table cut off becomes "no sections", a section
  * pointing past the end becomes an error only when its data is asked for), so the readers ask
- * here first and never give a plausible answer for a corrupt file. */
+ * here first and never give a plausible answer for a corrupt file.
+ * Scope: private to src/lib/binary. */
 #ifndef MD_ELF_CHECK_H
 #define MD_ELF_CHECK_H
 

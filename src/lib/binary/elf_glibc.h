@@ -1,7 +1,8 @@
 /* What a host shared object asks of the system it is loaded on: the glibc symbol versions it
  * needs (its manylinux floor, FACTS.md "Wheels"), which symbols raise that floor, its CPU and
  * the libraries it links (DT_NEEDED). Read through libelf; any host can read x86_64 and aarch64
- * objects. */
+ * objects.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_ELF_GLIBC_H
 #define MD_ELF_GLIBC_H
 

@@ -1,6 +1,7 @@
 /* The dynamic symbols of ELF shared objects, for diagnose: which names an extension imports, and
  * which of them a set of libraries (torch's) exports. Read through libelf from the file, which
- * libelf maps; nothing of a library's symbol table is copied but the names asked about. */
+ * libelf maps; nothing of a library's symbol table is copied but the names asked about.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_ELF_SYMBOLS_H
 #define MD_ELF_SYMBOLS_H
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <zstd.h>
 #include <zstd_errors.h>
-#include "base/bytes.h"
+#include "bytes.h"
 
 #define FATBIN_MAGIC 0xBA55ED50u
 #define CONTAINER_HEADER_MIN 16u

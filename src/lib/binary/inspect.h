@@ -1,5 +1,6 @@
 /* Finding and reading the GPU code in files: ELF host binaries (the .nv_fatbin section),
- * standalone fatbins and cubins, wheels (every shared object inside), and directories. */
+ * standalone fatbins and cubins, wheels (every shared object inside), and directories.
+ * Scope: public: src/cli may include it. */
 #ifndef MD_INSPECT_H
 #define MD_INSPECT_H
 

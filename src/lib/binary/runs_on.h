@@ -1,5 +1,6 @@
 /* Whether a binary's GPU code can run on a given architecture, and whether its kernels fit
- * that architecture's registers per block. */
+ * that architecture's registers per block.
+ * Scope: public: src/cli may include it. */
 #ifndef MD_RUNS_ON_H
 #define MD_RUNS_ON_H
 

@@ -1,7 +1,8 @@
 /* Reading the members of a zip archive (a wheel), one after another, with libarchive: the one
  * reader behind the RECORD checker, inspect and verify. Every error message names the archive
  * (and the member, where there is one). Members are streamed, never held whole, so memory stays
- * bounded whatever their size. */
+ * bounded whatever their size.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_ZIP_MEMBERS_H
 #define MD_ZIP_MEMBERS_H
 

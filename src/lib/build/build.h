@@ -1,6 +1,7 @@
 /* Carrying out a plan: nvcc per (architecture, toolkit) in parallel with a content-addressed
  * cache, the host library per CPU platform with the fatbins embedded, then one wheel each.
- * How each step compiles and links comes from kernels/libmsda.json (libmsda_recipe.h). */
+ * How each step compiles and links comes from kernels/libmsda.json (libmsda_recipe.h).
+ * Scope: public: src/cli may include it. */
 #ifndef MD_BUILD_H
 #define MD_BUILD_H
 

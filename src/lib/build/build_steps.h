@@ -1,5 +1,6 @@
 /* The compile steps of a build: argument vectors keyed by content in a cache folder, run a few
- * at a time, each writing under a temporary name that is renamed into place only on success. */
+ * at a time, each writing under a temporary name that is renamed into place only on success.
+ * Scope: private to src/lib/build. */
 #ifndef MD_BUILD_STEPS_H
 #define MD_BUILD_STEPS_H
 

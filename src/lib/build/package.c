@@ -157,3 +157,12 @@ end:
     strv_free(paths.items);
     return st;
 }
+
+md_status md_package_wheel_name(const char *platform, char *out, size_t size, md_error *err)
+{
+    char tag[MD_WHEEL_TAG_MAX];
+    md_status st = md_wheel_platform_tag(platform, MD_GLIBC_FLOOR_MAJOR, MD_GLIBC_FLOOR_MINOR, tag, sizeof tag, err);
+    if (st != MD_OK)
+        return st;
+    return md_wheel_file_name(MD_DIST_NAME, MD_VERSION, MD_PYTHON_TAG, MD_ABI_TAG, tag, out, size, err);
+}

@@ -1,5 +1,6 @@
 /* Packing a platform's libmsda.so: the glibc pins its host objects are compiled with, the
- * manylinux check of the linked library, and the wheel with the Python package. */
+ * manylinux check of the linked library, and the wheel with the Python package.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_PACKAGE_H
 #define MD_PACKAGE_H
 
@@ -17,6 +18,11 @@ md_status md_package_write_glibc_pins(const char *platform, const char *path, md
  * would make the tag lie. */
 md_status md_package_check_manylinux(const char *library, const char *platform, unsigned *glibc_major,
                                      unsigned *glibc_minor, char *tag, size_t tag_size, md_error *err);
+
+/* The file name of the wheel `build` writes for PLATFORM ("x86_64", "aarch64") into OUT:
+ * "msda-0.1.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl".
+ * MD_ERR_ARGUMENT for an unknown platform or an OUT too small. */
+md_status md_package_wheel_name(const char *platform, char *out, size_t size, md_error *err);
 
 typedef struct {
     const char *package_dir;   /* the Python package sources: wheels/ */

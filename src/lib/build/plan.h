@@ -1,5 +1,6 @@
 /* The build plan: which architectures to compile, with which toolkit, host compiler and
- * per-architecture kernel choices (FP16/BF16, half atomics, threads per block). */
+ * per-architecture kernel choices (FP16/BF16, half atomics, threads per block).
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_PLAN_H
 #define MD_PLAN_H
 

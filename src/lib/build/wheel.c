@@ -167,6 +167,19 @@ static bool valid_tag_set(const char *tag)
     return true;
 }
 
+md_status md_wheel_file_name(const char *dist, const char *version, const char *python_tag, const char *abi_tag,
+                             const char *platform_tag, char *out, size_t size, md_error *err)
+{
+    char normal[256];
+    md_status st = md_wheel_normalize_dist(dist, normal, sizeof normal, err);
+    if (st != MD_OK)
+        return st;
+    int n = snprintf(out, size, "%s-%s-%s-%s-%s.whl", normal, version, python_tag, abi_tag, platform_tag);
+    if (n < 0 || (size_t)n >= size)
+        return md_fail(err, MD_ERR_ARGUMENT, "no room for the wheel's name");
+    return MD_OK;
+}
+
 md_status md_wheel_platform_tag(const char *arch, unsigned glibc_major, unsigned glibc_minor,
                                 char *tag, size_t size, md_error *err)
 {
@@ -618,6 +631,10 @@ md_status md_wheel_write(const md_wheel_spec *spec, char **written, md_error *er
     char dist_info[300], record_path[320];
     snprintf(dist_info, sizeof dist_info, "%s-%s.dist-info", dist, spec->version);
     snprintf(record_path, sizeof record_path, "%s/RECORD", dist_info);
+    char file_name[1024];
+    if ((st = md_wheel_file_name(spec->dist, spec->version, spec->python_tag, spec->abi_tag, spec->platform_tag,
+                                 file_name, sizeof file_name, err)) != MD_OK)
+        return st;
 
     time_t mtime = spec->source_date_epoch ? spec->source_date_epoch : MD_WHEEL_DEFAULT_EPOCH;
     if (mtime < MD_WHEEL_MIN_EPOCH)
@@ -631,8 +648,7 @@ md_status md_wheel_write(const md_wheel_spec *spec, char **written, md_error *er
     build_wheel_file(&wheel, spec);
     const char *dir = spec->output_dir;
     const char *sep = dir[strlen(dir) - 1] == '/' ? "" : "/";
-    buf_printf(&final_path, "%s%s%s-%s-%s-%s-%s.whl", dir, sep, dist, spec->version, spec->python_tag,
-               spec->abi_tag, spec->platform_tag);
+    buf_printf(&final_path, "%s%s%s", dir, sep, file_name);
     buf_printf(&temp_path, "%s%s.%s-%s.whl.XXXXXX", dir, sep, dist, spec->version);
     if (metadata.failed || wheel.failed || final_path.failed || temp_path.failed) {
         st = md_fail(err, MD_ERR_NOMEM, "out of memory");

@@ -1,5 +1,6 @@
 /* Python wheels (FACTS.md, "Wheels"): the manylinux platform tag, a reproducible writer and a
- * RECORD checker. The zip itself is libarchive's; hashes and base64 are OpenSSL's. */
+ * RECORD checker. The zip itself is libarchive's; hashes and base64 are OpenSSL's.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_WHEEL_H
 #define MD_WHEEL_H
 
@@ -81,5 +82,11 @@ md_status md_wheel_verify_record(const char *path, md_error *err);
 /* Writes the dist name normalised for file names (runs of "-_." become one "_") into OUT.
  * MD_ERR_ARGUMENT when OUT (SIZE bytes) is too small or NAME is empty. */
 md_status md_wheel_normalize_dist(const char *name, char *out, size_t size, md_error *err);
+
+/* The wheel's file name (PEP 427) into OUT: DIST normalised, then VERSION, PYTHON_TAG, ABI_TAG and
+ * PLATFORM_TAG joined by '-', with ".whl". The one place a wheel's name is formatted.
+ * MD_ERR_ARGUMENT for a DIST that does not normalise or an OUT too small. */
+md_status md_wheel_file_name(const char *dist, const char *version, const char *python_tag, const char *abi_tag,
+                             const char *platform_tag, char *out, size_t size, md_error *err);
 
 #endif

@@ -1,5 +1,6 @@
 /* Shared by the diagnose files, not by the CLI: the view a finding is judged in, and the
- * evaluation of the data's names (diag_vocab.h) in that view. */
+ * evaluation of the data's names (diag_vocab.h) in that view.
+ * Scope: private to src/lib/diagnose. */
 #ifndef MD_DIAG_INTERNAL_H
 #define MD_DIAG_INTERNAL_H
 

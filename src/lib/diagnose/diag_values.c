@@ -9,6 +9,7 @@
 #include <sys/utsname.h>
 #include "recipes/arch.h"
 #include "diag_internal.h"
+#include "build/package.h"
 #include "recipes/product.h"
 #include "recipes/toolkit_table.h"
 
@@ -287,7 +288,7 @@ static bool v_wheel(const md_view *v, char *out, size_t size)
     const char *mach = jetson ? "aarch64" : uname(&u) == 0 ? u.machine : "x86_64";
     char wheel_name[256];
     md_error err;
-    if (md_product_wheel_name(mach, wheel_name, sizeof wheel_name, &err) != MD_OK)
+    if (md_package_wheel_name(mach, wheel_name, sizeof wheel_name, &err) != MD_OK)
         return false;
     return PUT("wheels/dist/%s", wheel_name);
 }

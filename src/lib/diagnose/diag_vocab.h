@@ -1,7 +1,8 @@
 /* The names recipes/signatures.json may use, and what the code does with each: fact keys,
  * placeholders, evidence kinds, GPU choices and log facts. The tables live beside the code that
  * evaluates them (diag_facts.c, diag_values.c, diag_logfacts.c); the knowledge loader checks the
- * data against them. Internal to the diagnose files. */
+ * data against them. Internal to the diagnose files.
+ * Scope: private to src/lib/diagnose. */
 #ifndef MD_DIAG_VOCAB_H
 #define MD_DIAG_VOCAB_H
 

@@ -2,7 +2,8 @@
  * the probes found. Produces checks (one per probe) and findings (one per finding ID of
  * recipes/signatures.json), root cause first. A log that does not look like it came from this
  * machine (or every log, with md_diagnose_options.foreign) is judged by what it says alone, and
- * this machine's own findings are kept apart. Nothing here prints. */
+ * this machine's own findings are kept apart. Nothing here prints.
+ * Scope: public: src/cli may include it. */
 #ifndef MD_DIAGNOSE_H
 #define MD_DIAGNOSE_H
 

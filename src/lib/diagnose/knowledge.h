@@ -2,7 +2,8 @@
  * one entry per finding ID of DESIGN.md, plus the log facts and hints read from whole logs,
  * loaded from the embedded copy. Every name the data uses (fact keys, placeholders, evidence
  * kinds, GPU choices, log facts) is checked against the code's vocabulary (diag_vocab.h) at
- * load: data naming something the code lacks is broken data, not a silent "unknown". */
+ * load: data naming something the code lacks is broken data, not a silent "unknown".
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_KNOWLEDGE_H
 #define MD_KNOWLEDGE_H
 

@@ -4,7 +4,8 @@
  * line ends and ANSI colour codes. The reader keeps at most MD_LOG_LINE_MAX bytes of a line
  * (the rest is dropped, not split into more lines), removes CR, ANSI CSI sequences
  * (ESC [ params intermediates final) and OSC sequences (ESC ] ... BEL or ESC \), and turns NUL
- * bytes into spaces so that regexec sees the whole kept line. */
+ * bytes into spaces so that regexec sees the whole kept line.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_LOGSCAN_H
 #define MD_LOGSCAN_H
 

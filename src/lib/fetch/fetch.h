@@ -1,7 +1,8 @@
 /* `fetch`: a CUDA toolkit from NVIDIA's redistributable archives (or a mirror of them), or from
  * NVIDIA's compiler wheels on a package index, checksummed, unpacked into
  * DEST/cuda/MAJOR.MINOR/PLATFORM (fetch_cache.h) only when every component arrived whole. Either
- * way the folder has the same layout. */
+ * way the folder has the same layout.
+ * Scope: public: src/cli may include it. */
 #ifndef MD_FETCH_H
 #define MD_FETCH_H
 

@@ -1,6 +1,7 @@
 /* Where `fetch` keeps toolkits ($XDG_CACHE_HOME/msda-doctor by default), how one is laid out
  * there (cuda/MAJOR.MINOR/PLATFORM), and what is there: the one owner of that place, for fetch,
- * build and diagnose alike. */
+ * build and diagnose alike.
+ * Scope: public: src/cli may include it. */
 #ifndef MD_FETCH_CACHE_H
 #define MD_FETCH_CACHE_H
 

@@ -1,5 +1,6 @@
 /* HTTP transfers for `fetch`, through libcurl: a small document into memory, an archive into a
- * file that a later call resumes. Retries transient failures with backoff; never prints. */
+ * file that a later call resumes. Retries transient failures with backoff; never prints.
+ * Scope: private to src/lib/fetch. */
 #ifndef MD_FETCH_HTTP_H
 #define MD_FETCH_HTTP_H
 

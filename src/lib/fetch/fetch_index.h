@@ -1,5 +1,6 @@
 /* A Python package index's project page (PEP 691 JSON, else PEP 503 HTML): the wheels it
- * offers, and the one `fetch --wheels` takes for a CUDA MAJOR.MINOR and a machine. */
+ * offers, and the one `fetch --wheels` takes for a CUDA MAJOR.MINOR and a machine.
+ * Scope: private to src/lib/fetch. */
 #ifndef MD_FETCH_INDEX_H
 #define MD_FETCH_INDEX_H
 

@@ -1,4 +1,5 @@
-/* The archives `fetch` downloads: their sha256, and unpacking one safely into a toolkit tree. */
+/* The archives `fetch` downloads: their sha256, and unpacking one safely into a toolkit tree.
+ * Scope: private to src/lib/fetch. */
 #ifndef MD_FETCH_UNPACK_H
 #define MD_FETCH_UNPACK_H
 

@@ -1,5 +1,6 @@
 /* The package index the user's pip is set to use, for `fetch --wheels`: pip's own order of
- * environment and configuration files, read as far as `index-url` goes. */
+ * environment and configuration files, read as far as `index-url` goes.
+ * Scope: private to src/lib/fetch. */
 #ifndef MD_PIP_CONFIG_H
 #define MD_PIP_CONFIG_H
 

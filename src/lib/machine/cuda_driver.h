@@ -1,7 +1,8 @@
 /* The CUDA driver library (libcuda.so.1, opened with dlopen; never the toolkit's stub) and the
  * driver API entry points that msda-doctor calls, declared here so that no CUDA header is
  * needed. MSDA_LIBCUDA names another library (the tests' fake driver). libmsda opens the driver
- * on its own (kernels/msda_driver.c): the library stays free of src/lib. */
+ * on its own (kernels/msda_driver.c): the library stays free of src/lib.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_CUDA_DRIVER_H
 #define MD_CUDA_DRIVER_H
 

@@ -1,5 +1,6 @@
 /* The GPUs of this machine, through the CUDA driver API (cuda_driver.h: libcuda.so.1, or the
- * library MSDA_LIBCUDA names). */
+ * library MSDA_LIBCUDA names).
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_GPU_PROBE_H
 #define MD_GPU_PROBE_H
 

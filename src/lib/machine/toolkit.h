@@ -1,4 +1,5 @@
-/* CUDA toolkits and host compilers found on this machine, and what each can do. */
+/* CUDA toolkits and host compilers found on this machine, and what each can do.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_TOOLKIT_H
 #define MD_TOOLKIT_H
 

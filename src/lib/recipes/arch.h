@@ -1,4 +1,5 @@
-/* The GPU architecture table (recipes/architectures.json) and parsing of architecture names. */
+/* The GPU architecture table (recipes/architectures.json) and parsing of architecture names.
+ * Scope: public: src/cli may include it. */
 #ifndef MD_ARCH_H
 #define MD_ARCH_H
 

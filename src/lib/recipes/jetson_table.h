@@ -1,5 +1,6 @@
 /* The Jetson table (recipes/jetson.json): L4T releases to JetPack and CUDA, device-tree model
- * strings to modules and their compute capability. Its one reader; the Jetson probe asks it. */
+ * strings to modules and their compute capability. Its one reader; the Jetson probe asks it.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_JETSON_TABLE_H
 #define MD_JETSON_TABLE_H
 

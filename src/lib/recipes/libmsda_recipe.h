@@ -1,6 +1,7 @@
 /* kernels/libmsda.json: how libmsda is compiled and linked, as a typed table. kernels/ owns the
  * description; `build` reads it from the source folder it builds, so a flag or a knob is one
- * edit there, and the library the make targets test is the one the wheel ships. */
+ * edit there, and the library the make targets test is the one the wheel ships.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_LIBMSDA_RECIPE_H
 #define MD_LIBMSDA_RECIPE_H
 

@@ -1,6 +1,7 @@
 /* The CPU platforms that wheels are built for (recipes/platforms.json): each platform's ELF
  * machine, cross tools and glibc base version, the libraries a manylinux_2_17 object may link,
- * and the glibc symbols the build pins to the base version. Its one reader; the rest ask it. */
+ * and the glibc symbols the build pins to the base version. Its one reader; the rest ask it.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_PLATFORM_H
 #define MD_PLATFORM_H
 

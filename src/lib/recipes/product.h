@@ -1,11 +1,9 @@
 /* What msda-doctor makes, named once: the distribution, where its library sits in the wheel,
  * the glibc floor its tag promises, and its version (from the top-level VERSION file, which
- * the Makefile passes as MSDA_DOCTOR_VERSION). Every other file asks here. */
+ * the Makefile passes as MSDA_DOCTOR_VERSION). Every other file asks here.
+ * Scope: public: src/cli may include it. */
 #ifndef MD_PRODUCT_H
 #define MD_PRODUCT_H
-
-#include <stddef.h>
-#include "base/status.h"
 
 #ifndef MSDA_DOCTOR_VERSION
 #error "MSDA_DOCTOR_VERSION comes from the VERSION file through the Makefile"
@@ -24,10 +22,5 @@
 /* manylinux_2_17: the highest glibc symbol version the library may need. */
 #define MD_GLIBC_FLOOR_MAJOR 2u
 #define MD_GLIBC_FLOOR_MINOR 17u
-
-/* The file name of the wheel `build` writes for PLATFORM ("x86_64", "aarch64") into OUT:
- * "msda-0.1.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl".
- * MD_ERR_ARGUMENT for an unknown platform or an OUT too small. */
-md_status md_product_wheel_name(const char *platform, char *out, size_t size, md_error *err);
 
 #endif

@@ -1,4 +1,5 @@
-/* Access to the embedded recipes/ JSON documents. */
+/* Access to the embedded recipes/ JSON documents.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_RECIPES_H
 #define MD_RECIPES_H
 

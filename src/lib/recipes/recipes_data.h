@@ -1,4 +1,5 @@
-/* The recipes/ JSON files, embedded at build time by tools/embed.c. */
+/* The recipes/ JSON files, embedded at build time by tools/embed.c.
+ * Scope: private to src/lib/recipes. */
 #ifndef MD_RECIPES_DATA_H
 #define MD_RECIPES_DATA_H
 #include <stddef.h>

@@ -1,5 +1,6 @@
 /* NVIDIA's CUDA redistributables (recipes/redist.json): where the manifests are, which redist
- * platform a host fetches, and which components compiling device code takes. Its one reader. */
+ * platform a host fetches, and which components compiling device code takes. Its one reader.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_REDIST_TABLE_H
 #define MD_REDIST_TABLE_H
 

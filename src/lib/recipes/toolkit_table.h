@@ -1,5 +1,6 @@
 /* The CUDA toolkit table (recipes/toolkits.json): what each nvcc release targets, the newest host
- * gcc it accepts and the oldest driver it needs. Its one reader; the rest ask it. */
+ * gcc it accepts and the oldest driver it needs. Its one reader; the rest ask it.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_TOOLKIT_TABLE_H
 #define MD_TOOLKIT_TABLE_H
 

@@ -1,5 +1,6 @@
 /* Checking a built wheel on this machine: its RECORD, then its libmsda.so loaded here, running
- * forward and backward on the CPU and on every GPU, each compared with the CPU path in f64. */
+ * forward and backward on the CPU and on every GPU, each compared with the CPU path in f64.
+ * Scope: public: src/cli may include it. */
 #ifndef MD_VERIFY_H
 #define MD_VERIFY_H
 

@@ -1,6 +1,7 @@
 /* verify's test problem: its inputs, the CPU path's f64 result that every run is held to, the
  * buffers of one run in one data type, and the judging of a run's errors. The GPU checks and the
- * wheel-level flow are verify.c's. */
+ * wheel-level flow are verify.c's.
+ * Scope: private to src/lib/verify. */
 #ifndef MD_VERIFY_PROBLEM_H
 #define MD_VERIFY_PROBLEM_H
 

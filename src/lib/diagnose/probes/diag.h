@@ -1,6 +1,7 @@
 /* What `diagnose` learns about this machine: one check per probe (its status and lines for the
  * checklist) and the facts behind it (for the JSON "machine" object and for tying log findings
- * to the machine). Filled by the diag_probe_*.c files; nothing here prints. */
+ * to the machine). Filled by the diag_probe_*.c files; nothing here prints.
+ * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_DIAG_H
 #define MD_DIAG_H
 

@@ -1,4 +1,5 @@
-/* Little-endian reads from byte buffers whose bounds the caller has checked. */
+/* Little-endian reads from byte buffers whose bounds the caller has checked.
+ * Scope: private to src/lib/binary. */
 #ifndef MD_BYTES_H
 #define MD_BYTES_H
 
