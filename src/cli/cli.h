@@ -1,12 +1,18 @@
-/* The command-line layer: the only code that prints or exits. */
+/* The command-line layer: the only code that prints or exits. Rooms, bottom up: output.c (errors,
+ * JSON, exit statuses), options.c (option tables), help.c (one command's usage), cmd_<name>.c (a
+ * command and its row), commands.c (the table, `help`), main.c. None calls one above it. */
 #ifndef MD_CLI_H
 #define MD_CLI_H
 
 #include <getopt.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 #include <jansson.h>
 #include "base/status.h"
+
+#define MD_PROGRAM "msda-doctor"
 
 /* Exit statuses, documented in man/msda-doctor.1 (EXIT STATUS). Never renumber. */
 typedef enum {
@@ -77,9 +83,17 @@ typedef struct {
     const md_option *options; /* its options and arguments, owned by the command's own file */
 } md_command;
 
-extern const md_command md_commands[];
+/* The table, NULL-terminated, in the order of the man page and --help. */
+extern const md_command *const md_commands[];
 
+/* The row of the command called NAME, or NULL. */
 const md_command *md_command_find(const char *name);
+
+/* Each command's row, defined in its own file. */
+extern const md_command md_cmd_inspect, md_cmd_build, md_cmd_verify, md_cmd_diagnose, md_cmd_fetch, md_cmd_help;
+
+/* The options before a command; the man page's OPTIONS section. */
+extern const md_option md_cli_global_options[];
 
 /* Prints "msda-doctor: error: MESSAGE" on stderr. */
 void md_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -90,8 +104,18 @@ int md_cli_usage_error(const char *command, const char *fmt, ...) __attribute__(
 /* The usage error for getopt_long's return C (':' missing value, '?' unknown option). */
 int md_cli_option_error(const char *command, char **argv, int c);
 
-/* Prints the usage of COMMAND (or of the whole tool when NULL) to OUT. */
+/* Prints the usage line(s) of SYNOPSIS: "usage: msda-doctor ..." first (FIRST true), then
+ * indented; clears FIRST. */
+void md_cli_print_synopsis(FILE *out, const char *synopsis, bool *first);
+
+/* Prints the usage of COMMAND to OUT. */
 void md_cli_print_help(FILE *out, const md_command *command);
+
+/* Prints the usage of the whole tool (every command's synopsis and summary) to OUT. */
+void md_cli_print_overview(FILE *out);
+
+/* Routes jansson's allocations through md_cli_print_json's check; called once, first. */
+void md_cli_json_init(void);
 
 /* Writes DOC to stdout as JSON with a newline, drops the reference; MD_EXIT_INTERNAL on failure. */
 int md_cli_print_json(json_t *doc);
@@ -102,26 +126,20 @@ md_exit md_cli_exit_for(md_status st);
 /* Flushes stdout and reports a failed write; returns CODE, or MD_EXIT_INTERNAL if it failed. */
 int md_cli_finish(int code);
 
-/* The option tables, each beside the code that parses it. */
-extern const md_option md_cli_global_options[];
-extern const md_option md_cli_inspect_options[];
-extern const md_option md_cli_build_options[];
-extern const md_option md_cli_verify_options[];
-extern const md_option md_cli_diagnose_options[];
-extern const md_option md_cli_fetch_options[];
-extern const md_option md_cli_help_options[];
+/* A download's progress line on stderr (see progress.c). */
+typedef struct {
+    char what[48];
+    struct timespec start, last;
+    bool shown, finished;
+} md_cli_progress;
 
-/* Command entry points. */
-int cmd_inspect(int argc, char **argv);
-int cmd_build(int argc, char **argv);
-int cmd_verify(int argc, char **argv);
-int cmd_diagnose(int argc, char **argv);
-int cmd_fetch(int argc, char **argv);
+/* An md_http_progress_fn: CTX is an md_cli_progress, zeroed before the first call. */
+void md_cli_progress_update(void *ctx, const char *what, uint64_t done, uint64_t total);
 
-/* For `build --fetch`: fetches CUDA RELEASE from the redist archives into the fetch cache with
- * fetch's defaults ($MSDA_CUDA_MIRROR, retries, timeouts, progress on a terminal), its folder into
- * TOOLKIT_DIR. Returns fetch's status; ERR says why. */
-md_status md_cli_fetch_for_build(const char *release, char *toolkit_dir, size_t size, md_error *err);
-int cmd_help(int argc, char **argv);
+/* Ends a progress line left unfinished (a failed or cut-off download) and starts afresh. */
+void md_cli_progress_end(md_cli_progress *p);
+
+/* Whether progress is shown: stderr is a terminal. */
+bool md_cli_progress_wanted(void);
 
 #endif

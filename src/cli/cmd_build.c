@@ -16,8 +16,7 @@ typedef struct {
     md_build_request req;
     const char *defines[MAX_DEFINES + 1];
     size_t n_defines;
-    bool json, fetch;
-    char fetched[MD_PLAN_MAX_FETCH][PATH_MAX]; /* --fetch's toolkits, added as --toolkit */
+    bool json;
 } build_options;
 
 static void target_name(const md_plan_target *t, char *buf, size_t size)
@@ -85,7 +84,7 @@ static void print_command(char *const *argv)
     putchar('\n');
 }
 
-const md_option md_cli_build_options[] = {
+static const md_option md_cli_build_options[] = {
     { 'a', "arch", "SPEC", 0,
       "all (every architecture the toolkits target, plus PTX of the newest and of the newest toolkit's "
       "oldest), native (the GPUs here), "
@@ -108,28 +107,15 @@ const md_option md_cli_build_options[] = {
     MD_OPTION_END
 };
 
-/* --fetch: each toolkit release the plan names is fetched, given as --toolkit (so that it is
- * used whatever MSDA_TOOLKIT_PATHS says), and the build prepared again. */
-static md_status fetch_and_prepare(build_options *opt, md_build_job *job, md_error *err)
+/* Before each fetch of --fetch: what is fetched and why, after any progress line. */
+static void on_fetch(void *ctx, const char *release, size_t n_archs)
 {
-    md_plan_fetch wanted[MD_PLAN_MAX_FETCH];
-    size_t n = job->plan.n_fetch;
-    memcpy(wanted, job->plan.fetch, sizeof wanted);
-    for (size_t i = 0; i < n; i++) {
-        if (opt->req.n_toolkit_dirs == MD_MAX_TOOLKIT_DIRS)
-            return md_fail(err, MD_ERR_ARGUMENT, "too many toolkits (at most %d)", MD_MAX_TOOLKIT_DIRS);
-        fprintf(stderr, "msda-doctor: fetching CUDA %s for %zu architecture%s that no toolkit here targets\n",
-                wanted[i].release, wanted[i].n_sms, wanted[i].n_sms == 1 ? "" : "s");
-        md_status st = md_cli_fetch_for_build(wanted[i].release, opt->fetched[i], sizeof opt->fetched[i], err);
-        if (st != MD_OK)
-            return st;
-        opt->req.toolkit_dirs[opt->req.n_toolkit_dirs++] = opt->fetched[i];
-    }
-    md_build_job_free(job);
-    return md_build_prepare(&opt->req, job, err);
+    md_cli_progress_end(ctx);
+    fprintf(stderr, MD_PROGRAM ": fetching CUDA %s for %zu architecture%s that no toolkit here targets\n", release,
+            n_archs, n_archs == 1 ? "" : "s");
 }
 
-int cmd_build(int argc, char **argv)
+static int cmd_build(int argc, char **argv)
 {
     md_getopt options;
     if (!md_getopt_init(&options, "build", md_cli_build_options))
@@ -164,10 +150,10 @@ int cmd_build(int argc, char **argv)
         case 's': opt.req.source_dir = optarg; break;
         case 'o': opt.req.out_dir = optarg; break;
         case 'c': opt.req.cache_dir = optarg; break;
-        case 'F': opt.fetch = true; break;
+        case 'F': opt.req.fetch = true; break;
         case 'n': opt.req.dry_run = true; break;
         case 'J': opt.json = true; break;
-        case 'h': md_cli_print_help(stdout, md_command_find("build")); return MD_EXIT_OK;
+        case 'h': md_cli_print_help(stdout, &md_cmd_build); return MD_EXIT_OK;
         default: return md_cli_option_error("build", argv, c);
         }
     }
@@ -203,9 +189,13 @@ int cmd_build(int argc, char **argv)
         md_cli_error("out of memory");
         return MD_EXIT_INTERNAL;
     }
+    md_cli_progress progress = { .what = "" };
+    opt.req.on_fetch = on_fetch;
+    opt.req.fetch_ctx = &progress;
+    if (md_cli_progress_wanted())
+        opt.req.fetch_progress = md_cli_progress_update;
     md_status st = md_build_prepare(&opt.req, job, &err);
-    if (opt.fetch && (st == MD_OK || st == MD_ERR_UNSUPPORTED) && job->plan.n_fetch > 0)
-        st = fetch_and_prepare(&opt, job, &err);
+    md_cli_progress_end(&progress);
     if (st == MD_OK) {
         if (!opt.json)
             print_plan(&job->plan);
@@ -255,3 +245,8 @@ int cmd_build(int argc, char **argv)
     free(job);
     return rc;
 }
+
+const md_command md_cmd_build = { "build", cmd_build,
+    "Compile the MSDA kernels for every architecture and package them per CPU platform",
+    "build [--json] [--dry-run] [--fetch] [--arch SPEC] [--platform LIST] [--toolkit DIR]... [--define NAME=VALUE]... [-j N] [--source DIR] [--out DIR] [--cache DIR]",
+    md_cli_build_options };

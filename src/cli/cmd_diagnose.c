@@ -430,7 +430,7 @@ static int read_logs(md_diagnosis *d, int argc, char **argv)
     return code;
 }
 
-const md_option md_cli_diagnose_options[] = {
+static const md_option md_cli_diagnose_options[] = {
     { 0, "LOG", NULL, MD_OPT_POSITIONAL | MD_OPT_REPEATABLE,
       "a build or run log to explain; '-' reads standard input" },
     { 'p', "python", "PATH", 0, "the Python whose torch and installed op to probe (default: python3)" },
@@ -449,7 +449,7 @@ const md_option md_cli_diagnose_options[] = {
     MD_OPTION_END
 };
 
-int cmd_diagnose(int argc, char **argv)
+static int cmd_diagnose(int argc, char **argv)
 {
     md_getopt options;
     if (!md_getopt_init(&options, "diagnose", md_cli_diagnose_options))
@@ -471,7 +471,7 @@ int cmd_diagnose(int argc, char **argv)
                 return md_cli_usage_error("diagnose", "too many --search options (at most %d)", MAX_SEARCH);
             o.search[o.probe.n_search_dirs++] = optarg;
             break;
-        case 'h': md_cli_print_help(stdout, md_command_find("diagnose")); return MD_EXIT_OK;
+        case 'h': md_cli_print_help(stdout, &md_cmd_diagnose); return MD_EXIT_OK;
         default: return md_cli_option_error("diagnose", argv, c);
         }
     }
@@ -519,3 +519,8 @@ int cmd_diagnose(int argc, char **argv)
         return code;
     return problems ? MD_EXIT_PROBLEMS : MD_EXIT_OK;
 }
+
+const md_command md_cmd_diagnose = { "diagnose", cmd_diagnose,
+    "Probe this machine, read failing logs, and name each cause and the command that fixes it",
+    "diagnose [--json] [-v] [--list] [--no-probe] [--foreign] [--python PATH] [--search DIR]... [--root DIR] [LOG...|-]",
+    md_cli_diagnose_options };

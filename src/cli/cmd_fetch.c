@@ -10,23 +10,23 @@
 #include "cli.h"
 #include "fetch/fetch.h"
 #include "fetch/fetch_cache.h"
-#include "fetch/pip_config.h"
 
-#define MIRROR_ENV "MSDA_CUDA_MIRROR"
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
 
-const md_option md_cli_fetch_options[] = {
+static const md_option md_cli_fetch_options[] = {
     { 'c', "cuda", "VERSION", 0,
       "the CUDA release to fetch, as NVIDIA names it: 11.8.0 (with --wheels: MAJOR.MINOR, 13.0)" },
     { 'p', "platform", "PLATFORM", 0,
       "linux-x86_64, linux-sbsa or linux-aarch64 (default: this machine's); with --list or --remove, only "
       "that platform's toolkits" },
-    { 'm', "mirror", "URL", 0, "where redistrib_VERSION.json and the archives are (default: $" MIRROR_ENV
+    { 'm', "mirror", "URL", 0, "where redistrib_VERSION.json and the archives are (default: $" MD_FETCH_MIRROR_ENV
       " or NVIDIA's)" },
     { 'd', "dest", "DIR", 0,
       "put the toolkit in DIR/cuda/MAJOR.MINOR/PLATFORM (default: ~/.cache/msda-doctor)" },
     { 'H', "allow-http", NULL, 0, "allow plain http:// to hosts other than loopback" },
-    { 'r', "retries", "N", 0, "attempts after a transient failure, each waiting twice as long (default: 4)" },
-    { 't', "timeout", "SECONDS", 0, "give up a connection or a stalled transfer after this long (default: 30)" },
+    { 'r', "retries", "N", 0, "attempts after a transient failure, each waiting twice as long (default: " STRINGIFY(MD_FETCH_DEFAULT_RETRIES) ")" },
+    { 't', "timeout", "SECONDS", 0, "give up a connection or a stalled transfer after this long (default: " STRINGIFY(MD_FETCH_DEFAULT_TIMEOUT_S) ")" },
     { 'w', "wheels", NULL, 0,
       "take NVIDIA's compiler wheels from a package index instead of the redist archives (CUDA 13 and "
       "newer)" },
@@ -41,52 +41,6 @@ const md_option md_cli_fetch_options[] = {
     MD_OPTION_HELP,
     MD_OPTION_END
 };
-
-/* A progress line on a terminal: bytes, rate, time left. Nothing when stderr is a pipe. */
-typedef struct {
-    char what[48];
-    struct timespec start, last;
-    bool shown, finished;
-} progress_state;
-
-static double seconds_between(const struct timespec *a, const struct timespec *b)
-{
-    return (double)(b->tv_sec - a->tv_sec) + (double)(b->tv_nsec - a->tv_nsec) / 1e9;
-}
-
-static void on_progress(void *ctx, const char *what, uint64_t done, uint64_t total)
-{
-    progress_state *p = ctx;
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    if (strcmp(p->what, what) != 0) {
-        if (p->shown && !p->finished)
-            fputc('\n', stderr);
-        snprintf(p->what, sizeof p->what, "%s", what);
-        p->start = now;
-        p->shown = p->finished = false;
-    } else if (p->finished || (p->shown && seconds_between(&p->last, &now) < 0.2 && done != total)) {
-        return;
-    }
-    p->last = now;
-    double elapsed = seconds_between(&p->start, &now), mb = 1024.0 * 1024.0;
-    double rate = elapsed > 0.0 ? (double)done / elapsed : 0.0;
-    fprintf(stderr, "\r  %-12s %8.1f", what, (double)done / mb);
-    if (total)
-        fprintf(stderr, " / %.1f MiB  %3d%%", (double)total / mb, (int)(100.0 * (double)done / (double)total));
-    else
-        fputs(" MiB", stderr);
-    fprintf(stderr, "  %6.1f MiB/s", rate / mb);
-    if (total && rate > 0.0 && done < total)
-        fprintf(stderr, "  %4.0f s left ", (double)(total - done) / rate);
-    else
-        fputs("             ", stderr);
-    p->shown = true;
-    if (total && done == total) {
-        fputc('\n', stderr);
-        p->finished = true;
-    }
-}
 
 static bool parse_count(const char *s, long max, long *out)
 {
@@ -197,51 +151,25 @@ static int remove_from_cache(const char *dir, const char *version, const char *p
     return rc;
 }
 
-/* What a fetch takes when the command line says nothing: `fetch` and `build --fetch` alike. */
-static md_fetch_request default_request(void)
-{
-    return (md_fetch_request){ .mirror = getenv(MIRROR_ENV),
-                               .http = { .retries = 4, .connect_timeout_s = 30, .stall_timeout_s = 30 } };
-}
-
 static md_status run_fetch(md_fetch_request *req, md_fetch_result *result, md_error *err)
 {
-    progress_state progress = { .what = "" };
-    if (isatty(STDERR_FILENO)) {
-        req->http.progress = on_progress;
+    md_cli_progress progress = { .what = "" };
+    if (md_cli_progress_wanted()) {
+        req->http.progress = md_cli_progress_update;
         req->http.progress_ctx = &progress;
     }
     md_status st = md_fetch_toolkit(req, result, err);
-    if (progress.shown && !progress.finished)
-        fputc('\n', stderr);
+    md_cli_progress_end(&progress);
     req->http.progress = NULL;
     return st;
 }
 
-md_status md_cli_fetch_for_build(const char *release, char *toolkit_dir, size_t size, md_error *err)
-{
-    md_fetch_request req = default_request();
-    char dest[4096];
-    if (!md_fetch_cache_dir(dest, sizeof dest))
-        return md_fail(err, MD_ERR_ARGUMENT, "cannot fetch: neither XDG_CACHE_HOME nor HOME is set");
-    req.version = release;
-    req.dest = dest;
-    md_fetch_result *result = malloc(sizeof *result);
-    if (!result)
-        return md_fail(err, MD_ERR_NOMEM, "out of memory");
-    md_status st = run_fetch(&req, result, err);
-    if (st == MD_OK)
-        snprintf(toolkit_dir, size, "%s", result->toolkit_dir);
-    free(result);
-    return st;
-}
-
-int cmd_fetch(int argc, char **argv)
+static int cmd_fetch(int argc, char **argv)
 {
     md_getopt options;
     if (!md_getopt_init(&options, "fetch", md_cli_fetch_options))
         return MD_EXIT_INTERNAL;
-    md_fetch_request req = default_request();
+    md_fetch_request req = md_fetch_request_defaults();
     bool json = false, list = false, mirror_given = false;
     const char *remove = NULL;
     long n;
@@ -268,7 +196,7 @@ int cmd_fetch(int argc, char **argv)
         case 'l': list = true; break;
         case 'R': remove = optarg; break;
         case 'j': json = true; break;
-        case 'h': md_cli_print_help(stdout, md_command_find("fetch")); return MD_EXIT_OK;
+        case 'h': md_cli_print_help(stdout, &md_cmd_fetch); return MD_EXIT_OK;
         default: return md_cli_option_error("fetch", argv, c);
         }
     }
@@ -292,7 +220,7 @@ int cmd_fetch(int argc, char **argv)
     if (remove)
         return remove_from_cache(req.dest, remove, req.platform, json);
     char index[2048], index_source[4096];
-    if (req.wheels && !req.index_url && md_pip_index_url(index, sizeof index, index_source, sizeof index_source)) {
+    if (req.wheels && !req.index_url && md_fetch_pip_index(index, sizeof index, index_source, sizeof index_source)) {
         req.index_url = index;
         if (!json)
             fprintf(stderr, "msda-doctor: the package index %s comes from %s\n", index, index_source);
@@ -309,3 +237,8 @@ int cmd_fetch(int argc, char **argv)
     print_result(&result);
     return MD_EXIT_OK;
 }
+
+const md_command md_cmd_fetch = { "fetch", cmd_fetch,
+    "Download a CUDA toolkit from NVIDIA's redist archives or compiler wheels, checksummed; list or remove one",
+    "fetch [--json] [--cuda VERSION] [--wheels] [--index-url URL] [--platform PLATFORM] [--mirror URL] [--dest DIR] [--allow-http] [--retries N] [--timeout SECONDS] [--list] [--remove VERSION]",
+    md_cli_fetch_options };

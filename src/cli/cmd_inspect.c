@@ -201,7 +201,7 @@ static void print_verdict(const md_gpu_target *gpu, const md_verdict *v, bool ve
 
 /* ---- the command ----------------------------------------------------------------------------- */
 
-const md_option md_cli_inspect_options[] = {
+static const md_option md_cli_inspect_options[] = {
     { 0, "FILE|DIR", NULL, MD_OPT_POSITIONAL | MD_OPT_REPEATABLE,
       "ELF executable, shared object or object, .fatbin, .cubin, .whl, or a directory searched for them" },
     { 'g', "gpu", "ARCH", MD_OPT_REPEATABLE,
@@ -213,7 +213,7 @@ const md_option md_cli_inspect_options[] = {
     MD_OPTION_END
 };
 
-int cmd_inspect(int argc, char **argv)
+static int cmd_inspect(int argc, char **argv)
 {
     md_getopt options;
     if (!md_getopt_init(&options, "inspect", md_cli_inspect_options))
@@ -234,7 +234,7 @@ int cmd_inspect(int argc, char **argv)
             break;
         case 'j': opt.json = true; break;
         case 'v': opt.verbose = true; break;
-        case 'h': md_cli_print_help(stdout, md_command_find("inspect")); return MD_EXIT_OK;
+        case 'h': md_cli_print_help(stdout, &md_cmd_inspect); return MD_EXIT_OK;
         default: return md_cli_option_error("inspect", argv, c);
         }
     }
@@ -307,3 +307,8 @@ int cmd_inspect(int argc, char **argv)
     md_inspection_free(&ins);
     return exit_code;
 }
+
+const md_command md_cmd_inspect = { "inspect", cmd_inspect,
+    "Tell what GPU code a binary carries and where it can run",
+    "inspect [--json] [-v] [--gpu ARCH]... FILE|DIR...",
+    md_cli_inspect_options };

@@ -45,14 +45,14 @@ static void print_device(const md_verify_device *dev)
     }
 }
 
-const md_option md_cli_verify_options[] = {
+static const md_option md_cli_verify_options[] = {
     { 0, "WHEEL", NULL, MD_OPT_POSITIONAL, "a wheel written by 'msda-doctor build'" },
     { 'j', "json", NULL, 0, "print JSON instead of text" },
     MD_OPTION_HELP,
     MD_OPTION_END
 };
 
-int cmd_verify(int argc, char **argv)
+static int cmd_verify(int argc, char **argv)
 {
     md_getopt options;
     if (!md_getopt_init(&options, "verify", md_cli_verify_options))
@@ -62,7 +62,7 @@ int cmd_verify(int argc, char **argv)
     while ((c = md_getopt_next(&options, argc, argv)) != -1) {
         switch (c) {
         case 'j': json = true; break;
-        case 'h': md_cli_print_help(stdout, md_command_find("verify")); return MD_EXIT_OK;
+        case 'h': md_cli_print_help(stdout, &md_cmd_verify); return MD_EXIT_OK;
         default: return md_cli_option_error("verify", argv, c);
         }
     }
@@ -103,3 +103,8 @@ int cmd_verify(int argc, char **argv)
     md_verify_report_free(&rep);
     return rc;
 }
+
+const md_command md_cmd_verify = { "verify", cmd_verify,
+    "Check a built wheel here: its RECORD, and its kernels on the CPU and every GPU",
+    "verify [--json] WHEEL",
+    md_cli_verify_options };

@@ -7,6 +7,7 @@
 
 #include <time.h>
 #include "build_steps.h"
+#include "fetch/fetch.h"
 #include "recipes/libmsda_recipe.h"
 #include "plan.h"
 
@@ -80,6 +81,14 @@ typedef struct {
     unsigned step_timeout_s;      /* MSDA_BUILD_STEP_TIMEOUT; 0: none */
     bool dry_run;
     time_t source_date_epoch;
+    /* Fetch first: each toolkit release the plan names for architectures that no toolkit here
+     * targets is fetched into the fetch cache with fetch's defaults (fetch.h), then used as if
+     * given in TOOLKIT_DIRS, and the plan made again. ON_FETCH, when set, is told of each
+     * release before its download starts; FETCH_PROGRESS, when set, of the bytes as they come. */
+    bool fetch;
+    void (*on_fetch)(void *ctx, const char *release, size_t n_archs);
+    md_http_progress_fn fetch_progress;
+    void *fetch_ctx;
 } md_build_request;
 
 typedef struct {

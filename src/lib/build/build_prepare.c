@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "build.h"
+#include "fetch/fetch_cache.h"
 #include "machine/gpu_probe.h"
 #include "recipes/platform.h"
 #include "recipes/product.h"
@@ -73,7 +74,8 @@ static md_status native_sms(unsigned *sms, size_t *n, md_error *err)
     return st;
 }
 
-md_status md_build_prepare(const md_build_request *req, md_build_job *job, md_error *err)
+static md_status prepare(const md_build_request *req, const char *const *toolkit_dirs, size_t n_toolkit_dirs,
+                         md_build_job *job, md_error *err)
 {
     memset(job, 0, sizeof *job);
     md_build_config *cfg = &job->cfg;
@@ -90,7 +92,7 @@ md_status md_build_prepare(const md_build_request *req, md_build_job *job, md_er
     if (st == MD_OK)
         st = md_libmsda_recipe_load(job->kernels_dir, &job->recipe, err);
     if (st == MD_OK)
-        st = md_toolkits_find(req->toolkit_dirs, req->n_toolkit_dirs, &job->toolkits, &job->n_toolkits, err);
+        st = md_toolkits_find(toolkit_dirs, n_toolkit_dirs, &job->toolkits, &job->n_toolkits, err);
     if (st == MD_OK)
         st = md_host_compilers_find(&job->compilers, &job->n_compilers, err);
     unsigned native[MAX_NATIVE];
@@ -105,6 +107,52 @@ md_status md_build_prepare(const md_build_request *req, md_build_job *job, md_er
         st = md_plan_make(&plan_req, &job->plan, err);
     }
     return st;
+}
+
+/* Fetches CUDA RELEASE into the fetch cache, its folder into TOOLKIT_DIR. */
+static md_status fetch_release(const md_build_request *req, const char *release, char *toolkit_dir, size_t size,
+                               md_error *err)
+{
+    md_fetch_request fetch = md_fetch_request_defaults();
+    char dest[PATH_MAX];
+    if (!md_fetch_cache_dir(dest, sizeof dest))
+        return md_fail(err, MD_ERR_ARGUMENT, "cannot fetch: neither XDG_CACHE_HOME nor HOME is set");
+    fetch.version = release;
+    fetch.dest = dest;
+    fetch.http.progress = req->fetch_progress;
+    fetch.http.progress_ctx = req->fetch_ctx;
+    md_fetch_result *result = malloc(sizeof *result);
+    if (!result)
+        return md_fail(err, MD_ERR_NOMEM, "out of memory");
+    md_status st = md_fetch_toolkit(&fetch, result, err);
+    if (st == MD_OK)
+        snprintf(toolkit_dir, size, "%s", result->toolkit_dir);
+    free(result);
+    return st;
+}
+
+md_status md_build_prepare(const md_build_request *req, md_build_job *job, md_error *err)
+{
+    md_status st = prepare(req, req->toolkit_dirs, req->n_toolkit_dirs, job, err);
+    if (!req->fetch || (st != MD_OK && st != MD_ERR_UNSUPPORTED) || job->plan.n_fetch == 0)
+        return st;
+    md_plan_fetch wanted[MD_PLAN_MAX_FETCH];
+    size_t n = job->plan.n_fetch, n_dirs = req->n_toolkit_dirs;
+    memcpy(wanted, job->plan.fetch, sizeof wanted);
+    const char *dirs[MD_MAX_TOOLKIT_DIRS];
+    memcpy(dirs, req->toolkit_dirs, sizeof dirs);
+    char fetched[MD_PLAN_MAX_FETCH][PATH_MAX];
+    for (size_t i = 0; i < n; i++) {
+        if (n_dirs == MD_MAX_TOOLKIT_DIRS)
+            return md_fail(err, MD_ERR_ARGUMENT, "too many toolkits (at most %d)", MD_MAX_TOOLKIT_DIRS);
+        if (req->on_fetch)
+            req->on_fetch(req->fetch_ctx, wanted[i].release, wanted[i].n_sms);
+        if ((st = fetch_release(req, wanted[i].release, fetched[i], sizeof fetched[i], err)) != MD_OK)
+            return st;
+        dirs[n_dirs++] = fetched[i];
+    }
+    md_build_job_free(job);
+    return prepare(req, dirs, n_dirs, job, err);
 }
 
 void md_build_job_free(md_build_job *job)

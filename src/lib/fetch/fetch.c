@@ -1,4 +1,5 @@
 #include "fetch.h"
+#include "pip_config.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -446,4 +447,17 @@ md_status md_fetch_toolkit(const md_fetch_request *req, md_fetch_result *out, md
     }
     free(paths);
     return st;
+}
+
+md_fetch_request md_fetch_request_defaults(void)
+{
+    return (md_fetch_request){ .mirror = getenv(MD_FETCH_MIRROR_ENV),
+                               .http = { .retries = MD_FETCH_DEFAULT_RETRIES,
+                                         .connect_timeout_s = MD_FETCH_DEFAULT_TIMEOUT_S,
+                                         .stall_timeout_s = MD_FETCH_DEFAULT_TIMEOUT_S } };
+}
+
+bool md_fetch_pip_index(char *index, size_t index_size, char *source, size_t source_size)
+{
+    return md_pip_index_url(index, index_size, source, source_size);
 }

@@ -24,6 +24,20 @@ typedef struct {
     md_http_options http;
 } md_fetch_request;
 
+/* Where a fetch goes, and how patiently, when the caller says nothing: `fetch` and `build`'s
+ * fetches alike. The environment variable names a mirror of NVIDIA's redist archives. */
+#define MD_FETCH_MIRROR_ENV "MSDA_CUDA_MIRROR"
+#define MD_FETCH_DEFAULT_RETRIES 4
+#define MD_FETCH_DEFAULT_TIMEOUT_S 30
+
+/* A request with those defaults: the mirror $MSDA_CUDA_MIRROR names (NULL: NVIDIA's), the
+ * default retries and timeouts, this machine's platform, no version and no DEST yet. */
+md_fetch_request md_fetch_request_defaults(void);
+
+/* The package index the user's pip is set to use into INDEX, and the file or variable that set
+ * it into SOURCE; false when pip names none (then recipes/redist.json's index serves). */
+bool md_fetch_pip_index(char *index, size_t index_size, char *source, size_t source_size);
+
 typedef struct {
     char name[48];          /* "cuda_nvcc", or a wheel's project "nvidia-cuda-nvcc" */
     char version[32];       /* the manifest's "11.8.89" ("" when it gives none), or the wheel's */
