@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include "msda.h"
 #include "base/status.h"
-#include "verify.h"
+#include "verify_report.h"
 
 /* The wheel's libmsda.so, bound by name: not a library this program links. */
 typedef struct {
