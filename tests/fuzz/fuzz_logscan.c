@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "fuzz_common.h"
-#include "diagnose/knowledge.h"
+#include "diagnose/knowledge_load.h"
 #include "diagnose/logscan.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -9,7 +9,7 @@
 #include "recipes/arch.h"
 #include "fuzz_common.h"
 #include "recipes/jetson_table.h"
-#include "diagnose/knowledge.h"
+#include "diagnose/knowledge_load.h"
 #include "recipes/libmsda_recipe.h"
 #include "recipes/platform.h"
 #include "recipes/redist_table.h"

@@ -3,7 +3,7 @@
  * load with a message naming it, instead of being judged "unknown" forever. */
 #include <jansson.h>
 #include <string.h>
-#include "diagnose/knowledge.h"
+#include "diagnose/knowledge_load.h"
 #include "recipes/recipes.h"
 #include "unit.h"
 

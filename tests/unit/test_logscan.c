@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "diagnose/knowledge.h"
+#include "diagnose/knowledge_load.h"
 #include "diagnose/logscan.h"
 #include "unit.h"
 

@@ -6,7 +6,7 @@
 #include <regex.h>
 #include <stdio.h>
 #include <string.h>
-#include "diagnose/knowledge.h"
+#include "diagnose/knowledge_load.h"
 #include "base/regex_syntax.h"
 #include "unit.h"
 

@@ -1,6 +1,6 @@
 /* The fact keys recipes/signatures.json may name (`confirm`, `rule_out`, `probe_when`, causes'
  * `when`, readings' `for` and `against`), each judged on the machine, on the log, or on both;
- * the table of keys and meanings is in tests/fixtures/logs/README.md. A key the data names and
+ * the table of keys and meanings is in recipes/README.md. A key the data names and
  * this table lacks fails the load (knowledge.c). */
 #include <dirent.h>
 #include <stddef.h>

@@ -6,43 +6,35 @@
 #include <stdlib.h>
 #include <string.h>
 #include "diag_internal.h"
+#include "template.h"
 
 /* Copies TEMPLATE into OUT with every {name} (or {a|b}: the first that has a value) replaced; a
- * value nothing gives is written as <name> so that the command visibly needs it. ${NAME}
- * (shell, CMake) is left alone. */
+ * value nothing gives is written as <name> so that the command visibly needs it. */
 static void fill(const md_view *v, const char *template, char *out, size_t size)
 {
     size_t at = 0;
     out[0] = '\0';
-    for (const char *p = template; *p && at + 1 < size;) {
-        size_t len = 0;
-        if (*p == '{' && (p == template || p[-1] != '$')) {
-            len = strspn(p + 1, "abcdefghijklmnopqrstuvwxyz0123456789_|");
-            if (len == 0 || p[1 + len] != '}')
-                len = 0;
-        }
-        if (len == 0) {
+    const char *p = template;
+    md_template_slot slot;
+    bool have = md_template_next(template, p, &slot);
+    while (*p && at + 1 < size) {
+        if (!have || p < slot.start) {
             out[at++] = *p++;
             out[at] = '\0';
             continue;
         }
-        char value[512] = "";
+        char value[512] = "", name[64];
         bool found = false;
-        const char *name = p + 1, *end = p + 1 + len;
-        while (!found && name < end) {
-            size_t n = strcspn(name, "|}");
-            char one[64];
-            snprintf(one, sizeof one, "%.*s", (int)n, name);
-            found = md_view_value(v, one, value, sizeof value);
-            name += n + 1;
-        }
+        for (size_t pos = 0; !found && md_template_alternative(&slot, &pos, name, sizeof name);)
+            found = md_view_value(v, name, value, sizeof value);
         if (found)
             at += (size_t)snprintf(out + at, size - at, "%s", value);
         else
-            at += (size_t)snprintf(out + at, size - at, "<%.*s>", (int)strcspn(p + 1, "|}"), p + 1);
+            at += (size_t)snprintf(out + at, size - at, "<%.*s>", (int)strcspn(slot.names, "|}"), slot.names);
         if (at >= size)
             at = size - 1;
-        p += len + 2;
+        p = slot.start + slot.length;
+        have = md_template_next(template, p, &slot);
     }
 }
 

@@ -5,7 +5,7 @@
 #define MD_DIAG_INTERNAL_H
 
 #include "diag_vocab.h"
-#include "diagnose.h"
+#include "findings.h"
 
 #define MD_UNKNOWN (-1)
 
@@ -36,6 +36,12 @@ void md_view_evidence(const md_view *v, const char *kind, md_finding *f);
 
 /* The GPU CHOICE picks in the machine, or -1. */
 int md_view_gpu_choice(const md_view *v, const char *choice);
+
+/* The GPU of the machine the finding is about, or NULL when it is judged without the machine. */
+const md_machine_gpu *md_view_machine_gpu(const md_view *v);
+
+/* A compute capability written "8.6" or "86" as an SM number (86); 0 when it is neither. */
+unsigned md_sm_of_text(const char *text);
 
 /* The GPU, CUDA and compiler the finding is about: the machine's where it is judged on the
  * machine and knows, else the log's. */

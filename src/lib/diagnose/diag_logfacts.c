@@ -66,38 +66,32 @@ static void parse_arch_list(md_log_facts *lf, const char *text)
 /* Every match of SPEC in TEXT: "sm"/"compute" in group 1, the number in the spec's group. */
 static void gencode_line(md_log_facts *lf, const md_capture_spec *spec, const char *text)
 {
-    for (size_t p = 0; p < spec->n; p++) {
-        regex_t re;
-        if (regcomp(&re, spec->re[p], REG_EXTENDED) != 0)
-            continue;
+    for (size_t p = 0; p < spec->n_compiled; p++) {
+        const regex_t *re = &spec->compiled[p];
         regmatch_t g[10];
-        for (const char *at = text; regexec(&re, at, 10, g, 0) == 0 && g[0].rm_eo > 0; at += g[0].rm_eo) {
+        for (const char *at = text; regexec(re, at, 10, g, 0) == 0 && g[0].rm_eo > 0; at += g[0].rm_eo) {
             int n = spec->group[p];
             if (g[n].rm_so < 0)
                 continue;
             bool ptx = g[1].rm_so >= 0 && strncmp(at + g[1].rm_so, "compute", 7) == 0;
             add_build(lf, (unsigned)strtoul(at + g[n].rm_so, NULL, 10), ptx);
         }
-        regfree(&re);
     }
 }
 
 static bool first_value(const md_capture_spec *spec, const md_log_group_hits *h, char *out, size_t size)
 {
-    for (size_t p = 0; p < spec->n; p++) {
-        regex_t re;
-        if (regcomp(&re, spec->re[p], REG_EXTENDED) != 0)
-            continue;
+    for (size_t p = 0; p < spec->n_compiled; p++) {
+        const regex_t *re = &spec->compiled[p];
         bool found = false;
         for (size_t i = 0; i < h->n_hits && !found; i++) {
             regmatch_t g[10];
             int n = spec->group[p];
-            if (regexec(&re, h->hits[i].text, 10, g, 0) == 0 && g[n].rm_so >= 0) {
+            if (regexec(re, h->hits[i].text, 10, g, 0) == 0 && g[n].rm_so >= 0) {
                 snprintf(out, size, "%.*s", (int)(g[n].rm_eo - g[n].rm_so), h->hits[i].text + g[n].rm_so);
                 found = true;
             }
         }
-        regfree(&re);
         if (found)
             return true;
     }

@@ -1,7 +1,7 @@
 /* The names recipes/signatures.json may use, and what the code does with each: fact keys,
  * placeholders, evidence kinds, GPU choices and log facts. The tables live beside the code that
- * evaluates them (diag_facts.c, diag_values.c, diag_logfacts.c); the knowledge loader checks the
- * data against them. Internal to the diagnose files.
+ * evaluates them (diag_facts.c, diag_placeholders.c, diag_evidence.c, diag_logfacts.c);
+ * knowledge_load.c checks the data against them.
  * Scope: private to src/lib/diagnose. */
 #ifndef MD_DIAG_VOCAB_H
 #define MD_DIAG_VOCAB_H

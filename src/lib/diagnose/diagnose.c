@@ -5,6 +5,7 @@
 #include "recipes/arch.h"
 #include "recipes/platform.h"
 #include "diag_internal.h"
+#include "knowledge_load.h"
 
 /* The same IDs and names the probes give their checks, for `diagnose --list`. */
 const md_check_info md_diagnose_checks[] = {

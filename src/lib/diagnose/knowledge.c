@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "diag_vocab.h"
 #include "base/regex_syntax.h"
 #include "recipes/recipes.h"
 
@@ -140,140 +139,33 @@ static bool parse_signature(json_t *e, md_signature *s)
                 if (!rc->text || !finding || !string_list(json_object_get(c, "for"), rc->pro, &rc->n_pro, false) ||
                     !string_list(json_object_get(c, "against"), rc->con, &rc->n_con, false))
                     return false;
-                rc->finding_id = finding; /* resolved once every signature is read (check_names) */
+                rc->finding_id = finding; /* resolved once every signature is read (resolve_names) */
             }
         }
     }
     return true;
 }
 
-/* ---- the names the data uses, against the code's vocabulary -------------------------------- */
+/* ---- names resolved: IDs unique, each reading's finding found ------------------------------- */
 
-static bool has_capture(const md_signature *a, const md_signature *b, const char *name)
+static md_status resolve_names(md_knowledge *kb, md_error *err)
 {
-    return (a && md_signature_capture(a, name)) || (b && md_signature_capture(b, name));
-}
-
-/* A fact key of the data: "key", "!key", or (where HINTS) "hint:NAME". */
-static bool key_known(const md_knowledge *kb, const md_signature *a, const md_signature *b, const char *key,
-                      bool hints, md_error *err)
-{
-    const char *name = key[0] == '!' ? key + 1 : key;
-    if (hints && strncmp(name, "hint:", 5) == 0) {
-        if (md_knowledge_hint(kb, name + 5))
-            return true;
-        md_fail(err, MD_ERR_INTERNAL, "signatures.json: %s names the hint '%s', which log_hints lacks", a->id, name + 5);
-        return false;
-    }
-    const char *needs = NULL;
-    if (!md_vocab_fact(name, &needs)) {
-        md_fail(err, MD_ERR_INTERNAL, "signatures.json: %s names the fact key '%s', which the code lacks", a->id, name);
-        return false;
-    }
-    if (needs && !has_capture(a, b, needs)) {
-        md_fail(err, MD_ERR_INTERNAL, "signatures.json: %s uses the fact key '%s', which needs the capture '%s'", a->id,
-                name, needs);
-        return false;
-    }
-    return true;
-}
-
-static bool keys_known(const md_knowledge *kb, const md_signature *a, const md_signature *b, const char *const *keys,
-                       size_t n, bool hints, md_error *err)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!key_known(kb, a, b, keys[i], hints, err))
-            return false;
-    return true;
-}
-
-/* Every {name} and {a|b} in TEXT is a capture of A or B or a placeholder of the code. */
-static bool placeholders_known(const md_signature *a, const md_signature *b, const char *text, md_error *err)
-{
-    for (const char *p = text; *p; p++) {
-        if (*p != '{' || (p > text && p[-1] == '$'))
-            continue;
-        size_t len = strspn(p + 1, "abcdefghijklmnopqrstuvwxyz0123456789_|");
-        if (len == 0 || p[1 + len] != '}')
-            continue;
-        const char *name = p + 1;
-        while (name < p + 1 + len) {
-            size_t n = strcspn(name, "|}");
-            char one[64];
-            snprintf(one, sizeof one, "%.*s", (int)n, name);
-            const char *needs = NULL;
-            if (!has_capture(a, b, one)) {
-                if (!md_vocab_placeholder(one, &needs)) {
-                    md_fail(err, MD_ERR_INTERNAL, "signatures.json: %s uses the placeholder '{%s}', which the code lacks",
-                            a->id, one);
-                    return false;
-                }
-                if (needs && !has_capture(a, b, needs)) {
-                    md_fail(err, MD_ERR_INTERNAL, "signatures.json: %s uses the placeholder '{%s}', which needs the "
-                            "capture '%s'", a->id, one, needs);
-                    return false;
-                }
-            }
-            name += n + (name[n] == '|');
-        }
-        p += len + 1;
-    }
-    return true;
-}
-
-static bool texts_known(const md_signature *a, const md_signature *b, const char *const *texts, size_t n, md_error *err)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!placeholders_known(a, b, texts[i], err))
-            return false;
-    return true;
-}
-
-static bool check_names(md_knowledge *kb, md_error *err)
-{
-    for (size_t i = 0; i < kb->n_log_facts; i++)
-        if (!md_vocab_log_fact(kb->log_facts[i].spec.name))
-            return md_fail(err, MD_ERR_INTERNAL, "signatures.json: log_facts names '%s', which the code does not read",
-                           kb->log_facts[i].spec.name), false;
     for (size_t i = 0; i < kb->count; i++) {
         md_signature *s = &kb->sigs[i];
         for (size_t k = 0; k < i; k++)
             if (strcmp(kb->sigs[k].id, s->id) == 0)
-                return md_fail(err, MD_ERR_INTERNAL, "signatures.json: the ID '%s' is given twice", s->id), false;
-        if (!keys_known(kb, s, NULL, s->confirm, s->n_confirm, false, err) ||
-            !keys_known(kb, s, NULL, s->rule_out, s->n_rule_out, false, err) ||
-            !keys_known(kb, s, NULL, s->probe_when, s->n_probe_when, false, err) ||
-            !texts_known(s, NULL, s->fix, s->n_fix, err) || !texts_known(s, NULL, s->notes, s->n_notes, err))
-            return false;
-        for (size_t k = 0; k < s->n_gpu; k++)
-            if (!md_vocab_gpu_choice(s->gpu[k]))
-                return md_fail(err, MD_ERR_INTERNAL, "signatures.json: %s names the GPU choice '%s', which the code "
-                               "lacks", s->id, s->gpu[k]), false;
-        for (size_t k = 0; k < s->n_evidence; k++)
-            if (!md_vocab_evidence(s->evidence[k]))
-                return md_fail(err, MD_ERR_INTERNAL, "signatures.json: %s names the evidence '%s', which the code lacks",
-                               s->id, s->evidence[k]), false;
-        for (size_t k = 0; k < s->n_causes; k++)
-            if (!keys_known(kb, s, NULL, s->causes[k].when, s->causes[k].n_when, false, err) ||
-                !placeholders_known(s, NULL, s->causes[k].text, err))
-                return false;
-        for (size_t r = 0; r < s->n_readings; r++) {
-            md_reading *rd = &s->readings[r];
-            for (size_t k = 0; k < rd->n_causes; k++) {
-                md_reading_cause *rc = &rd->causes[k];
+                return md_fail(err, MD_ERR_INTERNAL, "signatures.json: the ID '%s' is given twice", s->id);
+        for (size_t r = 0; r < s->n_readings; r++)
+            for (size_t c = 0; c < s->readings[r].n_causes; c++) {
+                md_reading_cause *rc = &s->readings[r].causes[c];
                 const md_signature *target = md_knowledge_find(kb, rc->finding_id);
                 if (!target)
                     return md_fail(err, MD_ERR_INTERNAL, "signatures.json: %s reads its message as '%s', which is no "
-                                   "finding ID", s->id, rc->finding_id), false;
+                                   "finding ID", s->id, rc->finding_id);
                 rc->finding = (size_t)(target - kb->sigs);
-                if (!keys_known(kb, s, target, rc->pro, rc->n_pro, true, err) ||
-                    !keys_known(kb, s, target, rc->con, rc->n_con, true, err) ||
-                    !placeholders_known(target, s, rc->text, err))
-                    return false;
             }
-        }
     }
-    return true;
+    return MD_OK;
 }
 
 /* ---- the matcher: every pattern of the data, one group per purpose -------------------------- */
@@ -303,24 +195,38 @@ static bool add_pattern(pattern_list *l, const char *re, size_t group)
     return true;
 }
 
-/* The captures are compiled where a finding is filled; each is compiled once here, so that one
- * that would not compile, or would expand without bound, is refused with the file. */
-static md_status check_captures(const md_knowledge *kb, md_error *err)
+/* Each capture is compiled here, once: one that would not compile, or would expand without
+ * bound, is refused with the file, and the finding filler and the log-fact reader use the
+ * compiled expressions (md_knowledge_free frees them). */
+static md_status compile_spec(md_capture_spec *spec, const char *owner, md_error *err)
 {
-    for (size_t i = 0; i < kb->count; i++)
-        for (size_t c = 0; c < kb->sigs[i].n_captures; c++) {
-            const md_capture_spec *spec = &kb->sigs[i].captures[c];
-            for (size_t p = 0; p < spec->n; p++) {
-                char what[160];
-                snprintf(what, sizeof what, "signatures.json: %s, capture '%s'", kb->sigs[i].id, spec->name);
-                regex_t re;
-                md_status st = md_regex_compile(&re, spec->re[p], REG_EXTENDED, MD_ERR_INTERNAL, what, err);
-                if (st != MD_OK)
-                    return st;
-                regfree(&re);
-            }
-        }
+    char what[160];
+    snprintf(what, sizeof what, "signatures.json: %s, capture '%s'", owner, spec->name);
+    for (size_t p = 0; p < spec->n; p++) {
+        md_status st = md_regex_compile(&spec->compiled[p], spec->re[p], REG_EXTENDED, MD_ERR_INTERNAL, what, err);
+        if (st != MD_OK)
+            return st;
+        spec->n_compiled++;
+    }
     return MD_OK;
+}
+
+static md_status compile_captures(md_knowledge *kb, md_error *err)
+{
+    md_status st = MD_OK;
+    for (size_t i = 0; i < kb->count && st == MD_OK; i++)
+        for (size_t c = 0; c < kb->sigs[i].n_captures && st == MD_OK; c++)
+            st = compile_spec(&kb->sigs[i].captures[c], kb->sigs[i].id, err);
+    for (size_t i = 0; i < kb->n_log_facts && st == MD_OK; i++)
+        st = compile_spec(&kb->log_facts[i].spec, "log_facts", err);
+    return st;
+}
+
+static void free_spec(md_capture_spec *spec)
+{
+    for (size_t p = 0; p < spec->n_compiled; p++)
+        regfree(&spec->compiled[p]);
+    spec->n_compiled = 0;
 }
 
 static md_status build_matcher(md_knowledge *kb, md_error *err)
@@ -356,7 +262,7 @@ static md_status build_matcher(md_knowledge *kb, md_error *err)
     return st;
 }
 
-md_status md_knowledge_load_doc(md_knowledge *kb, void *document, md_error *err)
+md_status md_knowledge_parse_doc(md_knowledge *kb, void *document, md_error *err)
 {
     memset(kb, 0, sizeof *kb);
     json_t *doc = document;
@@ -383,7 +289,9 @@ md_status md_knowledge_load_doc(md_knowledge *kb, void *document, md_error *err)
         md_knowledge_free(kb);
         return md_fail(err, MD_ERR_INTERNAL, "signatures.json: log_facts or log_hints is malformed");
     }
-    md_status st = !check_names(kb, err) ? MD_ERR_INTERNAL : check_captures(kb, err);
+    md_status st = resolve_names(kb, err);
+    if (st == MD_OK)
+        st = compile_captures(kb, err);
     if (st == MD_OK)
         st = build_matcher(kb, err);
     if (st != MD_OK)
@@ -391,17 +299,22 @@ md_status md_knowledge_load_doc(md_knowledge *kb, void *document, md_error *err)
     return st;
 }
 
-md_status md_knowledge_load(md_knowledge *kb, md_error *err)
+md_status md_knowledge_parse(md_knowledge *kb, md_error *err)
 {
     memset(kb, 0, sizeof *kb);
     json_t *doc = md_recipe_load("signatures.json", err);
     if (!doc)
         return err ? err->code : MD_ERR_INTERNAL;
-    return md_knowledge_load_doc(kb, doc, err);
+    return md_knowledge_parse_doc(kb, doc, err);
 }
 
 void md_knowledge_free(md_knowledge *kb)
 {
+    for (size_t i = 0; kb->sigs && i < kb->count; i++)
+        for (size_t c = 0; c < kb->sigs[i].n_captures; c++)
+            free_spec(&kb->sigs[i].captures[c]);
+    for (size_t i = 0; i < kb->n_log_facts; i++)
+        free_spec(&kb->log_facts[i].spec);
     md_log_matcher_free(&kb->matcher);
     free(kb->sigs);
     json_decref((json_t *)kb->doc);

@@ -1,13 +1,12 @@
-/* The failure knowledge base: recipes/signatures.json (schema in tests/fixtures/logs/README.md),
- * one entry per finding ID of DESIGN.md, plus the log facts and hints read from whole logs,
- * loaded from the embedded copy. Every name the data uses (fact keys, placeholders, evidence
- * kinds, GPU choices, log facts) is checked against the code's vocabulary (diag_vocab.h) at
- * load: data naming something the code lacks is broken data, not a silent "unknown".
+/* The failure knowledge base: recipes/signatures.json (schema in recipes/README.md),
+ * one entry per finding ID of docs/DESIGN.md, plus the log facts and hints read from whole logs,
+ * parsed from the embedded copy. Checking its names against the code is knowledge_load.h's.
  * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_KNOWLEDGE_H
 #define MD_KNOWLEDGE_H
 
 #include <stdbool.h>
+#include <regex.h>
 #include <stddef.h>
 #include "logscan.h"
 #include "base/status.h"
@@ -24,6 +23,8 @@ typedef struct {
     const char *re[MD_SIG_MAX_ITEMS];
     int group[MD_SIG_MAX_ITEMS];
     size_t n;
+    regex_t compiled[MD_SIG_MAX_ITEMS]; /* RE compiled at load (signatures' captures, log facts) */
+    size_t n_compiled;
 } md_capture_spec;
 
 /* A cause sentence used when every key of WHEN is true ("!key": false). */
@@ -103,13 +104,14 @@ typedef struct {
     md_log_matcher matcher;
 } md_knowledge;
 
-/* Loads and validates the embedded signatures and compiles their patterns. Malformed data, or
- * data naming a key, placeholder, evidence kind, GPU choice or log fact the code does not have,
- * is MD_ERR_INTERNAL naming it. Free with md_knowledge_free. */
-md_status md_knowledge_load(md_knowledge *kb, md_error *err);
+/* Parses the embedded signatures, resolves the IDs they name and compiles their patterns and
+ * captures. Malformed data is MD_ERR_INTERNAL naming it. The names the data uses are checked
+ * against the code's vocabulary one floor up (knowledge_load.h), which is what diagnose loads.
+ * Free with md_knowledge_free. */
+md_status md_knowledge_parse(md_knowledge *kb, md_error *err);
 /* The same from DOC, which the knowledge base takes over (freed by md_knowledge_free, or here
- * on failure). For tests of the checks. */
-md_status md_knowledge_load_doc(md_knowledge *kb, void *doc, md_error *err);
+ * on failure). */
+md_status md_knowledge_parse_doc(md_knowledge *kb, void *doc, md_error *err);
 void md_knowledge_free(md_knowledge *kb);
 
 /* The signature with ID, or NULL. */
