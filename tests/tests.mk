@@ -101,7 +101,7 @@ check-python: $(KERNEL_WHEEL_DEP) $(PY_VENV)/.stamp
 	@rm -rf $(BUILD)/py-tests && mkdir -p $(BUILD)/py-tests && cp -r wheels/tests $(BUILD)/py-tests/
 	@printf '[pytest]\nmarkers =\n    cuda: needs a CUDA GPU\n    compile: runs torch.compile\n' > $(BUILD)/py-tests/pytest.ini
 	@cd $(BUILD)/py-tests && PYTHONPATH=$(abspath $(PY_SITE)) MSDA_LIBRARY=$(abspath $(PY_SITE))/msda/libmsda.so \
-	  MSDA_EXPECT_INSTALLED=$(abspath $(PY_SITE)) MSDA_HEADER=$(abspath kernels/msda.h) MSDA_EXPECT_VERSION=$(VERSION) \
+	  MSDA_EXPECT_INSTALLED=$(abspath $(PY_SITE)) MSDA_HEADER=$(abspath kernels/msda.h) MSDA_SIGNATURES=$(abspath recipes/signatures.json) MSDA_EXPECT_VERSION=$(VERSION) \
 	  $(abspath $(RUN_SUITE)) python counts \
 	  $(abspath $(PY_VENV))/bin/python -m pytest -q -p no:cacheprovider tests
 
@@ -203,3 +203,10 @@ CHECK_SUITES += ci
 .PHONY: check-ci
 check-ci: $(ACTIONLINT_STAMP)
 	@ACTIONLINT=$(abspath $(ACTIONLINT_VENV))/bin/actionlint $(RUN_SUITE) ci tap bats --tap tests/ci
+
+# The library's layering (src/lib/LAYERS): tools/house --check on the sources and the sanitizer
+# build's objects, and each kind of broken rule planted in a copy (tests/layers).
+CHECK_SUITES += layers
+.PHONY: check-layers
+check-layers: $(BUILD)/san/msda-doctor
+	@MSDA_OBJECTS=$(abspath $(BUILD)/san) $(RUN_SUITE) layers tap bats --tap tests/layers
