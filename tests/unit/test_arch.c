@@ -48,6 +48,10 @@ START_TEST(table_facts)
 {
     md_error err;
     ck_assert_int_eq(md_arch_table_load(&err), MD_OK);
+    /* the one thread rule: the build's MSDA_MAX_THREADS and diagnose's {threads} both ask it */
+    ck_assert_uint_eq(md_arch_threads_at_max_registers(32768), 128);
+    ck_assert_uint_eq(md_arch_threads_at_max_registers(65536), 256);
+    ck_assert_uint_eq(md_arch_threads_at_max_registers(0), 0);
     ck_assert_uint_eq(md_arch_by_sm(53)->registers_per_block, 32768);
     ck_assert_uint_eq(md_arch_by_sm(62)->registers_per_block, 32768);
     ck_assert_uint_eq(md_arch_by_sm(61)->registers_per_block, 65536);

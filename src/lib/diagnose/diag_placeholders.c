@@ -118,10 +118,9 @@ static bool v_threads(const md_view *v, char *out, size_t size)
     const md_binary_on_gpu *o = NULL;
     if (focus_binary(v, &o) && o->n_not_fitting)
         return PUT("%u", o->max_threads_that_fit);
-    /* without the kernel's register count: the block that fits even at 255 registers (8192 per
-     * warp after rounding), 128 threads on 32K registers, 256 on 64K */
+    /* without the kernel's register count: the block that fits even at the most registers */
     unsigned regs = registers_per_block(v);
-    return regs ? PUT("%u", regs / 256) : false;
+    return regs ? PUT("%u", md_arch_threads_at_max_registers(regs)) : false;
 }
 
 static bool v_gpu_registers(const md_view *v, char *out, size_t size)
@@ -179,7 +178,8 @@ static bool v_wheel(const md_view *v, char *out, size_t size)
     struct utsname u;
     /* a Jetson is aarch64 whatever machine reads its files (tests, --root); so is a log's Jetson GPU */
     unsigned sm = md_view_gpu_sm(v);
-    bool jetson = v->m ? v->m->jetson.present : (sm == 53 || sm == 62 || sm == 72 || sm == 87 || sm == 110);
+    const md_arch *arch = sm ? md_arch_by_sm(sm) : NULL;
+    bool jetson = v->m ? v->m->jetson.present : arch && arch->jetson;
     const char *mach = jetson ? "aarch64" : uname(&u) == 0 ? u.machine : "x86_64";
     char wheel_name[256];
     md_error err;

@@ -232,3 +232,9 @@ md_status md_gpu_target_parse(const char *text, md_gpu_target *out, md_error *er
         snprintf(out->label, sizeof out->label, "%s", arch_name);
     return MD_OK;
 }
+
+unsigned md_arch_threads_at_max_registers(unsigned registers_per_block)
+{
+    enum { REGISTERS_PER_THREAD_AT_MOST = 256, WARP = 32 };
+    return registers_per_block / REGISTERS_PER_THREAD_AT_MOST / WARP * WARP;
+}

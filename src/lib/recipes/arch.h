@@ -37,6 +37,12 @@ md_status md_arch_table_load_json(json_t *doc, md_error *err);
 /* The entry for SM (e.g. 61), or NULL when the table has none. Needs md_arch_table_load. */
 const md_arch *md_arch_by_sm(unsigned sm);
 
+/* The largest block that fits REGISTERS_PER_BLOCK when each thread takes the most registers a
+ * thread may have (255, allocated per warp in units of 256, so 256 a thread): 128 threads on a
+ * 32K-register block, 256 on 64K. The one statement of that rule: the build's thread knob and
+ * diagnose's advice both ask it. */
+unsigned md_arch_threads_at_max_registers(unsigned registers_per_block);
+
 /* All architectures, ascending; *count receives their number. */
 const md_arch *md_arch_all(unsigned *count);
 

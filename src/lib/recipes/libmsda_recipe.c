@@ -12,11 +12,12 @@ static const struct {
     const char *name;
     md_arch_fact fact;
     const char *when_key; /* the key of the value where the fact holds */
+    bool is_value;        /* the fact is the knob's value: only "unknown" is read */
 } FACTS[] = {
-    { "none", MD_FACT_NONE, NULL },
-    { "registers_per_block", MD_FACT_REGISTERS_PER_BLOCK, "at_most_32768" },
-    { "half_atomic_add", MD_FACT_HALF_ATOMIC_ADD, "yes" },
-    { "bf16", MD_FACT_BF16, "yes" },
+    { "none", MD_FACT_NONE, NULL, false },
+    { "threads_at_max_registers", MD_FACT_THREADS_AT_MAX_REGISTERS, NULL, true },
+    { "half_atomic_add", MD_FACT_HALF_ATOMIC_ADD, "yes", false },
+    { "bf16", MD_FACT_BF16, "yes", false },
 };
 
 static const struct {
@@ -73,6 +74,11 @@ static md_status read_knob(const char *name, json_t *rule, const char *where, md
         return md_fail(err, MD_ERR_FORMAT, "%s: per_arch '%s' follows an unknown fact '%s'", where, name,
                        fact ? fact : "(none given)");
     out->fact = FACTS[f].fact;
+    if (FACTS[f].is_value) {
+        if (!integer_field(rule, "unknown", &out->unknown))
+            return md_fail(err, MD_ERR_FORMAT, "%s: per_arch '%s' needs an integer value for 'unknown'", where, name);
+        return MD_OK;
+    }
     if (!integer_field(rule, "otherwise", &out->otherwise) || !integer_field(rule, "unknown", &out->unknown) ||
         (FACTS[f].when_key && !integer_field(rule, FACTS[f].when_key, &out->when_fact)))
         return md_fail(err, MD_ERR_FORMAT, "%s: per_arch '%s' needs integer values for 'otherwise', 'unknown'%s%s",
@@ -171,7 +177,7 @@ long md_knob_value(const md_knob_rule *knob, const md_arch *arch)
     bool holds = false;
     switch (knob->fact) {
     case MD_FACT_NONE: holds = false; break;
-    case MD_FACT_REGISTERS_PER_BLOCK: holds = arch->registers_per_block <= 32768; break;
+    case MD_FACT_THREADS_AT_MAX_REGISTERS: return md_arch_threads_at_max_registers(arch->registers_per_block);
     case MD_FACT_HALF_ATOMIC_ADD: holds = arch->half_atomic_add; break;
     case MD_FACT_BF16: holds = arch->bf16; break;
     }

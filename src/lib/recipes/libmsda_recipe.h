@@ -17,7 +17,7 @@
 /* The architecture fact a knob's value follows (recipes/architectures.json). */
 typedef enum {
     MD_FACT_NONE,                /* the same value everywhere the table knows */
-    MD_FACT_REGISTERS_PER_BLOCK, /* "at_most_32768" where a block gets 32K registers or fewer */
+    MD_FACT_THREADS_AT_MAX_REGISTERS, /* the value itself: md_arch_threads_at_max_registers */
     MD_FACT_HALF_ATOMIC_ADD,     /* "yes" where atomicAdd on __half exists */
     MD_FACT_BF16                 /* "yes" where bf16 arithmetic and atomics exist */
 } md_arch_fact;
@@ -25,7 +25,8 @@ typedef enum {
 typedef struct {
     char name[MD_KNOB_NAME_MAX];  /* the macro: "MSDA_MAX_THREADS" */
     md_arch_fact fact;
-    long when_fact, otherwise;    /* the value where the fact holds, and where it does not */
+    long when_fact, otherwise;    /* the value where the fact holds, and where it does not
+                                     (a fact that is a value itself needs neither) */
     long unknown;                 /* for an architecture the table lacks */
 } md_knob_rule;
 

@@ -151,7 +151,7 @@ recipe_source() {
 @test "kernels/libmsda.json alone decides the flags: one edit reaches nvcc, the host compiler and the link" {
   make_fakes "13.0" "12"
   recipe_source '.device.nvcc_flags += ["-lineinfo"] | .host.cflags += ["-DMSDA_EDITED"] | .host.libs += ["-lrt"]
-                 | .per_arch.MSDA_MAX_THREADS.otherwise = 512 | .ptx = ["newest"]'
+                 | .per_arch.MSDA_MAX_THREADS = {"fact": "none", "otherwise": 512, "unknown": 512} | .ptx = ["newest"]'
   run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run --json \
       --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch all
   [ "$status" -eq 0 ]
