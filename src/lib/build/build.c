@@ -312,7 +312,7 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
         ok = strv_add(&as, "%s", compilers[p]) && strv_add(&as, "-c") && strv_add(&as, "-o") &&
              strv_add(&as, "%s", fatbins_o) && strv_add(&as, "%s", asm_path) &&
              strv_add(&link, "%s", compilers[p]) && strv_add_all(&link, cfg->recipe->link_flags) &&
-             strv_add(&link, "-o") && strv_add(&link, "%s", out->library);
+             strv_add(&link, "-Wl,-soname," MD_LIBRARY_NAME) && strv_add(&link, "-o") && strv_add(&link, "%s", out->library);
         for (size_t i = 0; ok && i < objects[p].n; i++)
             ok = strv_add(&link, "%s", objects[p].items[i]);
         ok = ok && strv_add(&link, "%s", fatbins_o) && strv_add_all(&link, cfg->recipe->libs);

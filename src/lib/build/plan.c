@@ -1,4 +1,5 @@
 #include "plan.h"
+#include "msda_kparams.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -258,10 +259,10 @@ long md_plan_define(const md_plan_target *t, const char *name, long fallback)
 const char *md_atomic_name(long strategy)
 {
     switch (strategy) {
-    case MD_ATOMIC_NATIVE: return "native";
-    case MD_ATOMIC_CAS: return "cas";
-    case MD_ATOMIC_F32_BUFFER: return "f32-buffer";
-    case MD_ATOMIC_MIXED: return "mixed";
+    case MSDA_ATOMIC_NATIVE: return "native";
+    case MSDA_ATOMIC_CAS: return "cas";
+    case MSDA_ATOMIC_F32_BUFFER: return "f32-buffer";
+    case MSDA_ATOMIC_MIXED: return "mixed";
     }
     return "?";
 }

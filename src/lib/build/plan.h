@@ -7,13 +7,6 @@
 #include "recipes/libmsda_recipe.h"
 #include "machine/toolkit.h"
 
-/* How the backward accumulates f16/bf16 value gradients (kernels/msda.h MSDA_*_ATOMIC). */
-typedef enum {
-    MD_ATOMIC_NATIVE = 1,
-    MD_ATOMIC_CAS = 2,
-    MD_ATOMIC_F32_BUFFER = 3,
-    MD_ATOMIC_MIXED = 4     /* native on sparse levels, the f32 buffer on dense ones */
-} md_atomic_strategy;
 
 #define MD_MAX_DEFINES 24
 
@@ -88,7 +81,8 @@ md_status md_plan_make(const md_plan_request *req, md_plan *out, md_error *err);
 /* The value of macro NAME for T, or FALLBACK when T does not define it. */
 long md_plan_define(const md_plan_target *t, const char *name, long fallback);
 
-/* "native", "cas", "f32-buffer", "mixed" for an MSDA_*_ATOMIC value; "?" for another. */
+/* "native", "cas", "f32-buffer", "mixed" for an MSDA_*_ATOMIC value (kernels/msda_kparams.h's
+ * MSDA_ATOMIC_*, their one owner); "?" for another. */
 const char *md_atomic_name(long strategy);
 
 void md_plan_free(md_plan *plan);

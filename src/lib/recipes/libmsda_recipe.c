@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "base/strv.h"
+#include "msda_kparams.h"
 
 static const struct {
     const char *name;
@@ -52,9 +53,27 @@ static md_status string_list(json_t *parent, const char *key, const char *where,
     return MD_OK;
 }
 
+/* The kernel's own constants a knob's value may name instead of a number, so that the recipe
+ * restates none of them (kernels/msda_kparams.h owns the values). */
+static const struct {
+    const char *name;
+    long value;
+} KERNEL_CONSTANTS[] = {
+    { "MSDA_ATOMIC_NATIVE", MSDA_ATOMIC_NATIVE },
+    { "MSDA_ATOMIC_CAS", MSDA_ATOMIC_CAS },
+    { "MSDA_ATOMIC_F32_BUFFER", MSDA_ATOMIC_F32_BUFFER },
+    { "MSDA_ATOMIC_MIXED", MSDA_ATOMIC_MIXED },
+};
+
 static bool integer_field(json_t *obj, const char *key, long *out)
 {
     json_t *v = json_object_get(obj, key);
+    if (json_is_string(v)) {
+        for (size_t i = 0; i < sizeof KERNEL_CONSTANTS / sizeof KERNEL_CONSTANTS[0]; i++)
+            if (strcmp(json_string_value(v), KERNEL_CONSTANTS[i].name) == 0)
+                return *out = KERNEL_CONSTANTS[i].value, true;
+        return false;
+    }
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT_MAX)
         return false;
     *out = (long)json_integer_value(v);
@@ -81,7 +100,7 @@ static md_status read_knob(const char *name, json_t *rule, const char *where, md
     }
     if (!integer_field(rule, "otherwise", &out->otherwise) || !integer_field(rule, "unknown", &out->unknown) ||
         (FACTS[f].when_key && !integer_field(rule, FACTS[f].when_key, &out->when_fact)))
-        return md_fail(err, MD_ERR_FORMAT, "%s: per_arch '%s' needs integer values for 'otherwise', 'unknown'%s%s",
+        return md_fail(err, MD_ERR_FORMAT, "%s: per_arch '%s' needs integer values (or kernel constants) for 'otherwise', 'unknown'%s%s",
                        where, name, FACTS[f].when_key ? " and " : "", FACTS[f].when_key ? FACTS[f].when_key : "");
     if (!FACTS[f].when_key)
         out->when_fact = out->otherwise;

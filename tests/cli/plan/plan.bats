@@ -158,6 +158,8 @@ recipe_source() {
   jq -e '[.steps[] | select(.what | test("^(sm|compute)_")) | .command | index("-lineinfo")] | all' <<<"$output" >/dev/null
   jq -e '[.steps[] | select(.what | endswith(".c")) | .command | index("-DMSDA_EDITED")] | all' <<<"$output" >/dev/null
   jq -e '.steps[] | select(.what | endswith("libmsda.so")) | .command | index("-lrt")' <<<"$output" >/dev/null
+  # the soname is product.h's, given once, whatever the recipe's link flags say
+  [ "$(jq '[.steps[] | select(.what | endswith("libmsda.so")) | .command[] | select(. == "-Wl,-soname,libmsda.so")] | length' <<<"$output")" = 1 ]
   [ "$(jq -r '.plan.targets[] | select(.arch == "sm_90") | .max_threads' <<<"$output")" = 512 ]
   [ "$(jq -r '[.plan.targets[] | select(.kind == "ptx") | .arch] | join(",")' <<<"$output")" = "compute_121" ]
 }
