@@ -98,6 +98,12 @@ extern const md_option md_cli_global_options[];
 /* Prints "msda-doctor: error: MESSAGE" on stderr. */
 void md_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The words the CLI adds for a library error's hint: its own option ("" for none). */
+const char *md_cli_hint_text(md_hint hint);
+
+/* Prints ERR's message and hint as md_cli_error does. */
+void md_cli_report(const md_error *err);
+
 /* Prints the error, then "Try 'msda-doctor CMD --help' ...", and returns MD_EXIT_USAGE. */
 int md_cli_usage_error(const char *command, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -10,7 +10,6 @@
 #include "recipes/product.h"
 
 #define MAX_DEFINES 16
-#define DEFAULT_STEP_TIMEOUT_S 3600
 
 typedef struct {
     md_build_request req;
@@ -88,16 +87,16 @@ static const md_option md_cli_build_options[] = {
     { 'a', "arch", "SPEC", 0,
       "all (every architecture the toolkits target, plus PTX of the newest and of the newest toolkit's "
       "oldest), native (the GPUs here), "
-      "or a list: sm_61,8.6,orin; '+PTX' after an architecture adds its PTX (default: all)" },
+      "or a list: sm_61,8.6,orin; '+PTX' after an architecture adds its PTX (default: " MD_BUILD_DEFAULT_ARCH ")" },
     { 'p', "platform", "LIST", 0,
       "x86_64, aarch64 or both (default: this machine's, and the other when its cross compiler is installed)" },
     { 't', "toolkit", "DIR", MD_OPT_REPEATABLE, "a CUDA toolkit (DIR/bin/nvcc) to use beside those found" },
     { 'D', "define", "NAME=VALUE", MD_OPT_REPEATABLE,
       "set a device-code macro for every target: a knob of kernels/libmsda.json, or another" },
     { 'j', "jobs", "N", MD_OPT_SHORT, "compilations at a time (default: the number of cores)" },
-    { 's', "source", "DIR", 0, "the project folder with kernels/ and wheels/ (default: .)" },
-    { 'o', "out", "DIR", 0, "where the wheels go (default: wheels/dist)" },
-    { 'c', "cache", "DIR", 0, "compiled objects by content (default: build/msda-cache)" },
+    { 's', "source", "DIR", 0, "the project folder with kernels/ and wheels/ (default: " MD_BUILD_DEFAULT_SOURCE ")" },
+    { 'o', "out", "DIR", 0, "where the wheels go (default: " MD_BUILD_DEFAULT_OUT ")" },
+    { 'c', "cache", "DIR", 0, "compiled objects by content (default: " MD_BUILD_DEFAULT_CACHE ")" },
     { 'F', "fetch", NULL, 0,
       "first fetch (as msda-doctor fetch --cuda RELEASE) the toolkits for the architectures that none here "
       "targets, then build with them" },
@@ -120,10 +119,7 @@ static int cmd_build(int argc, char **argv)
     md_getopt options;
     if (!md_getopt_init(&options, "build", md_cli_build_options))
         return MD_EXIT_INTERNAL;
-    build_options opt = { .req = { .arch = "all", .source_dir = ".", .out_dir = "wheels/dist",
-                                   .cache_dir = "build/msda-cache" } };
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    opt.req.jobs = cores > 0 ? (unsigned)cores : 1;
+    build_options opt = { .req = md_build_request_defaults() };
     int c;
     while ((c = md_getopt_next(&options, argc, argv)) != -1) {
         switch (c) {
@@ -168,8 +164,6 @@ static int cmd_build(int argc, char **argv)
             return md_cli_usage_error("build", "SOURCE_DATE_EPOCH must be a number of seconds, not '%s'", epoch);
         opt.req.source_date_epoch = (time_t)v;
     }
-    /* A compiler that hangs must not hang the build: a step running longer is killed. */
-    opt.req.step_timeout_s = DEFAULT_STEP_TIMEOUT_S;
     const char *timeout = getenv("MSDA_BUILD_STEP_TIMEOUT");
     if (timeout && *timeout) {
         char *end;
@@ -204,7 +198,7 @@ static int cmd_build(int argc, char **argv)
     }
     const md_plan *plan = &job->plan;
     if (st == MD_ERR_ARGUMENT) {
-        rc = md_cli_usage_error("build", "%s", err.message);
+        rc = md_cli_usage_error("build", "%s%s", err.message, md_cli_hint_text(err.hint));
     } else if (opt.json && (st == MD_OK || plan->n_targets)) {
         json_t *steps = json_array(), *outputs = json_array();
         for (size_t i = 0; i < result.n_steps; i++) {
@@ -221,13 +215,14 @@ static int cmd_build(int argc, char **argv)
         rc = md_cli_print_json(json_pack("{s:b, s:o, s:o, s:o, s:i, s:i, s:o}", "dry_run", opt.req.dry_run, "plan",
                                          plan_json(plan), "steps", steps, "outputs", outputs, "compiled",
                                          (int)result.counts.n_compiled, "cached", (int)result.counts.n_cached, "error",
-                                         st == MD_OK ? json_null() : json_string(err.message)));
+                                         st == MD_OK ? json_null()
+                                                     : json_sprintf("%s%s", err.message, md_cli_hint_text(err.hint))));
         if (st != MD_OK) {
-            md_cli_error("%s", err.message);
+            md_cli_report(&err);
             rc = md_cli_exit_for(st);
         }
     } else if (st != MD_OK) {
-        md_cli_error("%s", err.message);
+        md_cli_report(&err);
         rc = md_cli_exit_for(st);
     } else if (opt.req.dry_run) {
         printf("Commands:\n");

@@ -132,11 +132,11 @@ static void print_log(const md_log_info *l, const marks *mk)
 static void print_text(const md_diagnosis *d, const diagnose_options *o)
 {
     marks mk = marks_for(o);
-    size_t problems = 0;
+    size_t problems = 0, warnings = 0;
     for (size_t i = 0; i < d->n_checks; i++) {
         print_check(&d->checks[i], &mk, o->verbose);
-        problems += d->checks[i].status == MD_CHECK_WARN || d->checks[i].status == MD_CHECK_FAIL ||
-                    d->checks[i].status == MD_CHECK_ERROR;
+        problems += md_check_is_problem(d->checks[i].status);
+        warnings += d->checks[i].status == MD_CHECK_WARN;
     }
     if (!d->probed)
         printf("%s Machine not probed (--no-probe)\n", mk.skip);
@@ -156,13 +156,17 @@ static void print_text(const md_diagnosis *d, const diagnose_options *o)
         print_finding(d, f, &mk, o->verbose);
     }
     putchar('\n');
+    /* the same rule as the exit status: warnings are counted apart from the problems */
+    char warned[48] = "";
+    if (warnings)
+        snprintf(warned, sizeof warned, "; %zu warning%s", warnings, warnings == 1 ? "" : "s");
     if (problems + d->n_findings == 0)
-        printf("%s No issues found!\n", mk.detail);
+        printf("%s No issues found%s%s\n", mk.detail, warned, warnings ? "." : "!");
     else if (d->n_findings)
-        printf("! %zu finding%s; problems in %zu check%s.\n", d->n_findings, d->n_findings == 1 ? "" : "s", problems,
-               problems == 1 ? "" : "s");
+        printf("! %zu finding%s; problems in %zu check%s%s.\n", d->n_findings, d->n_findings == 1 ? "" : "s",
+               problems, problems == 1 ? "" : "s", warned);
     else
-        printf("! Found problems in %zu categor%s.\n", problems, problems == 1 ? "y" : "ies");
+        printf("! Found problems in %zu categor%s%s.\n", problems, problems == 1 ? "y" : "ies", warned);
 }
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
@@ -421,7 +425,7 @@ static int read_logs(md_diagnosis *d, int argc, char **argv)
         if (!is_stdin)
             fclose(in);
         if (st != MD_OK) {
-            md_cli_error("%s", err.message);
+            md_cli_report(&err);
             if (st != MD_ERR_IO)
                 return md_cli_exit_for(st);
             code = MD_EXIT_INPUT;
@@ -493,7 +497,7 @@ static int cmd_diagnose(int argc, char **argv)
     md_error err;
     md_error_clear(&err);
     if (md_diagnose_init(&d, &err) != MD_OK) {
-        md_cli_error("%s", err.message);
+        md_cli_report(&err);
         return md_cli_exit_for(err.code);
     }
     if (o.list) {
@@ -511,7 +515,7 @@ static int cmd_diagnose(int argc, char **argv)
     int printed = o.json ? print_json(&d) : (print_text(&d, &o), MD_EXIT_OK);
     bool problems = d.n_findings > 0;
     for (size_t i = 0; i < d.n_checks; i++)
-        problems |= d.checks[i].status == MD_CHECK_FAIL || d.checks[i].status == MD_CHECK_ERROR;
+        problems |= md_check_is_problem(d.checks[i].status);
     md_diagnose_free(&d);
     if (printed != MD_EXIT_OK)
         return printed;

@@ -103,7 +103,7 @@ static int list_cache(const char *dir, const char *platform, bool json)
     md_error err;
     md_status st = md_fetch_cache_list(dir, platform, NULL, &list, &n, &err);
     if (st != MD_OK) {
-        md_cli_error("%s", err.message);
+        md_cli_report(&err);
         return md_cli_exit_for(st);
     }
     int rc = MD_EXIT_OK;
@@ -133,7 +133,7 @@ static int remove_from_cache(const char *dir, const char *version, const char *p
     md_error err;
     md_status st = md_fetch_cache_remove(dir, version, platform, &removed, &n, &err);
     if (st != MD_OK) {
-        md_cli_error("%s", err.message);
+        md_cli_report(&err);
         return md_cli_exit_for(st);
     }
     int rc = MD_EXIT_OK;
@@ -229,7 +229,7 @@ static int cmd_fetch(int argc, char **argv)
     md_error err;
     md_status st = run_fetch(&req, &result, &err);
     if (st != MD_OK) {
-        md_cli_error("%s", err.message);
+        md_cli_report(&err);
         return md_cli_exit_for(st);
     }
     if (json)

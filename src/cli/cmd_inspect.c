@@ -228,8 +228,9 @@ static int cmd_inspect(int argc, char **argv)
             if (opt.n_gpus == MAX_GPUS)
                 return md_cli_usage_error("inspect", "too many --gpu options (at most %d)", MAX_GPUS);
             if (md_gpu_target_parse(optarg, &opt.gpus[opt.n_gpus], &err) != MD_OK)
-                return err.code == MD_ERR_ARGUMENT ? md_cli_usage_error("inspect", "%s", err.message)
-                                                    : (md_cli_error("%s", err.message), MD_EXIT_INTERNAL);
+                return err.code == MD_ERR_ARGUMENT
+                           ? md_cli_usage_error("inspect", "%s%s", err.message, md_cli_hint_text(err.hint))
+                           : (md_cli_report(&err), MD_EXIT_INTERNAL);
             opt.n_gpus++;
             break;
         case 'j': opt.json = true; break;
@@ -245,7 +246,7 @@ static int cmd_inspect(int argc, char **argv)
     int exit_code = MD_EXIT_OK;
     for (int i = optind; i < argc; i++) {
         if (md_inspect_path(argv[i], &ins, &err) != MD_OK) {
-            md_cli_error("%s", err.message);
+            md_cli_report(&err);
             md_inspection_free(&ins);
             return md_cli_exit_for(err.code);
         }
@@ -285,7 +286,7 @@ static int cmd_inspect(int argc, char **argv)
         for (size_t g = 0; g < opt.n_gpus; g++) {
             md_verdict v;
             if (md_runs_on(&it->bin, opt.gpus[g].arch, &v, &err) != MD_OK) {
-                md_cli_error("%s", err.message);
+                md_cli_report(&err);
                 json_decref(files);
                 md_inspection_free(&ins);
                 return md_cli_exit_for(err.code);

@@ -72,7 +72,7 @@ static int cmd_verify(int argc, char **argv)
     md_error err;
     md_status st = md_verify_wheel(argv[optind], &rep, &err);
     if (st != MD_OK) {
-        md_cli_error("%s", err.message);
+        md_cli_report(&err);
         md_verify_report_free(&rep);
         return st == MD_ERR_UNSUPPORTED ? MD_EXIT_PROBLEMS : md_cli_exit_for(st);
     }

@@ -25,6 +25,21 @@ void md_cli_error(const char *fmt, ...)
     va_end(ap);
 }
 
+const char *md_cli_hint_text(md_hint hint)
+{
+    switch (hint) {
+    case MD_HINT_NONE: return "";
+    case MD_HINT_TOOLKIT: return "; give a toolkit with --toolkit DIR";
+    case MD_HINT_PLATFORM: return "; name one with --platform PLATFORM";
+    }
+    return "";
+}
+
+void md_cli_report(const md_error *err)
+{
+    md_cli_error("%s%s", err->message, md_cli_hint_text(err->hint));
+}
+
 int md_cli_usage_error(const char *command, const char *fmt, ...)
 {
     va_list ap;

@@ -71,8 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     static const unsigned native[] = { 61, 87 };
     const char *defines[] = { define, NULL };
-    md_plan_request req = { .arch_spec = text, .native_sms = native, .n_native = 2, .toolkits = toolkits,
-                            .n_toolkits = 2, .recipe = &recipe, .defines = define ? defines : NULL };
+    md_plan_request req = { .arch_spec = text, .kind = md_arch_spec_kind_of(text), .native_sms = native,
+                            .n_native = 2, .toolkits = toolkits, .n_toolkits = 2, .recipe = &recipe, .defines = define ? defines : NULL };
     md_plan plan;
     md_plan_make(&req, &plan, &err);
     md_plan_free(&plan); /* its contract: in every case */

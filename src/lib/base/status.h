@@ -19,14 +19,27 @@ typedef enum {
     MD_ERR_CHECKSUM     /* a downloaded file does not match the checksum it was published with */
 } md_status;
 
+/* What the caller could give to get past an error, for the CLI to word as its own option: the
+ * library names no command-line flag. */
+typedef enum {
+    MD_HINT_NONE = 0,
+    MD_HINT_TOOLKIT,    /* a CUDA toolkit folder */
+    MD_HINT_PLATFORM    /* the platform to fetch for */
+} md_hint;
+
 typedef struct {
     md_status code;
+    md_hint hint;       /* MD_HINT_NONE unless md_hint_set gave one */
     char message[512];  /* one line, lowercase, no trailing full stop */
 } md_error;
 
 /* Records CODE with a printf-style message in ERR (which may be NULL) and returns CODE. */
 md_status md_fail(md_error *err, md_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* Adds HINT to ERR (which may be NULL) after md_fail, and returns CODE: md_hint_set(err,
+ * MD_HINT_TOOLKIT, md_fail(err, ...)). */
+md_status md_hint_set(md_error *err, md_hint hint, md_status code);
 
 /* Clears ERR to MD_OK with an empty message. */
 void md_error_clear(md_error *err);

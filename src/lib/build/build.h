@@ -67,6 +67,14 @@ const char *md_host_platform(void);
 
 #define MD_MAX_TOOLKIT_DIRS 8
 
+/* What a build takes when the caller says nothing: the CLI's help states these, diagnose's fixes
+ * name the folder the wheels land in. */
+#define MD_BUILD_DEFAULT_ARCH "all"
+#define MD_BUILD_DEFAULT_SOURCE "."
+#define MD_BUILD_DEFAULT_OUT "wheels/dist"
+#define MD_BUILD_DEFAULT_CACHE "build/msda-cache"
+#define MD_BUILD_DEFAULT_STEP_TIMEOUT_S 3600 /* a compiler that hangs must not hang the build */
+
 typedef struct {
     const char *arch;             /* --arch: "all", "native" or a list */
     const char *toolkit_dirs[MD_MAX_TOOLKIT_DIRS]; /* --toolkit */
@@ -102,6 +110,9 @@ typedef struct {
     char kernels_dir[PATH_MAX], package_dir[PATH_MAX], work_dir[PATH_MAX];
     char platform_names[MD_MAX_PLATFORMS][16];
 } md_build_job;
+
+/* A request with the defaults above, as many jobs as this machine has cores, nothing else set. */
+md_build_request md_build_request_defaults(void);
 
 /* Reads the recipe, finds the toolkits and host compilers, probes the GPUs for "native", picks
  * the platforms and folders, and makes the plan. MD_ERR_ARGUMENT for what the caller got wrong

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "build.h"
 #include "fetch/fetch_cache.h"
 #include "machine/gpu_probe.h"
@@ -69,9 +70,18 @@ static md_status native_sms(unsigned *sms, size_t *n, md_error *err)
         for (size_t i = 0; i < probe.n_gpus && *n < MAX_NATIVE; i++)
             sms[(*n)++] = probe.gpus[i].sm;
     else
-        st = md_fail(err, MD_ERR_UNSUPPORTED, "--arch native: %s", probe_err.message);
+        st = md_fail(err, MD_ERR_UNSUPPORTED, "native: %s", probe_err.message);
     md_gpu_probe_free(&probe);
     return st;
+}
+
+md_build_request md_build_request_defaults(void)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return (md_build_request){ .arch = MD_BUILD_DEFAULT_ARCH, .source_dir = MD_BUILD_DEFAULT_SOURCE,
+                               .out_dir = MD_BUILD_DEFAULT_OUT, .cache_dir = MD_BUILD_DEFAULT_CACHE,
+                               .jobs = cores > 0 ? (unsigned)cores : 1,
+                               .step_timeout_s = MD_BUILD_DEFAULT_STEP_TIMEOUT_S };
 }
 
 static md_status prepare(const md_build_request *req, const char *const *toolkit_dirs, size_t n_toolkit_dirs,
@@ -97,10 +107,11 @@ static md_status prepare(const md_build_request *req, const char *const *toolkit
         st = md_host_compilers_find(&job->compilers, &job->n_compilers, err);
     unsigned native[MAX_NATIVE];
     size_t n_native = 0;
-    if (st == MD_OK && strcmp(req->arch, "native") == 0)
+    md_arch_spec_kind kind = md_arch_spec_kind_of(req->arch);
+    if (st == MD_OK && kind == MD_ARCH_SPEC_NATIVE)
         st = native_sms(native, &n_native, err);
     if (st == MD_OK) {
-        md_plan_request plan_req = { .arch_spec = req->arch, .native_sms = native, .n_native = n_native,
+        md_plan_request plan_req = { .arch_spec = req->arch, .kind = kind, .native_sms = native, .n_native = n_native,
                                      .toolkits = job->toolkits, .n_toolkits = job->n_toolkits,
                                      .compilers = job->compilers, .n_compilers = job->n_compilers,
                                      .recipe = &job->recipe, .defines = req->defines };

@@ -146,7 +146,7 @@ static md_status wanted_list(const char *spec, const md_toolkit *tks, size_t n_t
             *plus = '\0';
             ptx = true;
         }
-        if (!strcmp(tok, "all") || !strcmp(tok, "native"))
+        if (md_arch_spec_kind_of(tok) != MD_ARCH_SPEC_LIST)
             return md_fail(err, MD_ERR_ARGUMENT, "'%s' cannot be combined with other architectures", tok);
         /* An architecture the table lacks is fine where a toolkit here targets it. */
         unsigned sm;
@@ -207,7 +207,7 @@ static md_status parse_define(const char *text, md_define *out, md_error *err)
     for (size_t i = 0; ident && i < len; i++)
         ident = isalnum((unsigned char)text[i]) || text[i] == '_';
     if (!ident)
-        return md_fail(err, MD_ERR_ARGUMENT, "--define '%s': the name must be a C identifier", text);
+        return md_fail(err, MD_ERR_ARGUMENT, "define '%s': the name must be a C identifier", text);
     snprintf(out->name, sizeof out->name, "%.*s", (int)len, text);
     out->value = 1;
     if (text[len] == '=') {
@@ -215,7 +215,7 @@ static md_status parse_define(const char *text, md_define *out, md_error *err)
         errno = 0;
         out->value = strtol(text + len + 1, &end, 10);
         if (errno || end == text + len + 1 || *end || out->value < INT_MIN || out->value > INT_MAX)
-            return md_fail(err, MD_ERR_ARGUMENT, "--define '%s': the value must be an integer", text);
+            return md_fail(err, MD_ERR_ARGUMENT, "define '%s': the value must be an integer", text);
     }
     return MD_OK;
 }
@@ -239,7 +239,7 @@ static md_status choose_defines(md_plan_target *t, const md_plan_request *req, m
         md_define *slot = find_define(t, d.name);
         if (!slot) {
             if (t->n_defines == MD_MAX_DEFINES)
-                return md_fail(err, MD_ERR_ARGUMENT, "too many --define options (at most %d macros in all)",
+                return md_fail(err, MD_ERR_ARGUMENT, "too many defines (at most %d macros in all)",
                                MD_MAX_DEFINES);
             slot = &t->defines[t->n_defines++];
         }
@@ -289,6 +289,15 @@ static void note_unknown(md_plan *plan)
              list, knobs);
 }
 
+md_arch_spec_kind md_arch_spec_kind_of(const char *spec)
+{
+    if (strcmp(spec, "all") == 0)
+        return MD_ARCH_SPEC_ALL;
+    if (strcmp(spec, "native") == 0)
+        return MD_ARCH_SPEC_NATIVE;
+    return MD_ARCH_SPEC_LIST;
+}
+
 md_status md_plan_make(const md_plan_request *req, md_plan *out, md_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -296,15 +305,16 @@ md_status md_plan_make(const md_plan_request *req, md_plan *out, md_error *err)
     if (st != MD_OK)
         return st;
     if (req->n_toolkits == 0)
-        return md_fail(err, MD_ERR_UNSUPPORTED,
-                       "no CUDA toolkit found (nvcc on PATH, CUDA_HOME, /usr/local/cuda*); give one with --toolkit DIR");
+        return md_hint_set(err, MD_HINT_TOOLKIT,
+                           md_fail(err, MD_ERR_UNSUPPORTED,
+                                   "no CUDA toolkit found (nvcc on PATH, CUDA_HOME, /usr/local/cuda*)"));
     wanted list[MAX_TARGETS];
     size_t n = 0;
-    if (strcmp(req->arch_spec, "all") == 0) {
+    if (req->kind == MD_ARCH_SPEC_ALL) {
         st = wanted_all(req->toolkits, req->n_toolkits, req->recipe->ptx, list, &n, err);
-    } else if (strcmp(req->arch_spec, "native") == 0) {
+    } else if (req->kind == MD_ARCH_SPEC_NATIVE) {
         if (req->n_native == 0)
-            return md_fail(err, MD_ERR_UNSUPPORTED, "--arch native: no GPU found on this machine");
+            return md_fail(err, MD_ERR_UNSUPPORTED, "native: no GPU found on this machine");
         for (size_t i = 0; i < req->n_native; i++)
             add_wanted(list, &n, req->native_sms[i], false);
     } else {
@@ -358,17 +368,19 @@ md_status md_plan_make(const md_plan_request *req, md_plan *out, md_error *err)
         char fetch[160] = "";
         for (size_t i = 0; i < out->n_fetch; i++)
             snprintf(fetch + strlen(fetch), sizeof fetch - strlen(fetch), "%smsda-doctor fetch --cuda %s",
-                     i ? ", " : ", or: ", out->fetch[i].release);
+                     i ? ", " : " (to fetch one: ", out->fetch[i].release);
+        if (fetch[0])
+            snprintf(fetch + strlen(fetch), sizeof fetch - strlen(fetch), ")");
         md_plan_fetch kept[MD_PLAN_MAX_FETCH];
         size_t n_kept = out->n_fetch;
         memcpy(kept, out->fetch, sizeof kept);
         md_plan_free(out);
         memcpy(out->fetch, kept, sizeof kept);
         out->n_fetch = n_kept;
-        return md_fail(err, MD_ERR_UNSUPPORTED, "%s (add one with --toolkit DIR%s)", unsupported, fetch);
+        return md_hint_set(err, MD_HINT_TOOLKIT, md_fail(err, MD_ERR_UNSUPPORTED, "%s%s", unsupported, fetch));
     }
     note_unknown(out);
-    if (strcmp(req->arch_spec, "all") == 0)
+    if (req->kind == MD_ARCH_SPEC_ALL)
         note_fetchable(out, out->toolkits, out->n_toolkits);
     return MD_OK;
 }

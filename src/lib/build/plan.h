@@ -54,8 +54,16 @@ typedef struct {
     size_t n_fetch;
 } md_plan;
 
+/* What an architecture spec asks for: every architecture, the GPUs here, or a list. */
+typedef enum { MD_ARCH_SPEC_LIST = 0, MD_ARCH_SPEC_ALL, MD_ARCH_SPEC_NATIVE } md_arch_spec_kind;
+
+/* The kind of SPEC: "all", "native", else a list (read by md_plan_make). The one place those
+ * two words are recognised. */
+md_arch_spec_kind md_arch_spec_kind_of(const char *spec);
+
 typedef struct {
     const char *arch_spec;      /* "all", "native" or a list: see md_plan_make */
+    md_arch_spec_kind kind;     /* md_arch_spec_kind_of(arch_spec), read once by the caller */
     const unsigned *native_sms; /* the GPUs here, for "native" */
     size_t n_native;
     const md_toolkit *toolkits;

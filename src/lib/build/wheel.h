@@ -1,4 +1,4 @@
-/* Python wheels (FACTS.md, "Wheels"): the manylinux platform tag, a reproducible writer and a
+/* Python wheels (docs/FACTS.md, "Wheels"): the manylinux platform tag, a reproducible writer and a
  * RECORD checker. The zip itself is libarchive's; hashes and base64 are OpenSSL's.
  * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_WHEEL_H

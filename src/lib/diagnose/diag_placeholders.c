@@ -8,6 +8,7 @@
 #include <sys/utsname.h>
 #include "recipes/arch.h"
 #include "diag_internal.h"
+#include "build/build.h"
 #include "build/package.h"
 #include "recipes/product.h"
 #include "recipes/toolkit_table.h"
@@ -98,7 +99,7 @@ static bool gpu_archs(const md_view *v, bool list, char *out, size_t size)
     if (list && at)
         snprintf(out + at, size - at, "+PTX");
     if (!at && !list)
-        snprintf(out, size, "all"); /* msda-doctor build's own default */
+        snprintf(out, size, MD_BUILD_DEFAULT_ARCH);
     return out[0] != '\0';
 }
 static bool v_arch(const md_view *v, char *out, size_t size) { return gpu_archs(v, false, out, size); }
@@ -185,7 +186,7 @@ static bool v_wheel(const md_view *v, char *out, size_t size)
     md_error err;
     if (md_package_wheel_name(mach, wheel_name, sizeof wheel_name, &err) != MD_OK)
         return false;
-    return PUT("wheels/dist/%s", wheel_name);
+    return PUT(MD_BUILD_DEFAULT_OUT "/%s", wheel_name);
 }
 
 static bool v_toolkit(const md_view *v, char *out, size_t size)

@@ -390,7 +390,8 @@ md_status md_fetch_toolkit(const md_fetch_request *req, md_fetch_result *out, md
     if (!platform) {
         struct utsname u;
         if (uname(&u) != 0 || !(platform = md_redist_host_platform(table, u.machine)))
-            return md_fail(err, MD_ERR_ARGUMENT, "no CUDA redist platform for this machine; give --platform");
+            return md_hint_set(err, MD_HINT_PLATFORM,
+                               md_fail(err, MD_ERR_ARGUMENT, "no CUDA redist platform for this machine"));
     }
     if (!md_redist_platform_known(table, platform)) {
         char names[128];
