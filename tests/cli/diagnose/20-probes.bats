@@ -71,6 +71,9 @@ load diag_helpers
   [ "$status" -eq 0 ]
   [[ "$output" == *"[!] GPUs (driver API): driver CUDA 13.0; no GPU visible"* ]]
   [[ "$output" == *"CUDA_VISIBLE_DEVICES"* ]]
+  # the summary agrees with the exit status: warnings are no problem, and are counted as warnings
+  [[ "$output" != *"Found problems"* ]]
+  [[ "$output" == *"warning"* ]]
 }
 
 @test "a Python that cannot be run is an error of its own check; every other check still runs" {

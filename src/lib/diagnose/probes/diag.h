@@ -41,6 +41,10 @@ typedef struct {
     size_t n_lines;
 } md_check;
 
+/* Whether a check of STATUS is a problem: what makes diagnose exit 1 and what its summary
+ * counts as one. A warning is not. */
+bool md_check_is_problem(md_check_status status);
+
 /* Appends a line (dropped silently past MD_CHECK_LINES: a checklist is not a log). */
 void md_check_add(md_check *c, md_line_kind kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Raises C's status to ST when ST is worse. */

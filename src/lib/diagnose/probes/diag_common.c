@@ -115,3 +115,8 @@ void md_machine_free(md_machine *m)
     m->binaries = NULL;
     m->n_toolkits = m->n_compilers = m->n_binaries = 0;
 }
+
+bool md_check_is_problem(md_check_status status)
+{
+    return status == MD_CHECK_FAIL || status == MD_CHECK_ERROR;
+}
