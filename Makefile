@@ -51,7 +51,7 @@ deps:
 test-deps:
 	@[ -n "$(MSDA_NO_INSTALL)" ] || scripts/install-deps --test
 
-# ---- the embedded recipes (DESIGN.md decision 6) ---------------------------------------------
+# ---- the embedded recipes (docs/DESIGN.md decision 6) ----------------------------------------
 $(BUILD)/host/embed: tools/embed.c | deps
 	@mkdir -p $(@D)
 	$(CC) $(CSTD) $(WARN) -O2 -o $@ $<

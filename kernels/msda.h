@@ -1,6 +1,6 @@
 /* libmsda: Multi-Scale Deformable Attention (Deformable-DETR's MSDeformAttn op) as a C library.
  *
- * The function (DESIGN.md, "The MSDA op"):
+ * The function (docs/DESIGN.md, "The MSDA op"):
  *
  *   value               (N, S, M, D)          S = sum over levels of H_l * W_l
  *   spatial_shapes      (L, 2)  rows (H_l, W_l)

@@ -1,4 +1,4 @@
-/* Which code images the embedded fatbins carry, read from their headers (layout: FACTS.md,
+/* Which code images the embedded fatbins carry, read from their headers (layout: docs/FACTS.md,
  * "Fatbin and cubin format"): containers of magic 0xBA55ED50, each a run of entries. */
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* Turns the recipes/ JSON files into a C source, so that an installed msda-doctor carries its
- * knowledge and needs no data directory (DESIGN.md, decision 6).
+ * knowledge and needs no data directory (docs/DESIGN.md, decision 6).
  * Usage: embed OUTPUT.c FILE.json...   The table is keyed by the file's base name. */
 #include <stdio.h>
 #include <stdlib.h>

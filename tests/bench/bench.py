@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make bench: libmsda's CUDA forward and backward against a plain PyTorch grid_sample version of
-the same function, on the Deformable-DETR shapes of FACTS.md, per data type. With --peers DIR
+the same function, on the Deformable-DETR shapes of docs/FACTS.md, per data type. With --peers DIR
 (what tests/bench/peers/build-peers.sh built), the same run also times the original
 Deformable-DETR op and DCNv4's flash MSDA against msda's Python op on the same inputs
 (compare.py, one table per shape) and one encoder layer's attention block (encoder_layer.py).

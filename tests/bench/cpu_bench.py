@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """make bench-cpu: libmsda's CPU path, as msda.ms_deform_attn runs it on CPU tensors, against
 the same function in plain PyTorch (bench.msda_grid_sample: grid_sample level by level) on the
-same inputs, on FACTS.md's decoder shapes (and any bench case by name), forward under no_grad
+same inputs, on docs/FACTS.md's decoder shapes (and any bench case by name), forward under no_grad
 and forward + backward through autograd, f32, with torch's CPU thread count.
 
 Each library given (--lib, repeatable: the one under test and, say, an older build of it) is

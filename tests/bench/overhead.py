@@ -16,7 +16,7 @@ most the "no launch" cost. A figure to compare, not a test:
 wheels/) beside this one, in --processes fresh processes of each, taken in turns (a busy host's
 slow spells fall on both), and prints the median of each row over them, with the same library,
 or with --against-library's where the two packages are written for different ABIs.
-Shapes: --shape tiny (one query; the CPU's own work is negligible) or dec_b2_q900 (FACTS.md's
+Shapes: --shape tiny (one query; the CPU's own work is negligible) or dec_b2_q900 (docs/FACTS.md's
 decoder case, for a GPU).
 """
 import argparse

@@ -16,7 +16,7 @@
 
 #define WAVE (FAKE_SMS * FAKE_BLOCKS_PER_SM)
 
-/* Deformable-DETR's levels (FACTS.md). */
+/* Deformable-DETR's levels (docs/FACTS.md). */
 static const int64_t detr_shapes[8] = {100, 134, 50, 67, 25, 34, 13, 17};
 static const int64_t detr_starts[4] = {0, 13400, 16750, 17600};
 #define DETR_S 17821

@@ -6,7 +6,7 @@
 #include "kt.h"
 #include "msda_plan.h"
 
-/* Deformable-DETR's levels (FACTS.md): H * W = 13400, 3350, 850, 221; S = 17821. */
+/* Deformable-DETR's levels (docs/FACTS.md): H * W = 13400, 3350, 850, 221; S = 17821. */
 static const int64_t detr_hw[4] = {13400, 3350, 850, 221};
 #define DETR_S 17821
 

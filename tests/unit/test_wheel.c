@@ -1,4 +1,4 @@
-/* The wheel writer: tags and names as FACTS.md "Wheels" says, byte-identical output for the
+/* The wheel writer: tags and names as docs/FACTS.md "Wheels" says, byte-identical output for the
  * same inputs, a RECORD that both md_wheel_verify_record and Python's zipfile+hashlib accept,
  * corruption caught, and no file left behind by a failed write. */
 #include <archive.h>

@@ -88,7 +88,7 @@ class _Arch(ctypes.Structure):
 
 
 class Sizes(NamedTuple):
-    """The problem's sizes (DESIGN.md, "The MSDA op"). A tuple: made on every call, cheaply."""
+    """The problem's sizes (docs/DESIGN.md, "The MSDA op"). A tuple: made on every call, cheaply."""
 
     batch: int     # N
     spatial: int   # S

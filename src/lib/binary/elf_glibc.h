@@ -1,5 +1,5 @@
 /* What a host shared object asks of the system it is loaded on: the glibc symbol versions it
- * needs (its manylinux floor, FACTS.md "Wheels"), which symbols raise that floor, its CPU and
+ * needs (its manylinux floor, docs/FACTS.md "Wheels"), which symbols raise that floor, its CPU and
  * the libraries it links (DT_NEEDED). Read through libelf; any host can read x86_64 and aarch64
  * objects.
  * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */

@@ -1,4 +1,4 @@
-/* Fatbin containers: header 0xBA55ED50, then entries each with its own header (FACTS.md). */
+/* Fatbin containers: header 0xBA55ED50, then entries each with its own header (docs/FACTS.md). */
 #include "devcode.h"
 
 #include <lz4.h>
