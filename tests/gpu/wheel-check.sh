@@ -9,7 +9,7 @@ wheel=$1 doctor=$2 out=${3:-/tmp}
 site=$(mktemp -d)
 python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$wheel" || exit 1
 export PYTHONPATH="$site" MSDA_LIBRARY="$site/msda/libmsda.so" PYTHONUNBUFFERED=1
-export MSDA_EXPECT_VERSION="$(cat VERSION)" MSDA_HEADER="$PWD/kernels/msda.h"
+export MSDA_EXPECT_VERSION="$(cat VERSION)" MSDA_HEADER="$PWD/kernels/msda.h" MSDA_SIGNATURES="$PWD/recipes/signatures.json"
 rows=() failed=0
 # A copy of the tests outside wheels/, whose pytest.ini would import the sources instead.
 tests=$(mktemp -d)

@@ -1,8 +1,13 @@
 """Exceptions of the msda package, and the message for each libmsda status.
 
 Every failure names its cause; where it is one of the known failure signatures of the MSDA op
-(DESIGN.md, "Finding IDs") the message starts with that ID in brackets and the exception carries
+(docs/DESIGN.md, "Finding IDs") the message starts with that ID in brackets and the exception carries
 it as `finding_id`, so that `msda-doctor diagnose` and people reading a log find the same fix.
+
+The IDs and the commands between backquotes are copies of recipes/signatures.json, the owner:
+each ID is an entry's "id", each command one of its "fix" entries as diagnose fills it (a value
+this package does not know written as <name>, as diagnose writes it).
+tests/test_errors_ids.py holds them to it.
 """
 from __future__ import annotations
 
@@ -41,7 +46,7 @@ _INPUT_STATUSES = frozenset({
     Status.BAD_ARGUMENT,
 })
 
-# CUresult values (FACTS.md, "CUDA error codes") that are known failure signatures.
+# CUresult values (docs/FACTS.md, "CUDA error codes") that are known failure signatures.
 _CUDA_NO_BINARY_FOR_GPU = 209
 _CUDA_INVALID_PTX = 218
 _CUDA_UNSUPPORTED_PTX_VERSION = 222
@@ -116,9 +121,13 @@ def finding_for(status: int, cuda_result: int) -> Optional[str]:
         return None
 
 
+def _gpu_arch(gpu: Optional[GPU]) -> str:
+    """signatures.json's {gpu_arch}; <gpu_arch> where the GPU is unknown, as diagnose writes it."""
+    return gpu.sm if gpu else "<gpu_arch>"
+
+
 def _rebuild_hint(gpu: Optional[GPU]) -> str:
-    arch = gpu.sm if gpu else "sm_XY"
-    return f"msda-doctor build --arch {arch}"
+    return f"msda-doctor build --arch {_gpu_arch(gpu)}"  # signatures.json's fix
 
 
 def _explain(finding: Optional[str], status: int, gpu: Optional[GPU], archs: str) -> str:
@@ -133,9 +142,12 @@ def _explain(finding: Optional[str], status: int, gpu: Optional[GPU], archs: str
         return (f"the driver could not compile libmsda's PTX{where}; this build carries: "
                 f"{carried}. Fix: build machine code (SASS) for this GPU with `{build}`")
     if finding == "driver-too-old":
+        # signatures.json's fix; which toolkit the driver supports is diagnose's to find.
+        toolkit = (f"msda-doctor build --toolkit /usr/local/cuda-<toolkit_for_driver> "
+                   f"--arch {_gpu_arch(gpu)}")
         return (f"the NVIDIA driver is older than the toolkit that built libmsda{where}; this "
                 f"build carries: {carried}. Fix: update the driver, or build with a toolkit the "
-                f"driver supports: `{build}`")
+                f"driver supports: `{toolkit}`")
     if finding == "dtype-half-unsupported":
         return (f"libmsda's device code{where} was built without this data type. Fix: "
                 f"`{build}` (it enables f16/bf16 wherever the architecture has them), or run "

@@ -154,9 +154,11 @@ def test_cuda_failures_map_to_findings(status, cuda_result, finding, words):
     assert words in str(err) and "(libmsda: detail from libmsda)" in str(err)
     if finding:
         assert str(err).startswith(f"msda [{finding}]: ")
-    if finding in ("ptx-jit-failure", "driver-too-old", "dtype-half-unsupported",
-                   "launch-out-of-resources"):
+    if finding in ("ptx-jit-failure", "dtype-half-unsupported", "launch-out-of-resources"):
         assert "msda-doctor build --arch sm_61" in str(err)
+    if finding == "driver-too-old":  # signatures.json's fix: another toolkit, for this GPU
+        assert ("msda-doctor build --toolkit /usr/local/cuda-<toolkit_for_driver> --arch sm_61"
+                in str(err))
 
 
 def test_input_statuses_are_input_errors():
