@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include "unit.h"
 #include "build/package.h"
+#include "binary/wheel_record.h"
 #include "build/wheel.h"
 #include "recipes/product.h"
 

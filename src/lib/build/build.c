@@ -216,6 +216,131 @@ static int compare_targets_for_loader(const void *a, const void *b)
     return x->sm > y->sm ? -1 : x->sm < y->sm;
 }
 
+/* Stage 1: every nvcc and every host object, to run in parallel. */
+static md_status plan_compile_steps(const md_build_config *cfg, char **sources, char (*compilers)[PATH_MAX],
+                                    strv *objects, md_step_list *compile, md_error *err)
+{
+    md_status st = add_device_steps(cfg, compile, err);
+    if (st != MD_OK)
+        return st;
+    for (size_t p = 0; p < cfg->n_platforms; p++) {
+        char version[256];
+        if (md_platform_compiler(cfg->platforms[p], compilers[p], sizeof compilers[p]) != 0) {
+            /* Debian spells the package with dashes: gcc-x86-64-linux-gnu, gcc-aarch64-linux-gnu. */
+            char package[32];
+            snprintf(package, sizeof package, "%s", cfg->platforms[p]);
+            for (char *c = package; *c; c++)
+                *c = *c == '_' ? '-' : *c;
+            return md_fail(err, MD_ERR_UNSUPPORTED, "no C compiler for %s: apt-get install gcc-%s-linux-gnu",
+                           cfg->platforms[p], package);
+        }
+        char pins[PATH_MAX];
+        snprintf(pins, sizeof pins, "%s/glibc-pins-%s.h", cfg->work_dir, cfg->platforms[p]);
+        /* The pins are written in a dry run too: the objects' cache keys, which it prints, hash them. */
+        if ((st = compiler_version(compilers[p], version, sizeof version, err)) != MD_OK ||
+            (st = md_package_write_glibc_pins(cfg->platforms[p], pins, err)) != MD_OK ||
+            (st = add_host_object_steps(cfg, cfg->platforms[p], compilers[p], version, pins, sources, &objects[p],
+                                        compile, err)) != MD_OK)
+            return st;
+    }
+    return MD_OK;
+}
+
+/* Stage 2: the fatbins, in the loader's order, embedded by the kernels' own generator; then per
+ * platform, the fatbins assembled and the library linked. Run one after another, in that order. */
+static md_status plan_pack_steps(const md_build_config *cfg, const md_step_list *compile,
+                                 char (*compilers)[PATH_MAX], strv *objects, md_step_list *pack,
+                                 md_build_result *result, md_error *err)
+{
+    const md_plan_target *order[MD_MAX_STEPS];
+    size_t n_order = 0;
+    for (size_t i = 0; i < cfg->plan->n_targets && i < MD_MAX_STEPS; i++)
+        order[n_order++] = &cfg->plan->targets[i];
+    qsort(order, n_order, sizeof *order, compare_targets_for_loader);
+    char asm_path[PATH_MAX];
+    snprintf(asm_path, sizeof asm_path, "%s/fatbins.S", cfg->work_dir);
+    strv gen = { 0 };
+    bool ok = strv_add(&gen, "sh") && strv_add(&gen, "%s/gen-fatbin-asm.sh", cfg->kernels_dir) &&
+              strv_add(&gen, "%s", asm_path);
+    for (size_t i = 0; ok && i < n_order; i++)
+        ok = strv_add(&gen, "%s", compile->steps[order[i] - cfg->plan->targets].output);
+    if (!ok || !md_steps_add(pack, &gen, NULL, "embedding the fatbins", asm_path, false, err)) {
+        strv_free(gen.items);
+        return err->code ? err->code : md_fail(err, MD_ERR_NOMEM, "out of memory");
+    }
+
+    for (size_t p = 0; p < cfg->n_platforms; p++) {
+        md_build_output *out = &result->outputs[result->n_outputs++];
+        snprintf(out->platform, sizeof out->platform, "%s", cfg->platforms[p]);
+        char dir[PATH_MAX], fatbins_o[PATH_MAX + 16], what[96];
+        snprintf(dir, sizeof dir, "%s/%s", cfg->work_dir, cfg->platforms[p]);
+        snprintf(fatbins_o, sizeof fatbins_o, "%s/fatbins.o", dir);
+        snprintf(out->library, sizeof out->library, "%s/" MD_LIBRARY_NAME, dir);
+        md_status st;
+        if (!cfg->dry_run && (st = md_ensure_dir(dir, err)) != MD_OK)
+            return st;
+        strv as = { 0 }, link = { 0 };
+        ok = strv_add(&as, "%s", compilers[p]) && strv_add(&as, "-c") && strv_add(&as, "-o") &&
+             strv_add(&as, "%s", fatbins_o) && strv_add(&as, "%s", asm_path) &&
+             strv_add(&link, "%s", compilers[p]) && strv_add_all(&link, cfg->recipe->link_flags) &&
+             strv_add(&link, "-Wl,-soname," MD_LIBRARY_NAME) && strv_add(&link, "-o") && strv_add(&link, "%s", out->library);
+        for (size_t i = 0; ok && i < objects[p].n; i++)
+            ok = strv_add(&link, "%s", objects[p].items[i]);
+        ok = ok && strv_add(&link, "%s", fatbins_o) && strv_add_all(&link, cfg->recipe->libs);
+        snprintf(what, sizeof what, "%s fatbins.o", cfg->platforms[p]);
+        if (!ok || !md_steps_add(pack, &as, NULL, what, fatbins_o, false, err)) {
+            strv_free(as.items);
+            strv_free(link.items);
+            return err->code ? err->code : md_fail(err, MD_ERR_NOMEM, "out of memory");
+        }
+        snprintf(what, sizeof what, "%s " MD_LIBRARY_NAME, cfg->platforms[p]);
+        if (!md_steps_add(pack, &link, NULL, what, out->library, false, err)) {
+            strv_free(link.items);
+            return err->code;
+        }
+    }
+    return MD_OK;
+}
+
+/* Stage 3: the compile steps in parallel, then the pack steps one at a time. */
+static md_status run_steps(const md_build_config *cfg, md_step_list *compile, md_step_list *pack,
+                           const char *log_dir, md_build_result *result, md_error *err)
+{
+    unsigned jobs = cfg->jobs ? cfg->jobs : 1;
+    md_status st = md_steps_run(compile, log_dir, jobs, cfg->step_timeout_s, &result->counts, err);
+    /* The generator, then each platform's assembly and link, in that order. */
+    for (size_t i = 0; i < pack->n && st == MD_OK; i++) {
+        md_step_list *one = calloc(1, sizeof *one);
+        if (!one) {
+            st = md_fail(err, MD_ERR_NOMEM, "out of memory");
+            break;
+        }
+        one->steps = &pack->steps[i];
+        one->n = 1;
+        st = md_steps_run(one, log_dir, 1, cfg->step_timeout_s, &result->counts, err);
+        free(one);
+    }
+    return st;
+}
+
+/* Stage 4: each library checked against the manylinux floor, then packed into its wheel. */
+static md_status package_outputs(const md_build_config *cfg, md_build_result *result, md_error *err)
+{
+    md_status st = MD_OK;
+    for (size_t p = 0; p < result->n_outputs && st == MD_OK; p++) {
+        md_build_output *out = &result->outputs[p];
+        st = md_package_check_manylinux(out->library, out->platform, &out->glibc_major, &out->glibc_minor,
+                                        out->platform_tag, sizeof out->platform_tag, err);
+        if (st == MD_OK) {
+            md_package_spec spec = { .package_dir = cfg->package_dir, .library = out->library,
+                                     .platform_tag = out->platform_tag, .version = cfg->version,
+                                     .out_dir = cfg->out_dir, .source_date_epoch = cfg->source_date_epoch };
+            st = md_package_write_wheel(&spec, out->wheel, sizeof out->wheel, err);
+        }
+    }
+    return st;
+}
+
 md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_error *err)
 {
     memset(result, 0, sizeof *result);
@@ -254,111 +379,11 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
         goto end;
     }
 
-    /* Stage 1: every nvcc and every host object, in parallel. */
-    if ((st = add_device_steps(cfg, compile, err)) != MD_OK)
+    if ((st = plan_compile_steps(cfg, sources, compilers, objects, compile, err)) != MD_OK ||
+        (st = plan_pack_steps(cfg, compile, compilers, objects, pack, result, err)) != MD_OK || cfg->dry_run)
         goto end;
-    for (size_t p = 0; p < cfg->n_platforms; p++) {
-        char version[256];
-        if (md_platform_compiler(cfg->platforms[p], compilers[p], sizeof compilers[p]) != 0) {
-            /* Debian spells the package with dashes: gcc-x86-64-linux-gnu, gcc-aarch64-linux-gnu. */
-            char package[32];
-            snprintf(package, sizeof package, "%s", cfg->platforms[p]);
-            for (char *c = package; *c; c++)
-                *c = *c == '_' ? '-' : *c;
-            st = md_fail(err, MD_ERR_UNSUPPORTED, "no C compiler for %s: apt-get install gcc-%s-linux-gnu",
-                         cfg->platforms[p], package);
-            goto end;
-        }
-        char pins[PATH_MAX];
-        snprintf(pins, sizeof pins, "%s/glibc-pins-%s.h", cfg->work_dir, cfg->platforms[p]);
-        /* The pins are written in a dry run too: the objects' cache keys, which it prints, hash them. */
-        if ((st = compiler_version(compilers[p], version, sizeof version, err)) != MD_OK ||
-            (st = md_package_write_glibc_pins(cfg->platforms[p], pins, err)) != MD_OK ||
-            (st = add_host_object_steps(cfg, cfg->platforms[p], compilers[p], version, pins, sources, &objects[p],
-                                        compile, err)) != MD_OK)
-            goto end;
-    }
-
-    /* Stage 2: the fatbins, in the loader's order, embedded by the kernels' own generator. */
-    const md_plan_target *order[MD_MAX_STEPS];
-    size_t n_order = 0;
-    for (size_t i = 0; i < cfg->plan->n_targets && i < MD_MAX_STEPS; i++)
-        order[n_order++] = &cfg->plan->targets[i];
-    qsort(order, n_order, sizeof *order, compare_targets_for_loader);
-    char asm_path[PATH_MAX];
-    snprintf(asm_path, sizeof asm_path, "%s/fatbins.S", cfg->work_dir);
-    strv gen = { 0 };
-    bool ok = strv_add(&gen, "sh") && strv_add(&gen, "%s/gen-fatbin-asm.sh", cfg->kernels_dir) &&
-              strv_add(&gen, "%s", asm_path);
-    for (size_t i = 0; ok && i < n_order; i++)
-        ok = strv_add(&gen, "%s", compile->steps[order[i] - cfg->plan->targets].output);
-    if (!ok || !md_steps_add(pack, &gen, NULL, "embedding the fatbins", asm_path, false, err)) {
-        strv_free(gen.items);
-        st = err->code ? err->code : md_fail(err, MD_ERR_NOMEM, "out of memory");
-        goto end;
-    }
-
-    /* Stage 3: per platform, assemble the fatbins and link the library. */
-    for (size_t p = 0; p < cfg->n_platforms; p++) {
-        md_build_output *out = &result->outputs[result->n_outputs++];
-        snprintf(out->platform, sizeof out->platform, "%s", cfg->platforms[p]);
-        char dir[PATH_MAX], fatbins_o[PATH_MAX + 16], what[96];
-        snprintf(dir, sizeof dir, "%s/%s", cfg->work_dir, cfg->platforms[p]);
-        snprintf(fatbins_o, sizeof fatbins_o, "%s/fatbins.o", dir);
-        snprintf(out->library, sizeof out->library, "%s/" MD_LIBRARY_NAME, dir);
-        if (!cfg->dry_run && (st = md_ensure_dir(dir, err)) != MD_OK)
-            goto end;
-        strv as = { 0 }, link = { 0 };
-        ok = strv_add(&as, "%s", compilers[p]) && strv_add(&as, "-c") && strv_add(&as, "-o") &&
-             strv_add(&as, "%s", fatbins_o) && strv_add(&as, "%s", asm_path) &&
-             strv_add(&link, "%s", compilers[p]) && strv_add_all(&link, cfg->recipe->link_flags) &&
-             strv_add(&link, "-Wl,-soname," MD_LIBRARY_NAME) && strv_add(&link, "-o") && strv_add(&link, "%s", out->library);
-        for (size_t i = 0; ok && i < objects[p].n; i++)
-            ok = strv_add(&link, "%s", objects[p].items[i]);
-        ok = ok && strv_add(&link, "%s", fatbins_o) && strv_add_all(&link, cfg->recipe->libs);
-        snprintf(what, sizeof what, "%s fatbins.o", cfg->platforms[p]);
-        if (!ok || !md_steps_add(pack, &as, NULL, what, fatbins_o, false, err)) {
-            strv_free(as.items);
-            strv_free(link.items);
-            st = err->code ? err->code : md_fail(err, MD_ERR_NOMEM, "out of memory");
-            goto end;
-        }
-        snprintf(what, sizeof what, "%s " MD_LIBRARY_NAME, cfg->platforms[p]);
-        if (!md_steps_add(pack, &link, NULL, what, out->library, false, err)) {
-            strv_free(link.items);
-            st = err->code;
-            goto end;
-        }
-    }
-    if (cfg->dry_run)
-        goto end;
-
-    unsigned jobs = cfg->jobs ? cfg->jobs : 1;
-    if ((st = md_steps_run(compile, log_dir, jobs, cfg->step_timeout_s, &result->counts, err)) != MD_OK)
-        goto end;
-    /* The generator, then each platform's assembly and link, in that order. */
-    for (size_t i = 0; i < pack->n && st == MD_OK; i++) {
-        md_step_list *one = calloc(1, sizeof *one);
-        if (!one) {
-            st = md_fail(err, MD_ERR_NOMEM, "out of memory");
-            break;
-        }
-        one->steps = &pack->steps[i];
-        one->n = 1;
-        st = md_steps_run(one, log_dir, 1, cfg->step_timeout_s, &result->counts, err);
-        free(one);
-    }
-    for (size_t p = 0; p < result->n_outputs && st == MD_OK; p++) {
-        md_build_output *out = &result->outputs[p];
-        st = md_package_check_manylinux(out->library, out->platform, &out->glibc_major, &out->glibc_minor,
-                                        out->platform_tag, sizeof out->platform_tag, err);
-        if (st == MD_OK) {
-            md_package_spec spec = { .package_dir = cfg->package_dir, .library = out->library,
-                                     .platform_tag = out->platform_tag, .version = cfg->version,
-                                     .out_dir = cfg->out_dir, .source_date_epoch = cfg->source_date_epoch };
-            st = md_package_write_wheel(&spec, out->wheel, sizeof out->wheel, err);
-        }
-    }
+    if ((st = run_steps(cfg, compile, pack, log_dir, result, err)) == MD_OK)
+        st = package_outputs(cfg, result, err);
 end:
     if (lock_fd >= 0)
         close(lock_fd); /* releases the lock */

@@ -15,56 +15,14 @@
 #include "recipes/platform.h"
 #include "recipes/product.h"
 #include "base/write_all.h"
-#include "binary/zip_members.h"
+#include "base/text_buf.h"
+#include "binary/wheel_record.h"
 
 
-/* 32 bytes of sha256 in base64: 44 characters with padding, 43 without. */
-#define DIGEST_B64_SIZE 48
 /* DOS timestamps end in 2107 and the zip "UT" field has 32 bits: later dates are refused, not wrapped. */
 #define MAX_EPOCH ((time_t)4102444800)
-/* RECORD of a wheel we are asked to verify is read into memory; no real one comes near this. */
-#define MAX_RECORD_SIZE ((size_t)64 << 20)
 
 /* ---- small text helpers --------------------------------------------------------------------- */
-
-typedef struct {
-    char *text;
-    size_t len, cap;
-    bool failed; /* out of memory: later appends do nothing, the caller checks once */
-} text_buf;
-
-static void buf_printf(text_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void buf_printf(text_buf *b, const char *fmt, ...)
-{
-    if (b->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->text ? b->text + b->len : NULL, b->text ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = true;
-            return;
-        }
-        if (b->text && (size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t want = b->len + (size_t)n + 1;
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < want)
-            cap *= 2;
-        char *grown = realloc(b->text, cap);
-        if (!grown) {
-            b->failed = true;
-            return;
-        }
-        b->text = grown;
-        b->cap = cap;
-    }
-}
 
 static bool is_alnum_ascii(char c)
 {
@@ -74,28 +32,6 @@ static bool is_alnum_ascii(char c)
 static bool is_name_separator(char c)
 {
     return c == '-' || c == '_' || c == '.';
-}
-
-/* Appends LEN raw bytes, which may include NULs. */
-static void buf_append(text_buf *b, const void *bytes, size_t len)
-{
-    if (b->failed)
-        return;
-    if (b->cap - b->len <= len) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap - b->len <= len)
-            cap *= 2;
-        char *grown = realloc(b->text, cap);
-        if (!grown) {
-            b->failed = true;
-            return;
-        }
-        b->text = grown;
-        b->cap = cap;
-    }
-    memcpy(b->text + b->len, bytes, len);
-    b->len += len;
-    b->text[b->len] = '\0';
 }
 
 /* A single-line METADATA value: a newline would start a forged header. */
@@ -231,28 +167,13 @@ static md_status check_member_path(const char *path, md_error *err)
 
 /* ---- hashing -------------------------------------------------------------------------------- */
 
-/* sha256 as RECORD writes it: urlsafe base64 without padding. */
-static void digest_to_record(const unsigned char digest[32], char out[DIGEST_B64_SIZE])
-{
-    int n = EVP_EncodeBlock((unsigned char *)out, digest, 32);
-    while (n > 0 && out[n - 1] == '=')
-        n--;
-    out[n] = '\0';
-    for (char *p = out; *p; p++) {
-        if (*p == '+')
-            *p = '-';
-        else if (*p == '/')
-            *p = '_';
-    }
-}
-
-static md_status sha256_record(const void *data, size_t size, char out[DIGEST_B64_SIZE], md_error *err)
+static md_status sha256_record(const void *data, size_t size, char out[MD_WHEEL_DIGEST_SIZE], md_error *err)
 {
     unsigned char digest[EVP_MAX_MD_SIZE];
     unsigned int digest_len = 0;
     if (!EVP_Digest(data, size, digest, &digest_len, EVP_sha256(), NULL) || digest_len != 32)
         return md_fail(err, MD_ERR_INTERNAL, "sha256 failed in libcrypto");
-    digest_to_record(digest, out);
+    md_wheel_record_digest(digest, out);
     return MD_OK;
 }
 
@@ -261,7 +182,7 @@ static md_status sha256_record(const void *data, size_t size, char out[DIGEST_B6
 typedef struct {
     char *path;            /* owned */
     const md_wheel_file *file; /* the caller's, or NULL for a generated member */
-    const void *data;      /* generated members: points into a text_buf */
+    const void *data;      /* generated members: points into a md_text_buf */
     size_t size;
     bool executable;
     bool dist_info;        /* sorted after the payload */
@@ -405,7 +326,7 @@ static md_status check_spec(const md_wheel_spec *spec, md_error *err)
 }
 
 /* One "Tag:" line for every python x abi x platform member of the '.'-joined sets. */
-static void add_tag_lines(text_buf *b, const char *py, const char *abi, const char *plat)
+static void add_tag_lines(md_text_buf *b, const char *py, const char *abi, const char *plat)
 {
     for (const char *p = py; *p;) {
         size_t pl = strcspn(p, ".");
@@ -413,7 +334,7 @@ static void add_tag_lines(text_buf *b, const char *py, const char *abi, const ch
             size_t al = strcspn(a, ".");
             for (const char *q = plat; *q;) {
                 size_t ql = strcspn(q, ".");
-                buf_printf(b, "Tag: %.*s-%.*s-%.*s\n", (int)pl, p, (int)al, a, (int)ql, q);
+                md_buf_printf(b, "Tag: %.*s-%.*s-%.*s\n", (int)pl, p, (int)al, a, (int)ql, q);
                 q += ql + (q[ql] == '.');
             }
             a += al + (a[al] == '.');
@@ -422,34 +343,34 @@ static void add_tag_lines(text_buf *b, const char *py, const char *abi, const ch
     }
 }
 
-static void build_metadata(text_buf *b, const md_wheel_spec *spec)
+static void build_metadata(md_text_buf *b, const md_wheel_spec *spec)
 {
-    buf_printf(b, "Metadata-Version: 2.1\nName: %s\nVersion: %s\n", spec->dist, spec->version);
+    md_buf_printf(b, "Metadata-Version: 2.1\nName: %s\nVersion: %s\n", spec->dist, spec->version);
     if (spec->summary)
-        buf_printf(b, "Summary: %s\n", spec->summary);
+        md_buf_printf(b, "Summary: %s\n", spec->summary);
     if (spec->requires_python)
-        buf_printf(b, "Requires-Python: %s\n", spec->requires_python);
+        md_buf_printf(b, "Requires-Python: %s\n", spec->requires_python);
     for (size_t i = 0; i < spec->n_requires_dist; i++)
-        buf_printf(b, "Requires-Dist: %s\n", spec->requires_dist[i]);
+        md_buf_printf(b, "Requires-Dist: %s\n", spec->requires_dist[i]);
     if (spec->description_content_type)
-        buf_printf(b, "Description-Content-Type: %s\n", spec->description_content_type);
+        md_buf_printf(b, "Description-Content-Type: %s\n", spec->description_content_type);
     if (spec->description) {
         size_t len = strlen(spec->description);
         bool ends_line = len > 0 && spec->description[len - 1] == '\n';
-        buf_printf(b, "\n%s%s", spec->description, ends_line ? "" : "\n");
+        md_buf_printf(b, "\n%s%s", spec->description, ends_line ? "" : "\n");
     }
 }
 
-static void build_wheel_file(text_buf *b, const md_wheel_spec *spec)
+static void build_wheel_file(md_text_buf *b, const md_wheel_spec *spec)
 {
-    buf_printf(b, "Wheel-Version: 1.0\nGenerator: msda-doctor %s\nRoot-Is-Purelib: false\n",
+    md_buf_printf(b, "Wheel-Version: 1.0\nGenerator: msda-doctor %s\nRoot-Is-Purelib: false\n",
                MD_VERSION);
     add_tag_lines(b, spec->python_tag, spec->abi_tag, spec->platform_tag);
 }
 
 /* Gathers and validates the payload and the generated METADATA and WHEEL, sorted. */
-static md_status collect_members(const md_wheel_spec *spec, const char *dist_info, const text_buf *metadata,
-                                 const text_buf *wheel, member **out, size_t *count, md_error *err)
+static md_status collect_members(const md_wheel_spec *spec, const char *dist_info, const md_text_buf *metadata,
+                                 const md_text_buf *wheel, member **out, size_t *count, md_error *err)
 {
     size_t n = spec->n_files + 2;
     member *m = calloc(n, sizeof *m);
@@ -486,7 +407,7 @@ static md_status collect_members(const md_wheel_spec *spec, const char *dist_inf
         m[filled].dist_info = strncmp(f->path, dist_info, prefix_len) == 0 && f->path[prefix_len] == '/';
         filled++;
     }
-    const text_buf *gen_text[2] = { metadata, wheel };
+    const md_text_buf *gen_text[2] = { metadata, wheel };
     for (int g = 0; g < 2; g++) {
         m[filled].path = strdup(generated[g]);
         if (!m[filled].path) {
@@ -520,7 +441,7 @@ end:
 static md_status write_members(struct archive *ar, const member *m, size_t count, const char *record_path,
                                time_t mtime, const int *write_error, md_error *err)
 {
-    text_buf record = { 0 };
+    md_text_buf record = { 0 };
     md_status st = MD_OK;
     for (size_t i = 0; i < count; i++) {
         void *loaded = NULL;
@@ -534,16 +455,16 @@ static md_status write_members(struct archive *ar, const member *m, size_t count
             data = m[i].file->data;
             size = m[i].file->size;
         }
-        char digest[DIGEST_B64_SIZE];
+        char digest[MD_WHEEL_DIGEST_SIZE];
         st = sha256_record(data ? data : "", size, digest, err);
         if (st == MD_OK)
             st = write_member(ar, m[i].path, data ? data : "", size, m[i].executable, mtime, err);
         free(loaded);
         if (st != MD_OK || *write_error) /* a full disk: the rest would go nowhere */
             goto end;
-        buf_printf(&record, "%s,sha256=%s,%zu\n", m[i].path, digest, size);
+        md_buf_printf(&record, "%s,sha256=%s,%zu\n", m[i].path, digest, size);
     }
-    buf_printf(&record, "%s,,\n", record_path);
+    md_buf_printf(&record, "%s,,\n", record_path);
     if (record.failed) {
         st = md_fail(err, MD_ERR_NOMEM, "out of memory");
         goto end;
@@ -640,7 +561,7 @@ md_status md_wheel_write(const md_wheel_spec *spec, char **written, md_error *er
     if (mtime < MD_WHEEL_MIN_EPOCH)
         mtime = MD_WHEEL_MIN_EPOCH;
 
-    text_buf metadata = { 0 }, wheel = { 0 }, final_path = { 0 }, temp_path = { 0 };
+    md_text_buf metadata = { 0 }, wheel = { 0 }, final_path = { 0 }, temp_path = { 0 };
     member *members = NULL;
     size_t n_members = 0;
     int fd;
@@ -648,8 +569,8 @@ md_status md_wheel_write(const md_wheel_spec *spec, char **written, md_error *er
     build_wheel_file(&wheel, spec);
     const char *dir = spec->output_dir;
     const char *sep = dir[strlen(dir) - 1] == '/' ? "" : "/";
-    buf_printf(&final_path, "%s%s%s", dir, sep, file_name);
-    buf_printf(&temp_path, "%s%s.%s-%s.whl.XXXXXX", dir, sep, dist, spec->version);
+    md_buf_printf(&final_path, "%s%s%s", dir, sep, file_name);
+    md_buf_printf(&temp_path, "%s%s.%s-%s.whl.XXXXXX", dir, sep, dist, spec->version);
     if (metadata.failed || wheel.failed || final_path.failed || temp_path.failed) {
         st = md_fail(err, MD_ERR_NOMEM, "out of memory");
         goto end;
@@ -696,241 +617,5 @@ end:
     free(wheel.text);
     free(final_path.text);
     free(temp_path.text);
-    return st;
-}
-
-/* ---- the checker ---------------------------------------------------------------------------- */
-
-typedef struct {
-    char *name;
-    char digest[DIGEST_B64_SIZE];
-    uint64_t size;
-    bool listed;
-} archived_file;
-
-static int compare_archived(const void *a, const void *b)
-{
-    return strcmp(((const archived_file *)a)->name, ((const archived_file *)b)->name);
-}
-
-/* "X.dist-info/RECORD" at the top of the archive. */
-static bool is_record_path(const char *name)
-{
-    const char *slash = strchr(name, '/');
-    if (!slash || strcmp(slash, "/RECORD") != 0)
-        return false;
-    size_t dir_len = (size_t)(slash - name);
-    return dir_len > 10 && strncmp(slash - 10, ".dist-info", 10) == 0;
-}
-
-/* Splits one CSV field off *CURSOR in place (Python's csv: "..." with "" for a quote).
- * Returns the field, or NULL when a quoted field is not closed. */
-static char *next_csv_field(char **cursor, bool *last)
-{
-    char *p = *cursor;
-    char *field = p;
-    if (*p == '"') {
-        char *out = p;
-        p++;
-        for (;;) {
-            if (*p == '\0')
-                return NULL;
-            if (*p == '"') {
-                if (p[1] == '"') {
-                    *out++ = '"';
-                    p += 2;
-                    continue;
-                }
-                p++;
-                break;
-            }
-            *out++ = *p++;
-        }
-        if (*p != ',' && *p != '\0')
-            return NULL;
-        *last = *p == '\0';
-        *out = '\0';
-        *cursor = *last ? p : p + 1;
-        return field;
-    }
-    p += strcspn(p, ",");
-    *last = *p == '\0';
-    *p = '\0';
-    *cursor = *last ? p : p + 1;
-    return field;
-}
-
-static md_status check_record_rows(char *record, const char *record_name, archived_file *files,
-                                   size_t n_files, md_error *err)
-{
-    unsigned line_no = 0;
-    char *line = record;
-    while (*line) {
-        line_no++;
-        char *end = line + strcspn(line, "\n");
-        char *next = *end ? end + 1 : end;
-        *end = '\0';
-        if (end > line && end[-1] == '\r')
-            end[-1] = '\0';
-        if (*line == '\0') {
-            line = next;
-            continue;
-        }
-        bool last = false;
-        char *cursor = line;
-        char *name = next_csv_field(&cursor, &last);
-        char *hash = name && !last ? next_csv_field(&cursor, &last) : NULL;
-        char *size = hash && !last ? next_csv_field(&cursor, &last) : NULL;
-        if (!size || !last)
-            return md_fail(err, MD_ERR_FORMAT, "RECORD line %u is not three CSV fields", line_no);
-        archived_file key = { .name = name };
-        archived_file *f = bsearch(&key, files, n_files, sizeof *files, compare_archived);
-        if (!f)
-            return md_fail(err, MD_ERR_FORMAT, "RECORD lists '%s', which the wheel does not contain", name);
-        if (f->listed)
-            return md_fail(err, MD_ERR_FORMAT, "RECORD lists '%s' twice", name);
-        f->listed = true;
-        if (strcmp(name, record_name) == 0) {
-            if (*hash || *size)
-                return md_fail(err, MD_ERR_FORMAT, "RECORD's own row '%s' must have no hash and no size",
-                               name);
-        } else {
-            if (strncmp(hash, "sha256=", 7) != 0)
-                return md_fail(err, MD_ERR_FORMAT, "RECORD row for '%s' has no sha256 hash", name);
-            if (strcmp(hash + 7, f->digest) != 0)
-                return md_fail(err, MD_ERR_FORMAT, "'%s' has sha256 %s but RECORD says %s", name, f->digest,
-                               hash + 7);
-            char *size_end = NULL;
-            errno = 0;
-            unsigned long long recorded = strtoull(size, &size_end, 10);
-            if (!*size || !isdigit((unsigned char)size[0]) || *size_end || errno)
-                return md_fail(err, MD_ERR_FORMAT, "RECORD row for '%s' has an invalid size '%s'", name,
-                               size);
-            if (recorded != f->size)
-                return md_fail(err, MD_ERR_FORMAT, "'%s' has %llu bytes but RECORD says %llu", name,
-                               (unsigned long long)f->size, recorded);
-        }
-        line = next;
-    }
-    for (size_t i = 0; i < n_files; i++)
-        if (!files[i].listed)
-            return md_fail(err, MD_ERR_FORMAT, "'%s' is not listed in RECORD", files[i].name);
-    return MD_OK;
-}
-
-typedef struct {
-    EVP_MD_CTX *sha;
-    const char *name;
-    bool keep;
-    text_buf *kept;
-} hashing;
-
-static md_status hash_block(const void *data, size_t len, void *ctx, md_error *err)
-{
-    hashing *h = ctx;
-    if (!EVP_DigestUpdate(h->sha, data, len))
-        return md_fail(err, MD_ERR_INTERNAL, "sha256 failed in libcrypto");
-    if (h->keep) {
-        if (h->kept->len + len > MAX_RECORD_SIZE)
-            return md_fail(err, MD_ERR_FORMAT, "'%s' is larger than %zu bytes", h->name, MAX_RECORD_SIZE);
-        buf_append(h->kept, data, len);
-        if (h->kept->failed)
-            return md_fail(err, MD_ERR_NOMEM, "out of memory");
-    }
-    return MD_OK;
-}
-
-/* Hashes the current member of ZIP; keeps its bytes in *KEPT when KEEP (for RECORD). */
-static md_status hash_member(md_zip *zip, const char *name, archived_file *f, bool keep, text_buf *kept,
-                             md_error *err)
-{
-    hashing h = { .sha = EVP_MD_CTX_new(), .name = name, .keep = keep, .kept = kept };
-    if (!h.sha || !EVP_DigestInit_ex(h.sha, EVP_sha256(), NULL)) {
-        EVP_MD_CTX_free(h.sha);
-        return md_fail(err, MD_ERR_INTERNAL, "sha256 failed in libcrypto");
-    }
-    md_status st = md_zip_read(zip, hash_block, &h, &f->size, err);
-    unsigned char digest[EVP_MAX_MD_SIZE];
-    unsigned int digest_len = 0;
-    if (st == MD_OK && (!EVP_DigestFinal_ex(h.sha, digest, &digest_len) || digest_len != 32))
-        st = md_fail(err, MD_ERR_INTERNAL, "sha256 failed in libcrypto");
-    if (st == MD_OK)
-        digest_to_record(digest, f->digest);
-    EVP_MD_CTX_free(h.sha);
-    return st;
-}
-
-md_status md_wheel_verify_record(const char *path, md_error *err)
-{
-    md_zip *zip;
-    md_status st = md_zip_open(path, &zip, err);
-    if (st != MD_OK)
-        return st;
-    archived_file *files = NULL;
-    size_t n_files = 0, cap = 0;
-    text_buf record = { 0 };
-    char *record_name = NULL;
-    md_zip_member m;
-    bool end = false;
-    while ((st = md_zip_next(zip, &m, &end, err)) == MD_OK && !end) {
-        if (m.type == MD_ZIP_DIRECTORY)
-            continue; /* directories are not listed in RECORD */
-        if (n_files == cap) {
-            size_t grown_cap = cap ? cap * 2 : 32;
-            archived_file *grown = realloc(files, grown_cap * sizeof *grown);
-            if (!grown) {
-                st = md_fail(err, MD_ERR_NOMEM, "out of memory");
-                goto end;
-            }
-            files = grown;
-            cap = grown_cap;
-        }
-        archived_file *f = &files[n_files];
-        memset(f, 0, sizeof *f);
-        if (!(f->name = strdup(m.name))) {
-            st = md_fail(err, MD_ERR_NOMEM, "out of memory");
-            goto end;
-        }
-        n_files++;
-        bool is_record = is_record_path(f->name);
-        if (is_record && record_name) {
-            st = md_fail(err, MD_ERR_FORMAT, "'%s' has two RECORD files: '%s' and '%s'", path, record_name,
-                         f->name);
-            goto end;
-        }
-        if (is_record)
-            record_name = f->name;
-        if ((st = hash_member(zip, f->name, f, is_record, &record, err)) != MD_OK)
-            goto end;
-    }
-    if (st != MD_OK)
-        goto end;
-    if (!record_name) {
-        st = md_fail(err, MD_ERR_FORMAT, "'%s' has no .dist-info/RECORD", path);
-        goto end;
-    }
-    qsort(files, n_files, sizeof *files, compare_archived);
-    for (size_t i = 1; i < n_files; i++)
-        if (strcmp(files[i - 1].name, files[i].name) == 0) {
-            st = md_fail(err, MD_ERR_FORMAT, "'%s' holds '%s' twice", path, files[i].name);
-            goto end;
-        }
-    buf_append(&record, "", 0); /* an empty RECORD still gets a terminated buffer */
-    if (record.failed) {
-        st = md_fail(err, MD_ERR_NOMEM, "out of memory");
-        goto end;
-    }
-    if (memchr(record.text, '\0', record.len)) {
-        st = md_fail(err, MD_ERR_FORMAT, "'%s' has a NUL byte", record_name);
-        goto end;
-    }
-    /* record_name is the string itself, which the sort of files[] did not move. */
-    st = check_record_rows(record.text, record_name, files, n_files, err);
-end:
-    md_zip_close(zip);
-    for (size_t i = 0; i < n_files; i++)
-        free(files[i].name);
-    free(files);
-    free(record.text);
     return st;
 }

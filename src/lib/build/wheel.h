@@ -1,5 +1,6 @@
-/* Python wheels (docs/FACTS.md, "Wheels"): the manylinux platform tag, a reproducible writer and a
- * RECORD checker. The zip itself is libarchive's; hashes and base64 are OpenSSL's.
+/* Python wheels (docs/FACTS.md, "Wheels"): the manylinux platform tag, the file name and a
+ * reproducible writer (the RECORD checker is binary/wheel_record.h). The zip itself is
+ * libarchive's; hashes and base64 are OpenSSL's.
  * Scope: library: higher subsystems of src/lib may include it, src/cli may not. */
 #ifndef MD_WHEEL_H
 #define MD_WHEEL_H
@@ -71,13 +72,6 @@ typedef struct {
  * characters outside printable ASCII or any of ',"\\', duplicates, generated names);
  * MD_ERR_IO when a source cannot be read or the output cannot be written. */
 md_status md_wheel_write(const md_wheel_spec *spec, char **written, md_error *err);
-
-/* Reads the wheel at PATH, recomputes every member's sha256 and size and compares them with
- * its .dist-info/RECORD: each file has exactly one row, with "sha256=<urlsafe base64, no
- * padding>" and its size; no row names a missing file; RECORD's own row has empty hash and
- * size. Returns MD_OK when all agree, MD_ERR_FORMAT naming the first disagreement (or a corrupt
- * archive), MD_ERR_IO when PATH cannot be opened. */
-md_status md_wheel_verify_record(const char *path, md_error *err);
 
 /* Writes the dist name normalised for file names (runs of "-_." become one "_") into OUT.
  * MD_ERR_ARGUMENT when OUT (SIZE bytes) is too small or NAME is empty. */

@@ -14,7 +14,7 @@
 #include "msda.h"
 #include "recipes/product.h"
 #include "verify_problem.h"
-#include "build/wheel.h"
+#include "binary/wheel_record.h"
 #include "binary/zip_members.h"
 
 /* ---- the GPUs, through the driver API ----------------------------------------------------------- */
