@@ -7,19 +7,13 @@
 # into the release build ($MSDA_INJECT, $MSDA_DOCTOR_RELEASE: make check-cli sets them), as in
 # 30-alloc-failures.bats, and from a write to /dev/full.
 load helpers
+# the loopback redist server of the fetch suites: serve, teardown, $REDIST
+load fetch/server
 
 ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 CLI_H="$ROOT/src/cli/cli.h"
 MAN="$ROOT/man/msda-doctor.1"
 LOGS="$ROOT/tests/fixtures/logs"
-REDIST="$ROOT/tests/cli/fetch/redist.py"
-
-teardown() {
-  if [ -n "${SERVER_PID:-}" ]; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-  fi
-}
 
 # expect_exit CODE COMMAND...: runs COMMAND (stdout in $output, stderr in $stderr) and fails
 # unless it exits CODE without a sanitizer report. The test's name must begin "exit CODE:",
@@ -58,18 +52,6 @@ man_codes() {
 # The codes the tests of FILE are named for.
 tested_codes() {
   sed -n 's/^@test "exit \([0-9][0-9]*\): .*/\1/p' "$1" | sort -nu
-}
-
-# The loopback redist server of the fetch suites (tests/cli/fetch/redist.py) on REPO, into $URL.
-serve() {
-  python3 "$REDIST" serve "$1" "$BATS_TEST_TMPDIR/port" 3>&- &
-  SERVER_PID=$!
-  for _ in $(seq 100); do
-    [ -s "$BATS_TEST_TMPDIR/port" ] && break
-    sleep 0.05
-  done
-  [ -s "$BATS_TEST_TMPDIR/port" ] || { echo "the server did not start" >&2; return 1; }
-  URL="http://127.0.0.1:$(cat "$BATS_TEST_TMPDIR/port")"
 }
 
 fetch_from() {
@@ -125,7 +107,7 @@ NVCC
 
 @test "exit 5: fetch from a mirror without the release (HTTP 404)" {
   mkdir -p "$BATS_TEST_TMPDIR/repo"
-  serve "$BATS_TEST_TMPDIR/repo"
+  REPO="$BATS_TEST_TMPDIR/repo" serve
   expect_exit 5 fetch_from
   assert_one_line_error
   [[ "$stderr" == *"redistrib_11.8.0.json': HTTP 404"* ]]
@@ -137,7 +119,7 @@ NVCC
   platform=$(jq -r --arg cpu "$(uname -m)" '.host_platforms[$cpu][0]' "$ROOT/recipes/redist.json")
   jq --arg p "$platform" '.cuda_nvcc[$p].sha256 = ("0" * 64)' "$repo/redistrib_11.8.0.json" > "$repo/m"
   mv "$repo/m" "$repo/redistrib_11.8.0.json"
-  serve "$repo"
+  REPO="$repo" serve
   expect_exit 6 fetch_from
   assert_one_line_error
   [[ "$stderr" == *"sha256 mismatch for cuda_nvcc"* ]]

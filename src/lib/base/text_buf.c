@@ -5,6 +5,25 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Room for WANT bytes in all (the text and its NUL), doubling from 256; false, with FAILED set,
+ * when the allocation fails. */
+static bool reserve(md_text_buf *b, size_t want)
+{
+    if (b->text && want <= b->cap)
+        return true;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < want)
+        cap *= 2;
+    char *grown = realloc(b->text, cap);
+    if (!grown) {
+        b->failed = true;
+        return false;
+    }
+    b->text = grown;
+    b->cap = cap;
+    return true;
+}
+
 void md_buf_printf(md_text_buf *b, const char *fmt, ...)
 {
     if (b->failed)
@@ -22,36 +41,15 @@ void md_buf_printf(md_text_buf *b, const char *fmt, ...)
             b->len += (size_t)n;
             return;
         }
-        size_t want = b->len + (size_t)n + 1;
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < want)
-            cap *= 2;
-        char *grown = realloc(b->text, cap);
-        if (!grown) {
-            b->failed = true;
+        if (!reserve(b, b->len + (size_t)n + 1))
             return;
-        }
-        b->text = grown;
-        b->cap = cap;
     }
 }
 
 void md_buf_append(md_text_buf *b, const void *bytes, size_t len)
 {
-    if (b->failed)
+    if (b->failed || !reserve(b, b->len + len + 1))
         return;
-    if (b->cap - b->len <= len) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap - b->len <= len)
-            cap *= 2;
-        char *grown = realloc(b->text, cap);
-        if (!grown) {
-            b->failed = true;
-            return;
-        }
-        b->text = grown;
-        b->cap = cap;
-    }
     memcpy(b->text + b->len, bytes, len);
     b->len += len;
     b->text[b->len] = '\0';

@@ -3,9 +3,12 @@
 # the same on x86_64 and aarch64 hosts. Loaded by fetch.bats and wheels.bats; $REPO is the
 # folder it serves.
 
-REDIST="$BATS_TEST_DIRNAME/redist.py"
-ROOT="$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)"
-load ../host-cpu
+# Paths from this file's own folder, so that suites elsewhere (08-exit-codes.bats) load it too.
+SERVER_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REDIST="$SERVER_DIR/redist.py"
+ROOT="$(cd "$SERVER_DIR/../../.." && pwd)"
+# shellcheck source=../host-cpu.bash
+source "$SERVER_DIR/../host-cpu.bash"
 
 # The platform a machine of `uname -m` CPU fetches by default (recipes/redist.json).
 redist_platform() { jq -r --arg cpu "$1" '.host_platforms[$cpu][0]' "$ROOT/recipes/redist.json"; }
