@@ -1,11 +1,11 @@
 #!/usr/bin/env bats
 # The build planner against fake toolkits and host compilers: each case in
-# tests/fixtures/plans/ states the arguments and the exact plan (see its README).
+# tests/cli/plan/cases/ states the arguments and the exact plan (see its README).
 bats_require_minimum_version 1.5.0
 
 ROOT="$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)"
 load ../host-cpu
-CASES="$ROOT/tests/fixtures/plans"
+CASES="$BATS_TEST_DIRNAME/cases"
 
 # The real --list-gpu-code of each toolkit version (10.2 has no such option).
 gpu_codes() {
