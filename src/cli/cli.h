@@ -98,7 +98,10 @@ extern const md_option md_cli_global_options[];
 /* Prints "msda-doctor: error: MESSAGE" on stderr. */
 void md_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* The words the CLI adds for a library error's hint: its own option ("" for none). */
+/* The CLI's words for a library hint: its own option ("" for none). */
+const char *md_cli_hint_words(md_hint hint);
+
+/* The same as the end of an error line: "; WORDS" ("" for none). */
 const char *md_cli_hint_text(md_hint hint);
 
 /* Prints ERR's message and hint as md_cli_error does. */

@@ -62,6 +62,8 @@ static void print_check(const md_check *c, const marks *mk, bool verbose)
         const char *lm = l->kind == MD_LINE_PROBLEM ? mk->problem : l->kind == MD_LINE_HINT ? mk->hint : mk->detail;
         printf("    %s %s\n", lm, l->text);
     }
+    if (c->hint)
+        printf("    %s %s\n", mk->hint, md_cli_hint_words(c->hint));
 }
 
 static void print_keys(const char *label, const char *const *keys, size_t n)
@@ -199,6 +201,8 @@ static json_t *json_check(const md_check *c)
     json_t *lists[3] = { json_array(), json_array(), json_array() };
     for (size_t i = 0; i < c->n_lines; i++)
         json_array_append_new(lists[c->lines[i].kind], json_string(c->lines[i].text));
+    if (c->hint)
+        json_array_append_new(lists[MD_LINE_HINT], json_string(md_cli_hint_words(c->hint)));
     return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o}", "id", c->id, "name", c->name, "status",
                      md_check_status_name(c->status), "summary", c->summary, "problems", lists[MD_LINE_PROBLEM],
                      "hints", lists[MD_LINE_HINT], "details", lists[MD_LINE_DETAIL]);

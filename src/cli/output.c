@@ -25,12 +25,28 @@ void md_cli_error(const char *fmt, ...)
     va_end(ap);
 }
 
+#define HINT_TOOLKIT "give a toolkit with --toolkit DIR"
+#define HINT_PLATFORM "name one with --platform PLATFORM"
+#define HINT_PYTHON "name one with --python PATH"
+
+const char *md_cli_hint_words(md_hint hint)
+{
+    switch (hint) {
+    case MD_HINT_NONE: return "";
+    case MD_HINT_TOOLKIT: return HINT_TOOLKIT;
+    case MD_HINT_PLATFORM: return HINT_PLATFORM;
+    case MD_HINT_PYTHON: return HINT_PYTHON;
+    }
+    return "";
+}
+
 const char *md_cli_hint_text(md_hint hint)
 {
     switch (hint) {
     case MD_HINT_NONE: return "";
-    case MD_HINT_TOOLKIT: return "; give a toolkit with --toolkit DIR";
-    case MD_HINT_PLATFORM: return "; name one with --platform PLATFORM";
+    case MD_HINT_TOOLKIT: return "; " HINT_TOOLKIT;
+    case MD_HINT_PLATFORM: return "; " HINT_PLATFORM;
+    case MD_HINT_PYTHON: return "; " HINT_PYTHON;
     }
     return "";
 }

@@ -24,7 +24,8 @@ typedef enum {
 typedef enum {
     MD_HINT_NONE = 0,
     MD_HINT_TOOLKIT,    /* a CUDA toolkit folder */
-    MD_HINT_PLATFORM    /* the platform to fetch for */
+    MD_HINT_PLATFORM,   /* the platform to fetch for */
+    MD_HINT_PYTHON      /* the Python to probe */
 } md_hint;
 
 typedef struct {

@@ -225,3 +225,13 @@ load diag_helpers
   [[ "$output" == *"[v] GPUs (driver API)"* ]]
   ! LC_ALL=C grep -q $'[\x80-\xff\x1b]' <<<"$output"
 }
+
+@test "no Python on PATH: the check is skipped, and the CLI words the option that names one as its hint" {
+  gpus t4
+  run --separate-stderr diagnose --root "$FAKE_ROOT"
+  assert_clean_stderr
+  [[ "$output" == *"Python and torch: no python3 on PATH"$'\n'"    ! name one with --python PATH"* ]]
+  run --separate-stderr diagnose --root "$FAKE_ROOT" --json
+  [ "$(check_status python)" = skipped ]
+  jq -e '.checks[] | select(.id == "python") | .hints == ["name one with --python PATH"]' <<<"$output" >/dev/null
+}

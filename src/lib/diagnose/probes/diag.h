@@ -39,6 +39,7 @@ typedef struct {
     char summary[300];            /* the row's text after the name */
     md_check_line lines[MD_CHECK_LINES];
     size_t n_lines;
+    md_hint hint;                 /* what the user could give to run the check: the CLI words it */
 } md_check;
 
 /* Whether a check of STATUS is a problem: what makes diagnose exit 1 and what its summary

@@ -152,7 +152,8 @@ void md_probe_python(md_machine *m, md_check *c)
     md_python_facts *p = &m->py;
     if (m->py_state == MD_PY_NOT_FOUND) {
         c->status = MD_CHECK_SKIPPED;
-        snprintf(c->summary, sizeof c->summary, "no %s on PATH (use --python PATH)", m->python ? m->python : "python3");
+        snprintf(c->summary, sizeof c->summary, "no %s on PATH", m->python ? m->python : "python3");
+        c->hint = MD_HINT_PYTHON;
         return;
     }
     md_run_result res;
