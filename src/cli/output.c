@@ -28,6 +28,9 @@ void md_cli_error(const char *fmt, ...)
 #define HINT_TOOLKIT "give a toolkit with --toolkit DIR"
 #define HINT_PLATFORM "name one with --platform PLATFORM"
 #define HINT_PYTHON "name one with --python PATH"
+#define HINT_ALLOW_HTTP "give --allow-http to fetch it anyway"
+#define HINT_REDIST "fetch without --wheels or --index-url"
+#define HINT_SEARCH "add folders with --search DIR"
 
 const char *md_cli_hint_words(md_hint hint)
 {
@@ -36,6 +39,9 @@ const char *md_cli_hint_words(md_hint hint)
     case MD_HINT_TOOLKIT: return HINT_TOOLKIT;
     case MD_HINT_PLATFORM: return HINT_PLATFORM;
     case MD_HINT_PYTHON: return HINT_PYTHON;
+    case MD_HINT_ALLOW_HTTP: return HINT_ALLOW_HTTP;
+    case MD_HINT_REDIST: return HINT_REDIST;
+    case MD_HINT_SEARCH: return HINT_SEARCH;
     }
     return "";
 }
@@ -47,6 +53,9 @@ const char *md_cli_hint_text(md_hint hint)
     case MD_HINT_TOOLKIT: return "; " HINT_TOOLKIT;
     case MD_HINT_PLATFORM: return "; " HINT_PLATFORM;
     case MD_HINT_PYTHON: return "; " HINT_PYTHON;
+    case MD_HINT_ALLOW_HTTP: return "; " HINT_ALLOW_HTTP;
+    case MD_HINT_REDIST: return "; " HINT_REDIST;
+    case MD_HINT_SEARCH: return "; " HINT_SEARCH;
     }
     return "";
 }

@@ -25,7 +25,10 @@ typedef enum {
     MD_HINT_NONE = 0,
     MD_HINT_TOOLKIT,    /* a CUDA toolkit folder */
     MD_HINT_PLATFORM,   /* the platform to fetch for */
-    MD_HINT_PYTHON      /* the Python to probe */
+    MD_HINT_PYTHON,     /* the Python to probe */
+    MD_HINT_ALLOW_HTTP, /* a plain http:// URL, allowed on purpose */
+    MD_HINT_REDIST,     /* the redist manifests rather than the compiler wheels */
+    MD_HINT_SEARCH      /* more folders to search for installed binaries */
 } md_hint;
 
 typedef struct {

@@ -286,18 +286,19 @@ static md_status wheel_recipe(const md_redist_table *table, const char *version,
                        "each wheel takes its newest %u.%u release", major, minor, version, major, minor);
     *wm = md_redist_wheel_major(table, major);
     if (!*wm)
-        return md_fail(err, MD_ERR_ARGUMENT, "no NVIDIA compiler wheels are known for CUDA %u; fetch CUDA %u.%u "
-                       "from NVIDIA's redistributable manifests instead (without --wheels or --index-url)", major,
-                       major, minor);
+        return md_hint_set(err, MD_HINT_REDIST,
+                           md_fail(err, MD_ERR_ARGUMENT, "no NVIDIA compiler wheels are known for CUDA %u; fetch "
+                                   "CUDA %u.%u from NVIDIA's redistributable manifests instead", major, major, minor));
     if ((*wm)->refused[0]) {
         char wanted[16];
         const md_toolkit_row *row;
         snprintf(wanted, sizeof wanted, "%u.%u", major, minor);
         row = md_toolkit_row_find(wanted);
-        return md_fail(err, MD_ERR_ARGUMENT, "%s, so CUDA %s cannot be fetched as wheels; fetch it from NVIDIA's "
-                       "redistributable manifests instead (without --wheels or --index-url): --cuda %s%s",
-                       (*wm)->refused, wanted, row && row->redist_release[0] ? row->redist_release : "RELEASE",
-                       row && row->redist_release[0] ? "" : " (MAJOR.MINOR.PATCH, as NVIDIA names it)");
+        return md_hint_set(err, MD_HINT_REDIST,
+                           md_fail(err, MD_ERR_ARGUMENT, "%s, so CUDA %s cannot be fetched as wheels; fetch release "
+                                   "%s%s from NVIDIA's redistributable manifests instead", (*wm)->refused, wanted,
+                                   row && row->redist_release[0] ? row->redist_release : "RELEASE",
+                                   row && row->redist_release[0] ? "" : " (MAJOR.MINOR.PATCH, as NVIDIA names it)"));
     }
     *machine = md_redist_wheel_machine(table, platform);
     if (!*machine)

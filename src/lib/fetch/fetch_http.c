@@ -54,8 +54,8 @@ md_status md_http_url_allowed(const char *url, bool allow_http, md_error *err)
     } else if (!allow_http && strcmp(host, "127.0.0.1") != 0 && strcmp(host, "localhost") != 0 &&
                strcmp(host, "[::1]") != 0) {
         /* Plain http is only as safe as the sha256 from a manifest that came over it. */
-        st = md_fail(err, MD_ERR_ARGUMENT,
-                     "refusing '%s': plain http:// only to loopback unless --allow-http is given", url);
+        st = md_hint_set(err, MD_HINT_ALLOW_HTTP,
+                         md_fail(err, MD_ERR_ARGUMENT, "refusing '%s': plain http:// only to loopback", url));
     }
     curl_free(scheme);
     curl_free(host);

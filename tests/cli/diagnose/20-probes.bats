@@ -234,4 +234,7 @@ load diag_helpers
   run --separate-stderr diagnose --root "$FAKE_ROOT" --json
   [ "$(check_status python)" = skipped ]
   jq -e '.checks[] | select(.id == "python") | .hints == ["name one with --python PATH"]' <<<"$output" >/dev/null
+  # the binaries found nowhere: the same way, the option that adds folders is the CLI's hint
+  jq -e '.checks[] | select(.id == "binaries") | .summary == "none found (no Python probed)"
+         and (.hints | index("add folders with --search DIR"))' <<<"$output" >/dev/null
 }

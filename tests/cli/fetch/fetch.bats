@@ -320,7 +320,7 @@ assert_failed() {
 @test "fetch: plain http:// to a host other than loopback is refused before any transfer" {
   URL="http://example.com/redist"
   fetch
-  assert_failed 2 "plain http:// only to loopback"
+  assert_failed 2 "plain http:// only to loopback; give --allow-http to fetch it anyway"
   URL="ftp://127.0.0.1/redist"
   fetch
   assert_failed 2 "only https:// URLs"

@@ -163,7 +163,7 @@ nvidia-cuda-cccl 13.0.85"
 @test "wheels: CUDA 12 and 11 are refused before any request: their wheels hold no nvcc" {
   index && serve
   wheels --cuda 12.9
-  assert_failed 2 "nvidia-cuda-nvcc-cu12) carry ptxas and libnvvm but no bin/nvcc and no cicc, so CUDA 12.9 cannot be fetched as wheels; fetch it from NVIDIA's redistributable manifests instead (without --wheels or --index-url): --cuda 12.9.1"
+  assert_failed 2 "nvidia-cuda-nvcc-cu12) carry ptxas and libnvvm but no bin/nvcc and no cicc, so CUDA 12.9 cannot be fetched as wheels; fetch release 12.9.1 from NVIDIA's redistributable manifests instead; fetch without --wheels or --index-url"
   wheels --cuda 11.8
   assert_failed 2 "(nvidia-cuda-nvcc-cu11)"
   wheels --cuda 10.2

@@ -203,7 +203,8 @@ void md_probe_binaries(md_machine *m, md_check *c)
         free(l.paths);
         c->status = MD_CHECK_SKIPPED;
         snprintf(c->summary, sizeof c->summary, "none found (%s%s)", m->py.ran ? "on the Python path" : "no Python probed",
-                 m->n_search_dirs ? " and under --search" : "; add --search DIR");
+                 m->n_search_dirs ? " and in the folders searched" : "");
+        c->hint = MD_HINT_SEARCH;
         return;
     }
     md_error err;
