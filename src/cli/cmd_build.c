@@ -114,6 +114,15 @@ static void on_fetch(void *ctx, const char *release, size_t n_archs)
             n_archs, n_archs == 1 ? "" : "s");
 }
 
+/* Before waiting on another build of the same folder: a build can take minutes, and a silent
+ * wait looks like a hang. */
+static void on_wait(void *ctx, const char *lock_path)
+{
+    md_cli_progress_end(ctx);
+    fprintf(stderr, MD_PROGRAM ": another build of this folder is running (it holds '%s'); waiting for it to end\n",
+            lock_path);
+}
+
 static int cmd_build(int argc, char **argv)
 {
     md_getopt options;
@@ -185,6 +194,7 @@ static int cmd_build(int argc, char **argv)
     }
     md_cli_progress progress = { .what = "" };
     opt.req.on_fetch = on_fetch;
+    opt.req.on_wait = on_wait;
     opt.req.fetch_ctx = &progress;
     if (md_cli_progress_wanted())
         opt.req.fetch_progress = md_cli_progress_update;

@@ -368,6 +368,8 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
         st = md_fail(err, MD_ERR_IO, "cannot open '%s': %s", lock_path, strerror(errno));
         goto end;
     }
+    if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK && cfg->on_wait)
+        cfg->on_wait(cfg->wait_ctx, lock_path);
     while (flock(lock_fd, LOCK_EX) != 0) {
         if (errno != EINTR) {
             st = md_fail(err, MD_ERR_IO, "cannot lock '%s': %s", lock_path, strerror(errno));

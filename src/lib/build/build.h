@@ -28,6 +28,10 @@ typedef struct {
     bool dry_run;                 /* plan the commands, run nothing */
     const char *version;          /* the wheel's and the library's version */
     time_t source_date_epoch;     /* the wheel members' time; 0: the writer's fixed default */
+    /* Told once, with the lock's path, when another build of the same folder holds it and this
+     * one waits for it to finish; optional. */
+    void (*on_wait)(void *ctx, const char *lock_path);
+    void *wait_ctx;
 } md_build_config;
 
 typedef struct {
@@ -95,6 +99,7 @@ typedef struct {
      * release before its download starts; FETCH_PROGRESS, when set, of the bytes as they come. */
     bool fetch;
     void (*on_fetch)(void *ctx, const char *release, size_t n_archs);
+    void (*on_wait)(void *ctx, const char *lock_path); /* md_build_config's, with FETCH_CTX */
     md_http_progress_fn fetch_progress;
     void *fetch_ctx;
 } md_build_request;

@@ -97,7 +97,8 @@ static md_status prepare(const md_build_request *req, const char *const *toolkit
                               .cache_dir = req->cache_dir, .jobs = req->jobs ? req->jobs : 1,
                               .step_timeout_s = req->step_timeout_s,
                               .dry_run = req->dry_run, .version = MD_VERSION,
-                              .source_date_epoch = req->source_date_epoch };
+                              .source_date_epoch = req->source_date_epoch, .on_wait = req->on_wait,
+                              .wait_ctx = req->fetch_ctx };
     md_status st = choose_platforms(req->platforms, job, err);
     if (st == MD_OK)
         st = md_libmsda_recipe_load(job->kernels_dir, &job->recipe, err);
