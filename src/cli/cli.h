@@ -101,8 +101,8 @@ void md_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The CLI's words for a library hint: its own option ("" for none). */
 const char *md_cli_hint_words(md_hint hint);
 
-/* The same as the end of an error line: "; WORDS" ("" for none). */
-const char *md_cli_hint_text(md_hint hint);
+/* ERR's message with its hint's words after "; " into OUT, which it returns. */
+const char *md_cli_error_text(const md_error *err, char *out, size_t size);
 
 /* Prints ERR's message and hint as md_cli_error does. */
 void md_cli_report(const md_error *err);

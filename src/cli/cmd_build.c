@@ -185,6 +185,7 @@ static int cmd_build(int argc, char **argv)
 
     int rc = MD_EXIT_OK;
     md_error err;
+    char text[sizeof err.message + 64];
     md_error_clear(&err);
     md_build_job *job = calloc(1, sizeof *job);
     md_build_result result = { 0 };
@@ -195,7 +196,7 @@ static int cmd_build(int argc, char **argv)
     md_cli_progress progress = { .what = "" };
     opt.req.on_fetch = on_fetch;
     opt.req.on_wait = on_wait;
-    opt.req.fetch_ctx = &progress;
+    opt.req.ctx = &progress;
     if (md_cli_progress_wanted())
         opt.req.fetch_progress = md_cli_progress_update;
     md_status st = md_build_prepare(&opt.req, job, &err);
@@ -208,7 +209,7 @@ static int cmd_build(int argc, char **argv)
     }
     const md_plan *plan = &job->plan;
     if (st == MD_ERR_ARGUMENT) {
-        rc = md_cli_usage_error("build", "%s%s", err.message, md_cli_hint_text(err.hint));
+        rc = md_cli_usage_error("build", "%s", md_cli_error_text(&err, text, sizeof text));
     } else if (opt.json && (st == MD_OK || plan->n_targets)) {
         json_t *steps = json_array(), *outputs = json_array();
         for (size_t i = 0; i < result.n_steps; i++) {
@@ -226,7 +227,7 @@ static int cmd_build(int argc, char **argv)
                                          plan_json(plan), "steps", steps, "outputs", outputs, "compiled",
                                          (int)result.counts.n_compiled, "cached", (int)result.counts.n_cached, "error",
                                          st == MD_OK ? json_null()
-                                                     : json_sprintf("%s%s", err.message, md_cli_hint_text(err.hint))));
+                                                     : json_string(md_cli_error_text(&err, text, sizeof text))));
         if (st != MD_OK) {
             md_cli_report(&err);
             rc = md_cli_exit_for(st);

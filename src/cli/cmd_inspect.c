@@ -220,6 +220,7 @@ static int cmd_inspect(int argc, char **argv)
         return MD_EXIT_INTERNAL;
     inspect_options opt = { 0 };
     md_error err;
+    char text[sizeof err.message + 64];
     md_error_clear(&err);
     int c;
     while ((c = md_getopt_next(&options, argc, argv)) != -1) {
@@ -229,7 +230,7 @@ static int cmd_inspect(int argc, char **argv)
                 return md_cli_usage_error("inspect", "too many --gpu options (at most %d)", MAX_GPUS);
             if (md_gpu_target_parse(optarg, &opt.gpus[opt.n_gpus], &err) != MD_OK)
                 return err.code == MD_ERR_ARGUMENT
-                           ? md_cli_usage_error("inspect", "%s%s", err.message, md_cli_hint_text(err.hint))
+                           ? md_cli_usage_error("inspect", "%s", md_cli_error_text(&err, text, sizeof text))
                            : (md_cli_report(&err), MD_EXIT_INTERNAL);
             opt.n_gpus++;
             break;

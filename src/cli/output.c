@@ -46,23 +46,17 @@ const char *md_cli_hint_words(md_hint hint)
     return "";
 }
 
-const char *md_cli_hint_text(md_hint hint)
+const char *md_cli_error_text(const md_error *err, char *out, size_t size)
 {
-    switch (hint) {
-    case MD_HINT_NONE: return "";
-    case MD_HINT_TOOLKIT: return "; " HINT_TOOLKIT;
-    case MD_HINT_PLATFORM: return "; " HINT_PLATFORM;
-    case MD_HINT_PYTHON: return "; " HINT_PYTHON;
-    case MD_HINT_ALLOW_HTTP: return "; " HINT_ALLOW_HTTP;
-    case MD_HINT_REDIST: return "; " HINT_REDIST;
-    case MD_HINT_SEARCH: return "; " HINT_SEARCH;
-    }
-    return "";
+    const char *words = md_cli_hint_words(err->hint);
+    snprintf(out, size, "%s%s%s", err->message, *words ? "; " : "", words);
+    return out;
 }
 
 void md_cli_report(const md_error *err)
 {
-    md_cli_error("%s%s", err->message, md_cli_hint_text(err->hint));
+    char text[sizeof err->message + 64];
+    md_cli_error("%s", md_cli_error_text(err, text, sizeof text));
 }
 
 int md_cli_usage_error(const char *command, const char *fmt, ...)

@@ -7,10 +7,9 @@
 # into the release build ($MSDA_INJECT, $MSDA_DOCTOR_RELEASE: make check-cli sets them), as in
 # 30-alloc-failures.bats, and from a write to /dev/full.
 load helpers
-# the loopback redist server of the fetch suites: serve, teardown, $REDIST
+# the loopback redist server of the fetch suites: serve, teardown, $REDIST, $ROOT
 load fetch/server
 
-ROOT="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
 CLI_H="$ROOT/src/cli/cli.h"
 MAN="$ROOT/man/msda-doctor.1"
 LOGS="$ROOT/tests/fixtures/logs"

@@ -99,9 +99,9 @@ typedef struct {
      * release before its download starts; FETCH_PROGRESS, when set, of the bytes as they come. */
     bool fetch;
     void (*on_fetch)(void *ctx, const char *release, size_t n_archs);
-    void (*on_wait)(void *ctx, const char *lock_path); /* md_build_config's, with FETCH_CTX */
+    void (*on_wait)(void *ctx, const char *lock_path); /* md_build_config's */
     md_http_progress_fn fetch_progress;
-    void *fetch_ctx;
+    void *ctx;                    /* given to each of the callbacks */
 } md_build_request;
 
 typedef struct {

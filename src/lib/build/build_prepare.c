@@ -98,7 +98,7 @@ static md_status prepare(const md_build_request *req, const char *const *toolkit
                               .step_timeout_s = req->step_timeout_s,
                               .dry_run = req->dry_run, .version = MD_VERSION,
                               .source_date_epoch = req->source_date_epoch, .on_wait = req->on_wait,
-                              .wait_ctx = req->fetch_ctx };
+                              .wait_ctx = req->ctx };
     md_status st = choose_platforms(req->platforms, job, err);
     if (st == MD_OK)
         st = md_libmsda_recipe_load(job->kernels_dir, &job->recipe, err);
@@ -132,7 +132,7 @@ static md_status fetch_release(const md_build_request *req, const char *release,
     fetch.version = release;
     fetch.dest = dest;
     fetch.http.progress = req->fetch_progress;
-    fetch.http.progress_ctx = req->fetch_ctx;
+    fetch.http.progress_ctx = req->ctx;
     md_fetch_result *result = malloc(sizeof *result);
     if (!result)
         return md_fail(err, MD_ERR_NOMEM, "out of memory");
@@ -158,7 +158,7 @@ md_status md_build_prepare(const md_build_request *req, md_build_job *job, md_er
         if (n_dirs == MD_MAX_TOOLKIT_DIRS)
             return md_fail(err, MD_ERR_ARGUMENT, "too many toolkits (at most %d)", MD_MAX_TOOLKIT_DIRS);
         if (req->on_fetch)
-            req->on_fetch(req->fetch_ctx, wanted[i].release, wanted[i].n_sms);
+            req->on_fetch(req->ctx, wanted[i].release, wanted[i].n_sms);
         if ((st = fetch_release(req, wanted[i].release, fetched[i], sizeof fetched[i], err)) != MD_OK)
             return st;
         dirs[n_dirs++] = fetched[i];

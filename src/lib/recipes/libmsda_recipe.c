@@ -70,8 +70,10 @@ static bool integer_field(json_t *obj, const char *key, long *out)
     json_t *v = json_object_get(obj, key);
     if (json_is_string(v)) {
         for (size_t i = 0; i < sizeof KERNEL_CONSTANTS / sizeof KERNEL_CONSTANTS[0]; i++)
-            if (strcmp(json_string_value(v), KERNEL_CONSTANTS[i].name) == 0)
-                return *out = KERNEL_CONSTANTS[i].value, true;
+            if (strcmp(json_string_value(v), KERNEL_CONSTANTS[i].name) == 0) {
+                *out = KERNEL_CONSTANTS[i].value;
+                return true;
+            }
         return false;
     }
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT_MAX)
