@@ -53,6 +53,60 @@ static md_status string_list(json_t *parent, const char *key, const char *where,
     return MD_OK;
 }
 
+static const struct {
+    const char *name;
+    md_sass_choice choice;
+} SASS_CHOICES[] = {
+    { "newest", MD_SASS_NEWEST },
+    { "lowest_driver", MD_SASS_LOWEST_DRIVER },
+};
+
+static md_status read_sass_choices(json_t *doc, const char *path, md_libmsda_recipe *out, md_error *err)
+{
+    json_t *list = json_object_get(doc, "sass"), *item;
+    size_t i;
+    if (!json_is_array(list))
+        return md_fail(err, MD_ERR_FORMAT, "%s: sass is not a list", path);
+    json_array_foreach(list, i, item) {
+        const char *choice = json_string_value(item);
+        size_t c = 0;
+        while (c < sizeof SASS_CHOICES / sizeof SASS_CHOICES[0] &&
+               !(choice && strcmp(choice, SASS_CHOICES[c].name) == 0))
+            c++;
+        if (c == sizeof SASS_CHOICES / sizeof SASS_CHOICES[0])
+            return md_fail(err, MD_ERR_FORMAT, "%s: unknown sass choice '%s' (newest, lowest_driver)", path,
+                           choice ? choice : "(not a string)");
+        out->sass |= SASS_CHOICES[c].choice;
+    }
+    if (!(out->sass & MD_SASS_NEWEST))
+        return md_fail(err, MD_ERR_FORMAT, "%s: sass must include 'newest'", path);
+    return MD_OK;
+}
+
+/* "old_driver_ptx": {"isa": "6.5", "sm": [53, ...]}, or absent for none. */
+static md_status read_old_ptx(json_t *doc, const char *path, md_libmsda_recipe *out, md_error *err)
+{
+    json_t *spec = json_object_get(doc, "old_driver_ptx");
+    if (!spec)
+        return MD_OK;
+    const char *isa = json_string_value(json_object_get(spec, "isa"));
+    unsigned major, minor;
+    int used = 0;
+    json_t *sms = json_object_get(spec, "sm"), *item;
+    if (!isa || sscanf(isa, "%2u.%1u%n", &major, &minor, &used) != 2 || isa[used] || major == 0 ||
+        !json_is_array(sms) || json_array_size(sms) == 0 || json_array_size(sms) > MD_MAX_OLD_PTX)
+        return md_fail(err, MD_ERR_FORMAT, "%s: old_driver_ptx needs an 'isa' (\"6.5\") and 1 to %d 'sm' numbers", path,
+                       MD_MAX_OLD_PTX);
+    out->old_ptx_isa = major * 10 + minor;
+    size_t i;
+    json_array_foreach(sms, i, item) {
+        if (!json_is_integer(item) || json_integer_value(item) < 10 || json_integer_value(item) > 999)
+            return md_fail(err, MD_ERR_FORMAT, "%s: old_driver_ptx sm item %zu is not an architecture number", path, i);
+        out->old_ptx_sms[out->n_old_ptx_sms++] = (unsigned)json_integer_value(item);
+    }
+    return MD_OK;
+}
+
 /* The kernel's own constants a knob's value may name instead of a number, so that the recipe
  * restates none of them (kernels/msda_kparams.h owns the values). */
 static const struct {
@@ -177,6 +231,9 @@ md_status md_libmsda_recipe_load(const char *kernels_dir, md_libmsda_recipe *out
         }
         out->ptx |= PTX_CHOICES[c].choice;
     }
+    if ((st = read_sass_choices(doc, path, out, err)) != MD_OK || (st = read_old_ptx(doc, path, out, err)) != MD_OK)
+        goto end;
+    st = string_list(doc, "fatbin_compress_flags", path, &out->fatbin_compress_flags, err);
 end:
     json_decref(doc);
     return st;
@@ -188,6 +245,7 @@ void md_libmsda_recipe_free(md_libmsda_recipe *recipe)
     strv_free(recipe->host_cflags);
     strv_free(recipe->link_flags);
     strv_free(recipe->libs);
+    strv_free(recipe->fatbin_compress_flags);
     memset(recipe, 0, sizeof *recipe);
 }
 

@@ -36,6 +36,14 @@ typedef enum {
                                      on any GPU it or a later driver knows, whatever its number */
 } md_ptx_choice;
 
+typedef enum {
+    MD_SASS_NEWEST = 1,           /* SASS of the newest toolkit that targets the architecture */
+    MD_SASS_LOWEST_DRIVER = 2     /* and of the toolkit whose SASS the oldest drivers load, when
+                                     that is another one */
+} md_sass_choice;
+
+#define MD_MAX_OLD_PTX 8
+
 typedef struct {
     char device_source[256];      /* in kernels/: "msda_kernels.cu" */
     char **nvcc_flags;            /* NULL-terminated, owned */
@@ -46,6 +54,11 @@ typedef struct {
     md_knob_rule knobs[MD_MAX_KNOBS];
     size_t n_knobs;
     unsigned ptx;                 /* md_ptx_choice bits */
+    unsigned sass;                /* md_sass_choice bits; MD_SASS_NEWEST always */
+    unsigned old_ptx_isa;         /* ISA (major * 10 + minor) of the PTX for old drivers; 0: none */
+    unsigned old_ptx_sms[MD_MAX_OLD_PTX]; /* the architectures it is written for */
+    size_t n_old_ptx_sms;
+    char **fatbin_compress_flags; /* nvcc flags for every fatbin but the old drivers' PTX */
 } md_libmsda_recipe;
 
 /* Reads KERNELS_DIR/libmsda.json. MD_ERR_IO when it cannot be read, MD_ERR_FORMAT naming the

@@ -17,6 +17,52 @@ static unsigned positive(json_t *obj, const char *key)
     return (unsigned)json_integer_value(v);
 }
 
+/* "X.Y" into X * 10 + Y, a single-digit minor: an ISA; 0 when malformed. */
+static unsigned isa_value(const char *text)
+{
+    unsigned major, minor;
+    int used = 0;
+    if (!text || sscanf(text, "%2u.%1u%n", &major, &minor, &used) != 2 || text[used] != '\0' || major == 0)
+        return 0;
+    return major * 10 + minor;
+}
+
+/* Digits at *P as a number not over MAX, advancing *P; false when none or too large. */
+static bool take_number(const char **p, unsigned max, unsigned *out)
+{
+    unsigned v = 0;
+    const char *s = *p;
+    if (*s < '0' || *s > '9')
+        return false;
+    while (*s >= '0' && *s <= '9') {
+        v = v * 10 + (unsigned)(*s++ - '0');
+        if (v > max)
+            return false;
+    }
+    *p = s;
+    *out = v;
+    return true;
+}
+
+int md_cuda_version_parse(const char *text)
+{
+    unsigned major, minor, patch;
+    const char *p = text;
+    if (!p || !take_number(&p, 999, &major) || major == 0 || *p++ != '.' || !take_number(&p, 99, &minor))
+        return -1;
+    if (*p == '.' && (++p, !take_number(&p, 99999, &patch)))
+        return -1;
+    return *p ? -1 : (int)(major * 1000 + minor * 10);
+}
+
+void md_cuda_version_text(int cuda, char *out, size_t size)
+{
+    if (cuda <= 0)
+        snprintf(out, size, "unknown");
+    else
+        snprintf(out, size, "%d.%d", cuda / 1000, (cuda % 1000) / 10);
+}
+
 static md_status read_row(json_t *item, size_t i, md_toolkit_row *r, md_error *err)
 {
     const char *version = json_string_value(json_object_get(item, "version"));
@@ -44,6 +90,12 @@ static md_status read_row(json_t *item, size_t i, md_toolkit_row *r, md_error *e
                     rmaj != r->major || rmin != r->minor || (size_t)used >= sizeof r->redist_release))
         return md_fail(err, MD_ERR_INTERNAL, "toolkits.json: entry %zu (CUDA %s): bad redist_release", i, version);
     snprintf(r->redist_release, sizeof r->redist_release, "%s", rs ? rs : "");
+    r->ptx_isa = isa_value(json_string_value(json_object_get(item, "ptx_isa")));
+    if (!r->ptx_isa)
+        return md_fail(err, MD_ERR_INTERNAL, "toolkits.json: entry %zu (CUDA %s): bad ptx_isa", i, version);
+    r->sass_needs_cuda = md_cuda_version_parse(json_string_value(json_object_get(item, "sass_needs_cuda")));
+    if (r->sass_needs_cuda <= 0 || r->sass_needs_cuda > (int)(r->major * 1000 + r->minor * 10))
+        return md_fail(err, MD_ERR_INTERNAL, "toolkits.json: entry %zu (CUDA %s): bad sass_needs_cuda", i, version);
     return MD_OK;
 }
 
@@ -152,4 +204,27 @@ bool md_toolkit_rows_targeting(unsigned sm, const md_toolkit_row **oldest, const
         *newest = &all[i];
     }
     return *oldest != NULL;
+}
+
+int md_sass_needs_cuda(unsigned major, unsigned minor)
+{
+    const md_toolkit_row *row = md_toolkit_row_for(major, minor);
+    if (row)
+        return row->sass_needs_cuda;
+    unsigned n;
+    const md_toolkit_row *all = md_toolkit_rows(&n);
+    /* A major version newer than the table's: its own .0, as minor-version compatibility goes. */
+    if (n > 0 && major > all[n - 1].major)
+        return (int)(major * 1000);
+    return 0;
+}
+
+int md_ptx_needs_cuda(unsigned isa)
+{
+    unsigned n;
+    const md_toolkit_row *all = md_toolkit_rows(&n);
+    for (unsigned i = 0; i < n; i++) /* oldest first */
+        if (all[i].ptx_isa >= isa)
+            return all[i].major == 0 ? 0 : (int)(all[i].major * 1000 + all[i].minor * 10);
+    return 0;
 }

@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include "base/status.h"
 
 typedef struct {
@@ -15,6 +16,8 @@ typedef struct {
     unsigned max_gcc;         /* newest host gcc major */
     char min_driver[24];      /* oldest Linux driver: "520.61.05" */
     char redist_release[16];  /* a release `fetch --cuda` takes: "11.8.0"; "" when NVIDIA has none */
+    unsigned ptx_isa;         /* the PTX ISA it writes, major * 10 + minor: 78 for 7.8 */
+    int sass_needs_cuda;      /* the driver's CUDA version from which its SASS loads: 11000 */
 } md_toolkit_row;
 
 /* Loads the embedded table once; later calls return at once. Not thread-safe on first call.
@@ -46,5 +49,22 @@ const md_toolkit_row *md_toolkit_row_newest_for(unsigned sm, int max_api);
 /* The oldest and the newest rows that target SM into *OLDEST and *NEWEST; false (both NULL)
  * when none does. */
 bool md_toolkit_rows_targeting(unsigned sm, const md_toolkit_row **oldest, const md_toolkit_row **newest);
+
+/* CUDA versions are written as the driver API writes them: X.Y is X * 1000 + Y * 10 (12020). */
+
+/* The driver CUDA version from which SASS written by nvcc MAJOR.MINOR loads: its row's (the
+ * newest row not newer than it within its major version); for a major the table lacks, MAJOR.0.
+ * 0 when MAJOR.MINOR is older than every row. */
+int md_sass_needs_cuda(unsigned major, unsigned minor);
+
+/* The driver CUDA version from which PTX of ISA ISA (major * 10 + minor) JIT-compiles: that of
+ * the oldest toolkit writing that ISA or a newer one. 0 when the ISA is newer than every row. */
+int md_ptx_needs_cuda(unsigned isa);
+
+/* "12.2" for 12020; "unknown" for 0 or less. */
+void md_cuda_version_text(int cuda, char *out, size_t size);
+
+/* 12020 for "12.2" (also "12.2.1": the patch is dropped); -1 when TEXT is not MAJOR.MINOR. */
+int md_cuda_version_parse(const char *text);
 
 #endif

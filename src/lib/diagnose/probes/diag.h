@@ -14,6 +14,7 @@
 #include "binary/runs_on.h"
 #include "base/status.h"
 #include "machine/toolkit.h"
+#include "recipes/toolkit_table.h" /* md_cuda_version_text */
 
 typedef enum {
     MD_CHECK_OK = 0,     /* [✓] */
@@ -229,8 +230,5 @@ void md_rooted(const md_machine *m, const char *path, char *out, size_t size);
 
 /* The oldest driver release TK needs (recipes/toolkits.json), "580.65.06"; "" when unknown. */
 void md_toolkit_min_driver(const md_toolkit *tk, char *out, size_t size);
-
-/* "13.0" for a driver API version of 13000. */
-void md_cuda_version_text(int api, char *out, size_t size);
 
 #endif

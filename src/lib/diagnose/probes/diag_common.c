@@ -55,14 +55,6 @@ void md_rooted(const md_machine *m, const char *path, char *out, size_t size)
     snprintf(out, size, "%s%s", m->root ? m->root : "", path);
 }
 
-void md_cuda_version_text(int api, char *out, size_t size)
-{
-    if (api <= 0)
-        snprintf(out, size, "unknown");
-    else
-        snprintf(out, size, "%d.%d", api / 1000, (api % 1000) / 10);
-}
-
 void md_machine_settle_gpus(md_machine *m)
 {
     m->n_gpus = 0;
