@@ -7,8 +7,10 @@
 #
 #   make kernels        build/kernels/libmsda.so, out of a wheel make builds for this CPU
 #   make check-kernels  the CPU tests (ASan+UBSan) and the embedded architectures of that wheel
+#   make image-table    which image the loader picks per architecture and driver (fake driver)
 #   make gpu-wheels     (here) the variant wheels gpu-check also runs, for MSDA_GPU_ARCH
 #   make gpu-check      (GPU machine) GPU against the CPU path, compute-sanitizer, variants
+#   make gpu-check-images (GPU machine) gpu-check's cases on each image, forced by MSDA_IMAGE
 #   make bench          (GPU machine with torch) timings against grid_sample
 #   make accuracy       (GPU machine with torch) f16 and bf16 against f64 on the encoder, per
 #                       strategy (the library, then the variants); fails where the library's
@@ -39,12 +41,12 @@ LIBMSDA_HOST_CFLAGS = $(shell python3 -c 'import json,sys; print(" ".join(json.l
 KERNEL_SRCS := $(sort $(wildcard kernels/*.c))
 KERNEL_HDRS := $(wildcard kernels/*.h)
 KERNEL_INPUTS := $(KERNEL_SRCS) $(KERNEL_HDRS) $(wildcard kernels/*.cu kernels/*.cuh) kernels/libmsda.json \
-                 kernels/gen-fatbin-asm.sh
+                 kernels/gen-fatbin-asm.sh kernels/ptx-for-old-drivers.sh
 KERNEL_SAN_OBJS := $(patsubst kernels/%.c,$(KERNEL_DIR)/san/%.o,$(KERNEL_SRCS))
 
 CHECK_SUITES += kernels
 
-.PHONY: kernels check-kernels gpu-wheels gpu-variants gpu-check bench accuracy ncu
+.PHONY: kernels check-kernels image-table gpu-check-images gpu-wheels gpu-variants gpu-check bench accuracy ncu
 
 kernels: $(KERNEL_LIB)
 
@@ -94,7 +96,12 @@ FAKE_LAUNCH_DRIVER := $(KERNEL_DIR)/fake-launch/libcuda.so.1
 $(FAKE_LAUNCH_DRIVER): tests/fakes/fakelaunch.c tests/fakes/fakelaunch.h kernels/msda_kparams.h | deps
 	@mkdir -p $(@D)
 	$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -fvisibility=hidden -Wl,-soname,libcuda.so.1 -Ikernels \
-	  -I$(MSDA_CUDA_HOME)/include -o $@ $<
+	  -I$(MSDA_CUDA_HOME)/include -o $@ $< -llz4
+
+# The architecture x driver table of the images the loader picks (tests/kernels/test_images.c).
+image-table: $(KERNEL_DIR)/test-kernels $(FAKE_LAUNCH_DRIVER)
+	@MSDA_PRINT_IMAGE_TABLE=1 CK_RUN_CASE=images CK_VERBOSITY=silent \
+	  MSDA_FAKE_LAUNCH_DRIVER=$(abspath $(FAKE_LAUNCH_DRIVER)) $(KERNEL_DIR)/test-kernels
 
 # The arch check also compares the shipped library's own list with the test binary's.
 check-kernels: $(KERNEL_DIR)/test-kernels $(KERNEL_LIB) $(FAKE_LAUNCH_DRIVER)
@@ -147,6 +154,18 @@ $(GPU_DIR)/gpu-check: tests/gpu/gpu_check.c $(GPU_LIB)
 gpu-check: $(GPU_DIR)/gpu-check gpu-variants
 	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
 	@tests/gpu/run-gpu-check $(GPU_DIR)/gpu-check $(BUILD) $(GPU_VARIANTS)
+
+# gpu-check's cases once more per kind of image the wheel carries, each forced by MSDA_IMAGE
+# (kernels/msda_module.h): the SASS of each toolkit and each PTX, through this GPU's driver.
+GPU_IMAGES ?= sass:13.0 sass:11.8 ptx:9.0 ptx:6.5
+gpu-check-images: $(GPU_DIR)/gpu-check
+	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
+	@rc=0; for image in $(GPU_IMAGES); do \
+	  echo "== MSDA_IMAGE=$$image"; \
+	  MSDA_IMAGE=$$image GPU_CHECK_LOGS=$(BUILD)/gpu-check-logs/$$(echo $$image | tr : -) \
+	    tests/gpu/run-gpu-check $(GPU_DIR)/gpu-check $(BUILD) || rc=1; \
+	  grep -h '^loaded image' $(BUILD)/gpu-check-logs/$$(echo $$image | tr : -)/default.log; \
+	done; exit $$rc
 
 bench: $(GPU_LIB)
 	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"

@@ -304,6 +304,12 @@ MSDA_API int msda_embedded_archs(msda_arch *out, int cap);
  * `size`. Returns the length the whole text needs (as snprintf), or -1 if malformed. */
 MSDA_API int msda_embedded_archs_string(char *buf, size_t size);
 
+/* What embedded fatbin `index` is and what it needs of the driver, e.g. "CUDA 11.8 SASS, driver
+ * CUDA >= 11.0" or "PTX ISA 6.5, driver CUDA >= 10.2": the loader passes over a fatbin whose
+ * driver is older. Returns the length the whole text needs (as snprintf), or -1 for an index
+ * out of range. */
+MSDA_API int msda_fatbin_describe(int index, char *buf, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,6 +20,7 @@ static const struct {
 } entry_points[] = {
 #define EP(field, name, optional) {name, offsetof(msda_driver, field), optional}
     EP(Init, "cuInit", 0),
+    EP(DriverGetVersion, "cuDriverGetVersion", 1),
     EP(GetErrorName, "cuGetErrorName", 0),
     EP(GetErrorString, "cuGetErrorString", 0),
     EP(CtxGetCurrent, "cuCtxGetCurrent", 0),

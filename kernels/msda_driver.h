@@ -9,6 +9,7 @@
 
 typedef struct msda_driver {
     CUresult (*Init)(unsigned int flags);
+    CUresult (*DriverGetVersion)(int *version); /* NULL in a driver without it (fakes) */
     CUresult (*GetErrorName)(CUresult r, const char **name);
     CUresult (*GetErrorString)(CUresult r, const char **text);
     CUresult (*CtxGetCurrent)(CUcontext *ctx);

@@ -1,5 +1,7 @@
 /* Loading the embedded device code once per CUDA context, thread-safely. */
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -239,28 +241,114 @@ static msda_status load_kernel(const msda_driver *drv, CUmodule module, msda_ker
     return MSDA_OK;
 }
 
-/* Tries the embedded fatbins in order (build puts the best first); the driver picks the SASS or
- * PTX of the device's architecture inside one. Fatbins whose headers say they hold nothing the
- * device can run are skipped: each failed cuModuleLoadData is an API error that tools such as
- * compute-sanitizer report in the user's program. */
+/* The driver's CUDA version (cuDriverGetVersion: 12020 for 12.2), or 0 when it cannot say. */
+static int driver_cuda_version(const msda_driver *drv) {
+    int v = 0;
+    if (!drv->DriverGetVersion || drv->DriverGetVersion(&v) != CUDA_SUCCESS || v < 0) return 0;
+    return v;
+}
+
+void msda_fatbin_label(uint32_t index, char *buf, size_t size) {
+    const msda_fatbin_ref *f = &msda_fatbin_table[index];
+    if (f->ptx_isa)
+        snprintf(buf, size, "PTX ISA %u.%u", f->ptx_isa / 10, f->ptx_isa % 10);
+    else
+        snprintf(buf, size, "CUDA %u.%u SASS", f->toolkit / 1000, (f->toolkit % 1000) / 10);
+}
+
+int msda_fatbin_describe(int index, char *buf, size_t size) {
+    if (index < 0 || (uint32_t)index >= msda_fatbin_table_count) return -1;
+    char label[32];
+    const uint32_t needs = msda_fatbin_table[index].needs_cuda;
+    msda_fatbin_label((uint32_t)index, label, sizeof label);
+    return snprintf(buf, size, "%s, driver CUDA >= %u.%u", label, needs / 1000, (needs % 1000) / 10);
+}
+
+/* Whether fatbin INDEX is of the kind MSDA_IMAGE forces ("sass:11.8", "ptx:6.5"). */
+static int forced_image(uint32_t index, const char *force) {
+    const msda_fatbin_ref *f = &msda_fatbin_table[index];
+    unsigned major = 0, minor = 0;
+    int used = 0;
+    if (strncmp(force, "sass:", 5) == 0 && sscanf(force + 5, "%u.%u%n", &major, &minor, &used) == 2 && !force[5 + used])
+        return !f->ptx_isa && f->toolkit == major * 1000 + minor * 10;
+    if (strncmp(force, "ptx:", 4) == 0 && sscanf(force + 4, "%u.%u%n", &major, &minor, &used) == 2 && !force[4 + used])
+        return f->ptx_isa && f->ptx_isa == major * 10 + minor;
+    return -1; /* malformed */
+}
+
+/* What a driver answers for an image it cannot take: an image of a newer format or toolkit
+ * (200, 300), no code for the device (209), PTX it cannot JIT (218, 222). The next may load. */
+static int image_refused(CUresult r) {
+    return r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_INVALID_SOURCE || r == CUDA_ERROR_NO_BINARY_FOR_GPU ||
+           r == CUDA_ERROR_INVALID_PTX || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
+}
+
+static void append(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void append(char *buf, size_t size, const char *fmt, ...) {
+    const size_t len = strlen(buf);
+    if (len + 1 >= size) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + len, size - len, fmt, ap);
+    va_end(ap);
+}
+
+/* Tries the embedded fatbins in the order build wrote them (the best code first) and keeps the
+ * first that loads. A fatbin is not tried when its headers say it holds nothing the device
+ * runs, or when it needs a newer driver than this one: each failed cuModuleLoadData is an API
+ * error that tools such as compute-sanitizer report in the user's program. A driver that
+ * still refuses one (its format, its PTX) moves on to the next. */
 static msda_status load_module(const msda_driver *drv, msda_module *m, msda_error *err) {
     CUresult r = CUDA_ERROR_NO_BINARY_FOR_GPU;
     m->module = NULL;
-    const int cc = context_cc(drv);
+    const int cc = context_cc(drv), driver = driver_cuda_version(drv);
+    const char *force = getenv(MSDA_IMAGE_ENV);
+    if (force && !*force) force = NULL;
+    char why[200] = "", label[32];
+    int tried = 0, forced_any = 0;
     for (uint32_t i = 0; i < msda_fatbin_table_count && !m->module; i++) {
+        if (force) {
+            const int is = forced_image(i, force);
+            if (is < 0)
+                return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "%s='%s': give sass:X.Y or ptx:X.Y",
+                                 MSDA_IMAGE_ENV, force);
+            if (!is) continue;
+            forced_any = 1;
+        }
         if (cc >= 0 && msda_fatbin_runs_on(i, cc) == 0) continue;
-        r = drv->ModuleLoadData(&m->module, msda_fatbin_table[i].data);
-        if (r == CUDA_SUCCESS)
+        msda_fatbin_label(i, label, sizeof label);
+        const msda_fatbin_ref *f = &msda_fatbin_table[i];
+        if (driver && (int)f->needs_cuda > driver) {
+            append(why, sizeof why, "%s%s needs CUDA %u.%u", why[0] ? "; " : "", label, f->needs_cuda / 1000,
+                   (f->needs_cuda % 1000) / 10);
+            continue;
+        }
+        tried++;
+        r = drv->ModuleLoadData(&m->module, f->data);
+        if (r == CUDA_SUCCESS) {
             m->fatbin = (int)i;
-        else
+        } else {
             m->module = NULL;
+            if (!image_refused(r)) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "cuModuleLoadData (MSDA device code)");
+            const char *name = NULL;
+            if (!drv->GetErrorName || drv->GetErrorName(r, &name) != CUDA_SUCCESS || !name) name = "refused";
+            append(why, sizeof why, "%s%s: %s", why[0] ? "; " : "", label, name);
+        }
     }
     if (!m->module) {
-        const msda_status st = r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_PTX ||
-                                       r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION
-                                   ? MSDA_ERR_NO_KERNEL_IMAGE
-                                   : MSDA_ERR_CUDA;
-        return msda_cuda_fail(err, drv, st, r, "cuModuleLoadData (MSDA device code)");
+        char device[24] = "this GPU", version[40] = "a driver of unknown version";
+        if (cc >= 0) snprintf(device, sizeof device, "sm_%d", cc);
+        if (driver) snprintf(version, sizeof version, "a CUDA %d.%d driver", driver / 1000, (driver % 1000) / 10);
+        msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE, "no MSDA device code loads on %s with %s%s%s%s: %s",
+                  device, version, force ? " (" MSDA_IMAGE_ENV "=" : "", force ? force : "", force ? ")" : "",
+                  why[0] ? why : force && !forced_any ? "the library has no such image" : "no image for it");
+        if (tried && r != CUDA_SUCCESS) {
+            const char *name = NULL;
+            err->cuda_result = (int)r;
+            if (drv->GetErrorName && drv->GetErrorName(r, &name) == CUDA_SUCCESS && name)
+                snprintf(err->cuda_name, sizeof err->cuda_name, "%s", name);
+        }
+        return MSDA_ERR_NO_KERNEL_IMAGE;
     }
 
     CUdeviceptr cfg;

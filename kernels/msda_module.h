@@ -76,14 +76,26 @@ typedef struct msda_module {
  * valid for the life of the process. */
 msda_status msda_module_get(const msda_driver *drv, const msda_module **mod, msda_error *err);
 
-/* The embedded fatbins (kernels/gen-fatbin-asm.sh writes the table). */
+/* The embedded fatbins, in the loader's order (kernels/gen-fatbin-asm.sh writes the table from
+ * what `msda-doctor build` planned: recipes/toolkits.json owns what each toolkit's output needs). */
 typedef struct msda_fatbin_ref {
     const unsigned char *data;
     uint64_t size;
+    uint32_t needs_cuda;  /* the driver CUDA version it loads from: 11000 for 11.0 */
+    uint32_t toolkit;     /* the CUDA that wrote it: 11080 for 11.8 */
+    uint32_t ptx_isa;     /* its PTX ISA, major * 10 + minor; 0 for SASS */
+    uint32_t reserved;
 } msda_fatbin_ref;
 
 extern const msda_fatbin_ref msda_fatbin_table[];
 extern const uint32_t msda_fatbin_table_count;
+
+/* The environment variable that forces one kind of image, for testing each on one machine:
+ * "sass:13.0", "sass:11.8" (SASS by the toolkit that wrote it), "ptx:9.0", "ptx:6.5" (PTX by ISA). */
+#define MSDA_IMAGE_ENV "MSDA_IMAGE"
+
+/* "CUDA 11.8 SASS" or "PTX ISA 6.5" for embedded fatbin INDEX, into BUF. */
+void msda_fatbin_label(uint32_t index, char *buf, size_t size);
 
 /* Whether embedded fatbin INDEX holds code a device of compute capability CC (major * 10 +
  * minor) can load: SASS of the same major at a minor up to its own, or PTX at or below CC.

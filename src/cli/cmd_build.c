@@ -35,13 +35,16 @@ static json_t *plan_json(const md_plan *plan)
             json_object_set_new(defines, t->defines[d].name, json_integer(t->defines[d].value));
         json_array_append_new(
             targets,
-            json_pack("{s:s, s:i, s:s, s:b, s:s, s:o, s:i, s:b, s:b, s:s, s:s, s:o}", "arch", name, "sm", (int)t->sm,
+            json_pack("{s:s, s:i, s:s, s:b, s:s, s:o, s:i, s:b, s:b, s:s, s:s, s:o, s:o, s:b, s:s, s:s}", "arch", name,
+                      "sm", (int)t->sm,
                       "kind", t->ptx ? "ptx" : "sass", "known", t->known, "toolkit", t->toolkit->version, "ccbin",
                       t->ccbin[0] ? json_string(t->ccbin) : json_null(), "max_threads",
                       (int)md_plan_define(t, MD_KNOB_MAX_THREADS, 0), "f16", md_plan_define(t, MD_KNOB_ENABLE_F16, 0) != 0,
                       "bf16", md_plan_define(t, MD_KNOB_ENABLE_BF16, 0) != 0, "f16_atomic",
                       md_atomic_name(md_plan_define(t, MD_KNOB_F16_ATOMIC, 0)), "bf16_atomic",
-                      md_atomic_name(md_plan_define(t, MD_KNOB_BF16_ATOMIC, 0)), "defines", defines));
+                      md_atomic_name(md_plan_define(t, MD_KNOB_BF16_ATOMIC, 0)), "defines", defines, "ptx_isa",
+                      t->ptx_isa ? json_sprintf("%u.%u", t->ptx_isa / 10, t->ptx_isa % 10) : json_null(), "lowered",
+                      t->lowered, "needs_cuda", t->needs_cuda_text, "needs_driver", t->needs_driver));
     }
     for (size_t i = 0; i < plan->n_toolkits; i++)
         json_array_append_new(toolkits, json_pack("{s:s, s:s, s:i}", "version", plan->toolkits[i].version, "nvcc",
@@ -58,15 +61,64 @@ static json_t *plan_json(const md_plan *plan)
     return json_pack("{s:o, s:o, s:o, s:o}", "targets", targets, "toolkits", toolkits, "notes", notes, "fetch", fetch);
 }
 
+/* The oldest driver each SASS architecture runs on: its lowest-reaching image, SASS or PTX (one
+ * line per run of architectures with the same images' needs). */
+static void print_driver_floors(const md_plan *plan)
+{
+    printf("Drivers: each architecture runs on\n");
+    char line[256] = "", prev[256] = "", archs[256] = "";
+    for (size_t i = 0; i <= plan->n_targets; i++) {
+        const md_plan_target *t = i < plan->n_targets ? &plan->targets[i] : NULL;
+        if (t && t->ptx)
+            continue;
+        if (t && i > 0 && plan->targets[i - 1].sm == t->sm && !plan->targets[i - 1].ptx)
+            continue; /* its first target already described it */
+        line[0] = '\0';
+        for (size_t k = 0; t && k < plan->n_targets; k++) {
+            const md_plan_target *u = &plan->targets[k];
+            /* A target serves T's architecture: its own SASS, or PTX written for it. */
+            if (u->sm != t->sm || (u->ptx && !u->lowered))
+                continue;
+            char image[96];
+            if (u->ptx)
+                snprintf(image, sizeof image, "PTX ISA %u.%u from driver %s (CUDA %s)", u->ptx_isa / 10,
+                         u->ptx_isa % 10, u->needs_driver, u->needs_cuda_text);
+            else
+                snprintf(image, sizeof image, "CUDA %s SASS from driver %s (CUDA %s)", u->toolkit->version,
+                         u->needs_driver, u->needs_cuda_text);
+            snprintf(line + strlen(line), sizeof line - strlen(line), "%s%s", line[0] ? "; " : "", image);
+        }
+        if (archs[0] && (!t || strcmp(line, prev) != 0)) {
+            printf("  %-16s %s\n", archs, prev);
+            archs[0] = '\0';
+        }
+        if (!t)
+            break;
+        char name[32];
+        target_name(t, name, sizeof name);
+        if (!archs[0])
+            snprintf(archs, sizeof archs, "%s", name);
+        else
+            snprintf(strchr(archs, '-') ? strchr(archs, '-') : archs + strlen(archs),
+                     sizeof archs - (size_t)((strchr(archs, '-') ? strchr(archs, '-') : archs + strlen(archs)) - archs),
+                     "-%s", name);
+        snprintf(prev, sizeof prev, "%s", line);
+    }
+}
+
 static void print_plan(const md_plan *plan)
 {
     printf("Plan: %zu target%s\n", plan->n_targets, plan->n_targets == 1 ? "" : "s");
     for (size_t i = 0; i < plan->n_targets; i++) {
         const md_plan_target *t = &plan->targets[i];
-        char name[32];
+        char name[32], needs[64];
         target_name(t, name, sizeof name);
-        printf("  %-12s CUDA %-5s threads %-4ld f16 %s (%s atomics)  bf16 %s (%s atomics)%s%s\n", name,
-               t->toolkit->version, md_plan_define(t, MD_KNOB_MAX_THREADS, 0),
+        if (t->lowered)
+            snprintf(needs, sizeof needs, "ISA %u.%u, driver >= %s", t->ptx_isa / 10, t->ptx_isa % 10, t->needs_driver);
+        else
+            snprintf(needs, sizeof needs, "driver >= %s", t->needs_driver);
+        printf("  %-12s CUDA %-5s %-28s threads %-4ld f16 %s (%s atomics)  bf16 %s (%s atomics)%s%s\n", name,
+               t->toolkit->version, needs, md_plan_define(t, MD_KNOB_MAX_THREADS, 0),
                md_plan_define(t, MD_KNOB_ENABLE_F16, 0) ? "on" : "off",
                md_atomic_name(md_plan_define(t, MD_KNOB_F16_ATOMIC, 0)),
                md_plan_define(t, MD_KNOB_ENABLE_BF16, 0) ? "on" : "off",
@@ -74,6 +126,7 @@ static void print_plan(const md_plan *plan)
     }
     for (size_t i = 0; i < plan->n_notes; i++)
         printf("  note: %s\n", plan->notes[i]);
+    print_driver_floors(plan);
 }
 
 static void print_command(char *const *argv)

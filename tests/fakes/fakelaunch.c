@@ -5,8 +5,14 @@
  * host memory. Its device: compute capability 9.0, FAKE_SMS multiprocessors, and every kernel
  * FAKE_BLOCKS_PER_SM blocks of 256 threads resident per multiprocessor. The module's
  * `msda_config` is what the test sets with fake_launch_set_config before libmsda's first call.
+ * As a driver of a given CUDA version (fake_launch_set_device; 13.0 by default) it takes or
+ * refuses each fatbin by what it holds, as real drivers do (docs/FACTS.md, "Drivers and the code
+ * each toolkit writes"): SASS of the device's major architecture whose cubin format and toolkit
+ * it reads (the new format of CUDA 13: 13.0 drivers; 11.x/12.x cubins: a driver of that major
+ * version or newer), else PTX at or below the device whose ISA it JIT-compiles.
  * Not thread-safe: the tests call libmsda from one thread. */
 #include <cuda.h>
+#include <lz4.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +21,8 @@
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
 
+static int device_cc = 90, driver_version = 13000, driver_flags;
+static unsigned long long context_serial = 1;
 static unsigned char config[256];
 static size_t config_bytes;
 static const char *function_names[FAKE_LAUNCH_MAX_FUNCTIONS];
@@ -34,6 +42,19 @@ FAKE_EXPORT int fake_launch_ops(const fake_launch_op **out) {
 
 FAKE_EXPORT void fake_launch_clear(void) { op_count = 0; }
 
+FAKE_EXPORT void fake_launch_set_device(int cc, int cuda_version, int flags) {
+    device_cc = cc;
+    driver_version = cuda_version;
+    driver_flags = flags;
+    context_serial++; /* a new context: libmsda loads its module again */
+}
+
+FAKE_EXPORT CUresult cuDriverGetVersion(int *version) {
+    if (driver_flags & FAKE_DRIVER_HIDES_VERSION) return CUDA_ERROR_NOT_SUPPORTED;
+    *version = driver_version;
+    return CUDA_SUCCESS;
+}
+
 static fake_launch_op *record(fake_launch_kind kind) {
     if (op_count == FAKE_LAUNCH_MAX_OPS) return NULL;
     fake_launch_op *op = &ops[op_count++];
@@ -45,7 +66,14 @@ static fake_launch_op *record(fake_launch_kind kind) {
 FAKE_EXPORT CUresult cuInit(unsigned int flags) { return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
 
 FAKE_EXPORT CUresult cuGetErrorName(CUresult r, const char **name) {
-    *name = r == CUDA_SUCCESS ? "CUDA_SUCCESS" : "CUDA_ERROR_FAKE";
+    switch (r) {
+    case CUDA_SUCCESS: *name = "CUDA_SUCCESS"; break;
+    case CUDA_ERROR_INVALID_IMAGE: *name = "CUDA_ERROR_INVALID_IMAGE"; break;
+    case CUDA_ERROR_INVALID_SOURCE: *name = "CUDA_ERROR_INVALID_SOURCE"; break;
+    case CUDA_ERROR_NO_BINARY_FOR_GPU: *name = "CUDA_ERROR_NO_BINARY_FOR_GPU"; break;
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION: *name = "CUDA_ERROR_UNSUPPORTED_PTX_VERSION"; break;
+    default: *name = "CUDA_ERROR_FAKE"; break;
+    }
     return CUDA_SUCCESS;
 }
 
@@ -65,25 +93,94 @@ FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice *dev) {
 }
 
 FAKE_EXPORT CUresult cuCtxGetId(CUcontext ctx, unsigned long long *id) {
-    *id = (unsigned long long)(uintptr_t)ctx;
+    (void)ctx;
+    *id = context_serial;
     return CUDA_SUCCESS;
 }
 
 FAKE_EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice dev) {
     if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
     switch (a) {
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = device_cc / 10; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = device_cc % 10; break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = FAKE_SMS; break;
     default: *v = 0; break;
     }
     return CUDA_SUCCESS;
 }
 
+static uint64_t rd(const unsigned char *p, int bytes) {
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+/* The highest PTX ISA (major * 10 + minor) a driver of CUDA version V JIT-compiles. */
+static unsigned isa_of_driver(int v) {
+    static const int versions[][2] = {{10020, 65}, {11000, 70}, {11010, 71}, {11040, 74}, {11080, 78},
+                                      {12000, 80}, {12020, 82}, {12040, 84}, {12080, 87}, {13000, 90}};
+    unsigned isa = 0;
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++)
+        if (v >= versions[i][0]) isa = (unsigned)versions[i][1];
+    return isa;
+}
+
+/* The CUDA version that wrote a cubin of the old format (11080): its e_version is the toolkit's
+ * major * 10 + minor (118 for 11.8); the payload is opened first when the fatbin compressed it.
+ * 0 if unreadable. */
+static int cubin_toolkit(const unsigned char *payload, uint64_t size, uint64_t flags, uint64_t full) {
+    unsigned char head[64];
+    if (flags & 0x2000) {
+        if (full < sizeof head || full > (1u << 30) || size > (1u << 30)) return 0;
+        char *buf = malloc(full);
+        if (!buf) return 0;
+        const int got = LZ4_decompress_safe((const char *)payload, buf, (int)size, (int)full);
+        if (got >= (int)sizeof head) memcpy(head, buf, sizeof head);
+        free(buf);
+        if (got < (int)sizeof head) return 0;
+    } else {
+        if (size < sizeof head) return 0;
+        memcpy(head, payload, sizeof head);
+    }
+    const int v = (int)rd(head + 20, 4);
+    return v >= 10 ? v / 10 * 1000 + v % 10 * 10 : 0;
+}
+
+/* What this driver does with one fatbin (one container; libmsda embeds one image in each). */
 FAKE_EXPORT CUresult cuModuleLoadData(CUmodule *mod, const void *image) {
-    if (!image) return CUDA_ERROR_INVALID_IMAGE;
-    *mod = (CUmodule)(uintptr_t)0x2000;
-    return CUDA_SUCCESS;
+    const unsigned char *p = image;
+    if (!p || rd(p, 4) != 0xBA55ED50u) return CUDA_ERROR_INVALID_IMAGE;
+    const uint64_t end = 16 + rd(p + 8, 8);
+    CUresult best = CUDA_ERROR_NO_BINARY_FOR_GPU;
+    for (uint64_t e = rd(p + 6, 2); e + 64 <= end; e += rd(p + e + 4, 4) + rd(p + e + 8, 8)) {
+        const unsigned kind = (unsigned)rd(p + e, 2), minor = (unsigned)rd(p + e + 24, 2),
+                       major = (unsigned)rd(p + e + 26, 2), arch = (unsigned)rd(p + e + 28, 4);
+        const uint64_t payload = rd(p + e + 8, 8), flags = rd(p + e + 40, 8), full = rd(p + e + 56, 8);
+        CUresult r;
+        if (kind == 2) { /* SASS */
+            if ((int)arch / 10 != device_cc / 10 || (int)arch > device_cc) continue;
+            if (minor >= 8) /* the new cubin format: only 13.0 drivers parse it */
+                r = driver_version >= 13000 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_IMAGE;
+            else {
+                const int tk = cubin_toolkit(p + e + rd(p + e + 4, 4), payload, flags, full);
+                /* Minor-version compatibility: any driver of the toolkit's major version, unless
+                 * this driver keeps to its own version (as Tegra's are documented to). */
+                const int needs = driver_flags & FAKE_DRIVER_NO_MINOR_COMPAT ? tk : tk / 1000 * 1000;
+                r = tk && driver_version >= needs ? CUDA_SUCCESS : CUDA_ERROR_INVALID_SOURCE;
+            }
+        } else if (kind == 1) { /* PTX */
+            if ((int)arch > device_cc) continue;
+            r = major * 10 + minor <= isa_of_driver(driver_version) ? CUDA_SUCCESS : CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
+        } else {
+            continue;
+        }
+        if (r == CUDA_SUCCESS) {
+            *mod = (CUmodule)(uintptr_t)0x2000;
+            return CUDA_SUCCESS;
+        }
+        best = r;
+    }
+    return best;
 }
 
 /* A function handle is its index in function_names, plus one. */

@@ -33,5 +33,13 @@ void fake_launch_clear(void);
 typedef void (*fake_launch_set_config_fn)(const void *cfg, size_t bytes);
 typedef int (*fake_launch_ops_fn)(const fake_launch_op **out);
 typedef void (*fake_launch_clear_fn)(void);
+/* How the fake driver behaves beyond its version (fake_launch_set_device's FLAGS). */
+#define FAKE_DRIVER_NO_MINOR_COMPAT 1 /* loads old-format SASS of its own toolkit version only */
+#define FAKE_DRIVER_HIDES_VERSION 2   /* cuDriverGetVersion fails */
+
+/* The device's compute capability (major * 10 + minor), the driver's CUDA version (12020) and
+ * FAKE_DRIVER_* flags, in a new context: libmsda loads its module again. */
+void fake_launch_set_device(int cc, int cuda_version, int flags);
+typedef void (*fake_launch_set_device_fn)(int cc, int cuda_version, int flags);
 
 #endif /* FAKELAUNCH_H */

@@ -427,6 +427,16 @@ int main(int argc, char **argv) {
     char archs[512];
     msda_embedded_archs_string(archs, sizeof archs);
     printf("libmsda %s, %d GPU(s), embedded: %s\n", msda_version(), ndev, archs);
+    {
+        /* The image this GPU and driver loaded (MSDA_IMAGE may force one). */
+        int index = -1;
+        char image[96] = "?";
+        msda_error ie;
+        if (msda_cuda_loaded_fatbin(&index, &ie) == MSDA_OK) msda_fatbin_describe(index, image, sizeof image);
+        else snprintf(image, sizeof image, "none: %s", ie.message);
+        printf("loaded image: %s%s%s\n", image, getenv("MSDA_IMAGE") ? ", forced by MSDA_IMAGE=" : "",
+               getenv("MSDA_IMAGE") ? getenv("MSDA_IMAGE") : "");
+    }
     printf("%-10s %-18s %-5s %3s %3s  %9s %9s %9s %9s  %s\n", "build", "case", "dtype", "N", "D",
            "fwd", "grad_val", "grad_loc", "grad_attn", "result");
 

@@ -68,5 +68,6 @@ TCase *kt_tcase_half(void);
 TCase *kt_tcase_softmax(void);
 TCase *kt_tcase_plan(void);
 TCase *kt_tcase_launch(void);
+TCase *kt_tcase_images(void);
 
 #endif

@@ -12,6 +12,7 @@ int main(void) {
     suite_add_tcase(s, kt_tcase_softmax());
     suite_add_tcase(s, kt_tcase_plan());
     suite_add_tcase(s, kt_tcase_launch());
+    suite_add_tcase(s, kt_tcase_images());
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
     const int failed = srunner_ntests_failed(r);

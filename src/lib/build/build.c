@@ -77,6 +77,9 @@ static md_status header_shim(const md_toolkit *tk, const md_build_config *cfg, c
     return MD_OK;
 }
 
+/* The kernels' script that writes PTX for old drivers (kernels/ptx-for-old-drivers.sh). */
+#define MD_OLD_PTX_SCRIPT "ptx-for-old-drivers.sh"
+
 /* One nvcc per target: the recipe's flags, the target's -gencode and knobs, the kernels' folder. */
 static md_status add_device_steps(const md_build_config *cfg, md_step_list *s, md_error *err)
 {
@@ -92,7 +95,16 @@ static md_status add_device_steps(const md_build_config *cfg, md_step_list *s, m
         if (st != MD_OK)
             return st;
         strv v = { 0 };
-        bool ok = strv_add(&v, "%s", tk->nvcc) && strv_add(&v, "-fatbin") && strv_add(&v, "-gencode") &&
+        /* PTX for old drivers goes through the kernels' own script (lowered, checked, packed);
+         * every other image is one nvcc writing a compressed fatbin. */
+        char script[PATH_MAX];
+        snprintf(script, sizeof script, "%s/%s", cfg->kernels_dir, MD_OLD_PTX_SCRIPT);
+        bool ok = t->lowered ? strv_add(&v, "sh") && strv_add(&v, "%s", script) &&
+                                   strv_add(&v, "%u.%u", t->ptx_isa / 10, t->ptx_isa % 10) &&
+                                   strv_add(&v, "%u", t->sm) && strv_add(&v, "%s", tk->nvcc) && strv_add(&v, "-ptx")
+                             : strv_add(&v, "%s", tk->nvcc) && strv_add(&v, "-fatbin") &&
+                                   strv_add_all(&v, cfg->recipe->fatbin_compress_flags);
+        ok = ok && strv_add(&v, "-gencode") &&
                   strv_add(&v, "arch=compute_%u,code=%s_%u", t->sm, t->ptx ? "compute" : "sm", t->sm) &&
                   strv_add_all(&v, cfg->recipe->nvcc_flags) &&
                   (!t->ccbin[0] || (strv_add(&v, "-ccbin") && strv_add(&v, "%s", t->ccbin))) &&
@@ -101,7 +113,8 @@ static md_status add_device_steps(const md_build_config *cfg, md_step_list *s, m
             ok = strv_add(&v, "-D%s=%ld", t->defines[d].name, t->defines[d].value);
         ok = ok && strv_add(&v, "-o") && strv_add(&v, "OUTPUT") && strv_add(&v, "%s", source);
         char key[65];
-        if (!ok || !md_content_key(tk->version_text, v.items, v.n - 2, cfg->kernels_dir, source, NULL, key)) {
+        if (!ok || !md_content_key(tk->version_text, v.items, v.n - 2, cfg->kernels_dir, source,
+                                   t->lowered ? script : NULL, key)) {
             strv_free(v.items);
             return md_fail(err, ok ? MD_ERR_IO : MD_ERR_NOMEM, "cannot hash '%s' for the cache key", source);
         }
@@ -112,7 +125,11 @@ static md_status add_device_steps(const md_build_config *cfg, md_step_list *s, m
             free(v.items[v.n - 2]);
             v.items[v.n - 2] = output_arg;
         }
-        snprintf(what, sizeof what, "%s_%u (CUDA %s)", t->ptx ? "compute" : "sm", t->sm, tk->version);
+        if (t->lowered)
+            snprintf(what, sizeof what, "compute_%u (CUDA %s, ISA %u.%u)", t->sm, tk->version, t->ptx_isa / 10,
+                     t->ptx_isa % 10);
+        else
+            snprintf(what, sizeof what, "%s_%u (CUDA %s)", t->ptx ? "compute" : "sm", t->sm, tk->version);
         char path_value[PATH_MAX + 32];
         snprintf(path_value, sizeof path_value, "%s:/usr/bin:/bin", tk->bin_dir);
         char **env = output_arg ? md_env_with_path(path_value) : NULL;
@@ -208,12 +225,18 @@ static md_status add_host_object_steps(const md_build_config *cfg, const char *p
 
 static int compare_targets_for_loader(const void *a, const void *b)
 {
-    /* The loader tries the fatbins in order and keeps the first that loads: newest SASS first
-     * gives the best code a device can run, and PTX comes last, for devices no SASS fits. */
+    /* The loader tries the fatbins in order and keeps the first that loads and that the driver
+     * can take: SASS first, the device's own architecture before older ones and, for one
+     * architecture, the newest toolkit's before the one older drivers load; then PTX, the
+     * newest ISA first, the old drivers' last. */
     const md_plan_target *x = *(const md_plan_target *const *)a, *y = *(const md_plan_target *const *)b;
     if (x->ptx != y->ptx)
         return x->ptx ? 1 : -1;
-    return x->sm > y->sm ? -1 : x->sm < y->sm;
+    if (x->ptx && x->needs_cuda != y->needs_cuda)
+        return x->needs_cuda > y->needs_cuda ? -1 : 1;
+    if (x->sm != y->sm)
+        return x->sm > y->sm ? -1 : 1;
+    return x->needs_cuda > y->needs_cuda ? -1 : x->needs_cuda < y->needs_cuda;
 }
 
 /* Stage 1: every nvcc and every host object, to run in parallel. */
@@ -262,8 +285,14 @@ static md_status plan_pack_steps(const md_build_config *cfg, const md_step_list 
     strv gen = { 0 };
     bool ok = strv_add(&gen, "sh") && strv_add(&gen, "%s/gen-fatbin-asm.sh", cfg->kernels_dir) &&
               strv_add(&gen, "%s", asm_path);
-    for (size_t i = 0; ok && i < n_order; i++)
-        ok = strv_add(&gen, "%s", compile->steps[order[i] - cfg->plan->targets].output);
+    /* Each fatbin with what the loader needs to know of it before loading it: the driver's
+     * CUDA version it needs, the toolkit that wrote it, and its PTX ISA (0 for SASS). */
+    for (size_t i = 0; ok && i < n_order; i++) {
+        const md_plan_target *t = order[i];
+        ok = strv_add(&gen, "%d", t->needs_cuda) &&
+             strv_add(&gen, "%u", t->toolkit->major * 1000 + t->toolkit->minor * 10) &&
+             strv_add(&gen, "%u", t->ptx_isa) && strv_add(&gen, "%s", compile->steps[t - cfg->plan->targets].output);
+    }
     if (!ok || !md_steps_add(pack, &gen, NULL, "embedding the fatbins", asm_path, false, err)) {
         strv_free(gen.items);
         return err->code ? err->code : md_fail(err, MD_ERR_NOMEM, "out of memory");

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <limits.h>
 #include "recipes/arch.h"
+#include "recipes/driver_table.h"
 #include "recipes/toolkit_table.h"
 
 #define MAX_TARGETS 64
@@ -289,6 +290,81 @@ static void note_unknown(md_plan *plan)
              list, knobs);
 }
 
+/* The toolkit of the plan whose SASS for SM the oldest drivers load: the lowest sass_needs_cuda,
+ * the newest such toolkit on a tie. NULL when none targets SM. */
+static const md_toolkit *lowest_driver_toolkit(const md_plan *plan, unsigned sm)
+{
+    const md_toolkit *best = NULL;
+    int best_needs = 0;
+    for (size_t t = 0; t < plan->n_toolkits; t++) { /* newest first */
+        const md_toolkit *tk = &plan->toolkits[t];
+        int needs = md_sass_needs_cuda(tk->major, tk->minor);
+        if (md_toolkit_supports(tk, sm) && needs > 0 && (!best || needs < best_needs)) {
+            best = tk;
+            best_needs = needs;
+        }
+    }
+    return best;
+}
+
+/* The PTX ISA nvcc TK writes (recipes/toolkits.json), major * 10 + minor; 0 when unknown. */
+static unsigned toolkit_ptx_isa(const md_toolkit *tk)
+{
+    const md_toolkit_row *row = md_toolkit_row_for(tk->major, tk->minor);
+    return row ? row->ptx_isa : 0;
+}
+
+/* Appends a target of SM from TK: SASS, PTX, or (OLD_ISA not 0) the toolkit's PTX lowered to
+ * OLD_ISA; with its knobs, host compiler and what it needs of a driver. */
+static md_status add_target(md_plan *out, const md_plan_request *req, unsigned sm, bool ptx, const md_toolkit *tk,
+                            unsigned old_isa, md_error *err)
+{
+    md_plan_target *t = &out->targets[out->n_targets++];
+    t->sm = sm;
+    t->ptx = ptx;
+    t->toolkit = tk;
+    if (!ptx) {
+        t->needs_cuda = md_sass_needs_cuda(tk->major, tk->minor);
+    } else {
+        unsigned own = toolkit_ptx_isa(tk);
+        t->lowered = old_isa && own > old_isa;
+        t->ptx_isa = t->lowered ? old_isa : own;
+        t->needs_cuda = t->ptx_isa ? md_ptx_needs_cuda(t->ptx_isa) : 0;
+    }
+    md_cuda_version_text(t->needs_cuda, t->needs_cuda_text, sizeof t->needs_cuda_text);
+    if (!md_driver_min_for_cuda(t->needs_cuda, t->needs_driver, sizeof t->needs_driver))
+        snprintf(t->needs_driver, sizeof t->needs_driver, "unknown");
+    md_status st = choose_defines(t, req, err);
+    if (st == MD_OK)
+        st = pick_compiler(tk, req->compilers, req->n_compilers, t->ccbin, sizeof t->ccbin, err);
+    return st;
+}
+
+/* The recipe's PTX for drivers older than any toolkit here (Jetson r32's CUDA 10.2), for each of
+ * its architectures the plan builds SASS for: from the toolkit with the oldest PTX ISA that
+ * targets it, lowered to the recipe's ISA. */
+static md_status add_old_driver_ptx(md_plan *out, const md_plan_request *req, const wanted *list, size_t n,
+                                    md_error *err)
+{
+    const md_libmsda_recipe *r = req->recipe;
+    for (size_t k = 0; r->old_ptx_isa && k < r->n_old_ptx_sms; k++) {
+        const unsigned sm = r->old_ptx_sms[k];
+        bool built = false;
+        for (size_t i = 0; i < n && !built; i++)
+            built = list[i].sm == sm && !list[i].ptx;
+        const md_toolkit *oldest = NULL;
+        for (size_t t = 0; t < out->n_toolkits; t++) /* newest first: the last that targets SM */
+            if (md_toolkit_supports(&out->toolkits[t], sm) && toolkit_ptx_isa(&out->toolkits[t]))
+                oldest = &out->toolkits[t];
+        if (!built || !oldest)
+            continue;
+        md_status st = add_target(out, req, sm, true, oldest, r->old_ptx_isa, err);
+        if (st != MD_OK)
+            return st;
+    }
+    return MD_OK;
+}
+
 md_arch_spec_kind md_arch_spec_kind_of(const char *spec)
 {
     if (strcmp(spec, "all") == 0)
@@ -325,7 +401,8 @@ md_status md_plan_make(const md_plan_request *req, md_plan *out, md_error *err)
     qsort(list, n, sizeof *list, compare_wanted);
 
     out->toolkits = malloc(req->n_toolkits * sizeof *out->toolkits);
-    out->targets = calloc(n ? n : 1, sizeof *out->targets);
+    /* Each SASS architecture may get a second toolkit's SASS, and some the old drivers' PTX. */
+    out->targets = calloc(2 * n + MD_MAX_OLD_PTX + 1, sizeof *out->targets);
     if (!out->toolkits || !out->targets) {
         md_plan_free(out);
         return md_fail(err, MD_ERR_NOMEM, "out of memory");
@@ -352,17 +429,20 @@ md_status md_plan_make(const md_plan_request *req, md_plan *out, md_error *err)
                 add_fetch(out, req->toolkits, req->n_toolkits, list[i].sm);
             continue;
         }
-        md_plan_target *t = &out->targets[out->n_targets++];
-        t->sm = list[i].sm;
-        t->ptx = list[i].ptx;
-        t->toolkit = tk;
-        st = choose_defines(t, req, err);
-        if (st == MD_OK)
-            st = pick_compiler(tk, req->compilers, req->n_compilers, t->ccbin, sizeof t->ccbin, err);
+        st = add_target(out, req, list[i].sm, list[i].ptx, tk, 0, err);
+        const md_toolkit *reach = list[i].ptx ? NULL : lowest_driver_toolkit(out, list[i].sm);
+        if (st == MD_OK && reach && reach != tk && (req->recipe->sass & MD_SASS_LOWEST_DRIVER) &&
+            md_sass_needs_cuda(reach->major, reach->minor) < md_sass_needs_cuda(tk->major, tk->minor))
+            st = add_target(out, req, list[i].sm, false, reach, 0, err);
         if (st != MD_OK) {
             md_plan_free(out);
             return st;
         }
+    }
+    st = add_old_driver_ptx(out, req, list, n, err);
+    if (st != MD_OK) {
+        md_plan_free(out);
+        return st;
     }
     if (unsupported[0]) {
         char fetch[160] = "";

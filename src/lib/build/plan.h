@@ -27,6 +27,12 @@ typedef struct {
     bool ptx;                   /* compute_XX code for the driver to JIT, not sm_XX SASS */
     bool known;                 /* in recipes/architectures.json; else built with the safe defaults */
     const md_toolkit *toolkit;  /* points into md_plan.toolkits */
+    unsigned ptx_isa;           /* PTX: the ISA it declares (major * 10 + minor); 0 for SASS */
+    bool lowered;               /* PTX for old drivers: the toolkit's PTX with .version lowered to
+                                   ptx_isa, checked by its ptxas (libmsda.json old_driver_ptx) */
+    int needs_cuda;             /* the driver CUDA version from which it loads (11000 for 11.0) */
+    char needs_cuda_text[8];    /* the same as "11.0" */
+    char needs_driver[24];      /* the first Linux driver of that version: "450.80.02" */
     char ccbin[PATH_MAX];       /* the host compiler for nvcc; "" for nvcc's default g++ */
     md_define defines[MD_MAX_DEFINES]; /* kernels/libmsda.json's knobs, then --define's extras */
     size_t n_defines;
@@ -44,7 +50,8 @@ typedef struct {
 typedef struct {
     md_toolkit *toolkits;       /* owned copies, newest first */
     size_t n_toolkits;
-    md_plan_target *targets;    /* SASS ascending, then PTX */
+    md_plan_target *targets;    /* SASS ascending (the newest toolkit first within an
+                                   architecture), then PTX, then the old drivers' PTX */
     size_t n_targets;
     char notes[8][320];         /* what was left out or defaulted and why */
     size_t n_notes;

@@ -96,6 +96,10 @@ static void describe_code(const md_msda_api *api, md_verify_device *dev)
         if (found++ == 0)
             snprintf(dev->code, sizeof dev->code, archs[i].is_ptx ? "compute_%d PTX (JIT)" : "sm_%d SASS", archs[i].arch);
     }
+    /* Which toolkit wrote it and what it needs of the driver, where the library says. */
+    char image[96];
+    if (found == 1 && api->fatbin_describe && api->fatbin_describe(index, image, sizeof image) > 0)
+        snprintf(dev->code + strlen(dev->code), sizeof dev->code - strlen(dev->code), ": %s", image);
     if (found > 1) /* a fatbin with several images: the driver chose among them */
         snprintf(dev->code, sizeof dev->code, "fatbin %d (the driver's choice of its %d images)", index, found);
 }
@@ -214,6 +218,7 @@ static md_status bind_api(void *lib, md_msda_api *api, md_error *err)
         if (!(*slots[i] = dlsym(lib, names[i])))
             return md_fail(err, MD_ERR_FORMAT, "the wheel's libmsda.so lacks %s", names[i]);
     *(void **)&api->loaded_fatbin = dlsym(lib, "msda_cuda_loaded_fatbin");
+    *(void **)&api->fatbin_describe = dlsym(lib, "msda_fatbin_describe");
     *(void **)&api->abi_version = dlsym(lib, "msda_abi_version");
     return MD_OK;
 }

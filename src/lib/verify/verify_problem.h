@@ -22,6 +22,7 @@ typedef struct {
     msda_status (*backward_cuda)(const msda_backward_args *, void *, msda_error *);
     msda_status (*prepare)(msda_error *);
     msda_status (*loaded_fatbin)(int *, msda_error *); /* optional */
+    int (*fatbin_describe)(int, char *, size_t);       /* optional: "CUDA 11.8 SASS, driver ..." */
     int (*abi_version)(void);                           /* optional */
 } md_msda_api;
 

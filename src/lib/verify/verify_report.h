@@ -25,7 +25,7 @@ typedef struct {
     char device[160];       /* "CPU" or "GPU 0: NVIDIA H200 (sm_90)" */
     bool is_gpu;
     unsigned sm;
-    char code[64];          /* what ran: "sm_90 SASS", "compute_121 PTX (JIT)", "CPU" */
+    char code[128];         /* what ran: "sm_90 SASS: CUDA 13.0 SASS, driver CUDA >= 13.0", "CPU" */
     md_verify_dtype dtypes[MD_VERIFY_DTYPES];
     bool passed;
     char error[320];        /* set when the device could not be used at all */

@@ -79,8 +79,10 @@ run_case() {
     jq -e --arg n "$note" 'any(.plan.notes[]; contains($n))' <<<"$output" >/dev/null ||
       { echo "no note '$note'" >&2; return 1; }
   done < <(sed -n 's/^note: *//p' "$file")
-  # A dry run plans every step and runs none: one nvcc command per target.
-  [ "$(jq '[.steps[] | select(.command[0] | endswith("/nvcc"))] | length' <<<"$output")" -eq "$(jq '.plan.targets | length' <<<"$output")" ]
+  # A dry run plans every step and runs none: one nvcc command per target (the old drivers' PTX
+  # through the kernels' script, which runs nvcc itself).
+  [ "$(jq '[.steps[] | select((.command[0] | endswith("/nvcc")) or ((.command[1] // "") | endswith("/ptx-for-old-drivers.sh")))] | length' <<<"$output")" -eq "$(jq '.plan.targets | length' <<<"$output")" ]
+  [ "$(jq '[.steps[] | select((.command[1] // "") | endswith("/ptx-for-old-drivers.sh"))] | length' <<<"$output")" -eq "$(jq '[.plan.targets[] | select(.lowered)] | length' <<<"$output")" ]
   [ "$(jq '.compiled' <<<"$output")" -eq 0 ]
 }
 
@@ -104,8 +106,12 @@ run_case() {
   run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
       --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch tx2
   [ "$status" -eq 0 ]
-  [[ "$output" == *"sm_62        CUDA 11.8  threads 128"*"-ccbin $FAKE/bin/g++-11"* ]]
-  [[ "$output" == *"$FAKE/cuda-11.8/bin/nvcc -fatbin -gencode arch=compute_62,code=sm_62 "*"-DMSDA_MAX_THREADS=128"*"msda_kernels.cu"* ]]
+  [[ "$output" == *"sm_62        CUDA 11.8  driver >= 450.80.02          threads 128"*"-ccbin $FAKE/bin/g++-11"* ]]
+  [[ "$output" == *"compute_62   CUDA 11.8  ISA 6.5, driver >= 440.33"* ]]
+  [[ "$output" == *"sh $SRC/kernels/ptx-for-old-drivers.sh 6.5 62 $FAKE/cuda-11.8/bin/nvcc -ptx -gencode arch=compute_62,code=compute_62 "* ]]
+  # The floor of each architecture, from its images.
+  [[ "$output" == *"Drivers: each architecture runs on"*"sm_62            CUDA 11.8 SASS from driver 450.80.02 (CUDA 11.0); PTX ISA 6.5 from driver 440.33 (CUDA 10.2)"* ]]
+  [[ "$output" == *"$FAKE/cuda-11.8/bin/nvcc -fatbin -Xfatbin=-compress-all -gencode arch=compute_62,code=sm_62 "*"-DMSDA_MAX_THREADS=128"*"msda_kernels.cu"* ]]
 }
 
 @test "an architecture the table lacks, named alone, is built with the safe defaults and a note" {
@@ -189,6 +195,35 @@ recipe_source() {
       --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch all
   [ "$status" -eq 0 ] || { echo "exit $status: $stderr" >&2; return 1; }
   [ "$(jq -r '[.plan.targets[] | select(.kind == "ptx") | .arch] | join(",")' <<<"$output")" = "compute_75" ]
+}
+
+@test "kernels/libmsda.json's sass and old_driver_ptx alone decide what older drivers get" {
+  make_fakes "13.0 11.8" "12 11"
+  dry_all() {
+    run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run --json \
+        --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch "$1"
+    [ "$status" -eq 0 ] || { echo "exit $status: $stderr" >&2; return 1; }
+  }
+  # As shipped: sm_86 from both toolkits, each with what it needs of a driver; TX2's lowered PTX.
+  dry_all sm_86,sm_62
+  [ "$(jq -r '[.plan.targets[] | "\(.arch)/\(.toolkit)/\(.needs_cuda)/\(.needs_driver)/\(.ptx_isa)"] | join(" ")' <<<"$output")" = \
+    "sm_62/11.8/11.0/450.80.02/null sm_86/13.0/13.0/580.65.06/null sm_86/11.8/11.0/450.80.02/null compute_62/11.8/10.2/440.33/6.5" ]
+  # SASS compressed as PTX is; the old drivers' PTX goes through the script, uncompressed.
+  jq -e '[.steps[] | select(.command[0] | endswith("/nvcc"))] | all(.command | index("-Xfatbin=-compress-all"))' <<<"$output" >/dev/null
+  jq -e '[.steps[] | select((.command[1] // "") | endswith("/ptx-for-old-drivers.sh"))][0].command | index("-Xfatbin=-compress-all") == null' <<<"$output" >/dev/null
+  recipe_source '.sass = ["newest"] | del(.old_driver_ptx)'
+  dry_all sm_86,sm_62
+  [ "$(jq -r '[.plan.targets[] | "\(.arch)/\(.toolkit)"] | join(" ")' <<<"$output")" = "sm_62/11.8 sm_86/13.0" ]
+  recipe_source '.sass = ["lowest_driver"]'
+  run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
+      --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90
+  [ "$status" -eq 3 ]
+  [[ "$stderr" == *"kernels/libmsda.json: sass must include 'newest'"* ]]
+  recipe_source '.old_driver_ptx.isa = "six"'
+  run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
+      --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90
+  [ "$status" -eq 3 ]
+  [[ "$stderr" == *"old_driver_ptx needs an 'isa'"* ]]
 }
 
 @test "a malformed kernels/libmsda.json is an error naming the file and the field" {

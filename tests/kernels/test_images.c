@@ -1,0 +1,211 @@
+/* Which embedded image libmsda loads, by GPU and driver: libmsda against the fake driver of
+ * tests/fakes/fakelaunch.c, which takes or refuses each fatbin as a driver of the given CUDA
+ * version does (docs/FACTS.md, "Drivers and the code each toolkit writes"), on the fatbins of the
+ * wheel `make` built (shipped-fatbins.o, `build --arch all`). Each test runs in a process of its
+ * own (Check's fork mode); each case is a new context, so the module is loaded again.
+ * MSDA_PRINT_IMAGE_TABLE=1 prints the architecture x driver table as Markdown
+ * (make image-table). */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fakelaunch.h"
+#include "msda_driver.h"
+#include "msda_module.h"
+#include "kt.h"
+
+static fake_launch_set_device_fn set_device;
+
+/* sm_90's device config: any valid one will do, nothing is launched. */
+static const msda_device_config any_config = {
+    .abi = MSDA_DEVICE_ABI, .arch = 90, .max_threads = 256, .f16_enabled = 1, .bf16_enabled = 1,
+    .f16_atomic = MSDA_ATOMIC_MIXED, .bf16_atomic = MSDA_ATOMIC_MIXED, .vector_atomics = 1,
+    .points16_waves = 16, .backward_spread_log2 = 7, .bf16_half_sums = 1, .backward_head_phases_log2 = 1};
+
+static void load_fake_driver(void) {
+    const char *path = getenv("MSDA_FAKE_LAUNCH_DRIVER");
+    ck_assert_msg(path && *path, "MSDA_FAKE_LAUNCH_DRIVER is not set: run these tests with make check-kernels");
+    void *lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+    ck_assert_msg(lib, "cannot load the fake driver: %s", dlerror());
+    fake_launch_set_config_fn set_config;
+    *(void **)&set_config = dlsym(lib, "fake_launch_set_config");
+    *(void **)&set_device = dlsym(lib, "fake_launch_set_device");
+    ck_assert(set_config && set_device);
+    set_config(&any_config, sizeof any_config);
+}
+
+/* The image a device of compute capability CC loads with a driver of CUDA version CUDA (and the
+ * fake's FLAGS), as its label and architecture ("CUDA 11.8 SASS sm_86"), or "none" with the
+ * loader's message in WHY. */
+static void pick(int cc, int cuda, int flags, char *out, size_t size, char *why, size_t why_size) {
+    const msda_driver *drv;
+    const msda_module *mod;
+    msda_error err;
+    set_device(cc, cuda, flags);
+    ck_assert_int_eq(msda_driver_get(&drv, &err), MSDA_OK);
+    why[0] = '\0';
+    const msda_status st = msda_module_get(drv, &mod, &err);
+    if (st != MSDA_OK) {
+        ck_assert_msg(st == MSDA_ERR_NO_KERNEL_IMAGE, "sm_%d, CUDA %d: status %d: %s", cc, cuda, st, err.message);
+        snprintf(out, size, "none");
+        snprintf(why, why_size, "%s", err.message);
+        return;
+    }
+    char label[32];
+    msda_arch archs[64];
+    const int n = msda_embedded_archs(archs, 64);
+    int arch = 0;
+    for (int i = 0; i < n && i < 64; i++)
+        if (archs[i].fatbin == mod->fatbin) arch = archs[i].arch;
+    msda_fatbin_label((uint32_t)mod->fatbin, label, sizeof label);
+    snprintf(out, size, "%s %s_%d", label, msda_fatbin_table[mod->fatbin].ptx_isa ? "compute" : "sm", arch);
+}
+
+static void expect(int cc, int cuda, int flags, const char *want) {
+    char got[64], why[320];
+    pick(cc, cuda, flags, got, sizeof got, why, sizeof why);
+    ck_assert_msg(strcmp(got, want) == 0, "sm_%d with a CUDA %d.%d driver: loaded '%s', expected '%s' %s", cc,
+                  cuda / 1000, cuda % 1000 / 10, got, want, why);
+}
+
+/* The driver branches of the table: a name, its CUDA version, and whether it is a Jetson's. */
+static const struct {
+    const char *name;
+    int cuda;
+} branches[] = {{"r32", 10020}, {"r35", 11040}, {"450", 11000}, {"470", 11040}, {"525", 12000},
+                {"535", 12020}, {"550", 12040}, {"570", 12080}, {"580", 13000}};
+#define N_BRANCHES (sizeof branches / sizeof branches[0])
+
+START_TEST(newer_drivers_get_the_newest_sass_and_older_ones_the_sass_they_read) {
+    load_fake_driver();
+    /* A100, A10, H100 and T4: 13.0 SASS from 580 on, 11.8 SASS on every driver from 450 on. */
+    expect(80, 13000, 0, "CUDA 13.0 SASS sm_80");
+    expect(80, 12020, 0, "CUDA 11.8 SASS sm_80");
+    expect(86, 12080, 0, "CUDA 11.8 SASS sm_86");
+    expect(90, 12040, 0, "CUDA 11.8 SASS sm_90");
+    expect(90, 13000, 0, "CUDA 13.0 SASS sm_90");
+    expect(75, 11000, 0, "CUDA 11.8 SASS sm_75");
+    expect(89, 11040, 0, "CUDA 11.8 SASS sm_89");
+    /* P40 and V100 have 11.8 SASS only. */
+    expect(61, 13000, 0, "CUDA 11.8 SASS sm_61");
+    expect(70, 11000, 0, "CUDA 11.8 SASS sm_70");
+    /* Blackwell: 13.0 SASS; before 580, only PTX that the driver JIT-compiles. */
+    expect(100, 13000, 0, "CUDA 13.0 SASS sm_100");
+    expect(120, 13000, 0, "CUDA 13.0 SASS sm_120");
+}
+END_TEST
+
+START_TEST(a_cuda_10_2_driver_jit_compiles_the_isa_6_5_ptx) {
+    load_fake_driver();
+    /* Jetson r32: TX1/Nano, TX2, Xavier. */
+    expect(53, 10020, FAKE_DRIVER_NO_MINOR_COMPAT, "PTX ISA 6.5 compute_53");
+    expect(62, 10020, FAKE_DRIVER_NO_MINOR_COMPAT, "PTX ISA 6.5 compute_62");
+    expect(72, 10020, FAKE_DRIVER_NO_MINOR_COMPAT, "PTX ISA 6.5 compute_72");
+    /* Xavier on r35 (11.4): the 11.8 SASS by minor-version compatibility. */
+    expect(72, 11040, 0, "CUDA 11.8 SASS sm_72");
+}
+END_TEST
+
+/* Images the headers say the driver takes, which it refuses all the same (200, 300, 222), are
+ * passed over for the next: a driver that keeps to its own version, or one that does not say it. */
+START_TEST(a_refused_image_is_passed_over_for_the_next) {
+    load_fake_driver();
+    /* r35 without minor-version compatibility refuses the 11.8 SASS (300); the PTX takes over. */
+    expect(72, 11040, FAKE_DRIVER_NO_MINOR_COMPAT, "PTX ISA 6.5 compute_72");
+    /* A 12.2 driver that hides its version: the 13.0 SASS is tried and refused (200). */
+    expect(86, 12020, FAKE_DRIVER_HIDES_VERSION, "CUDA 11.8 SASS sm_86");
+    /* An 11.4 one on sm_120: 13.0 SASS refused (200), 13.0 PTX refused (222), then 6.5 PTX. */
+    expect(120, 11040, FAKE_DRIVER_HIDES_VERSION, "PTX ISA 6.5 compute_72");
+}
+END_TEST
+
+START_TEST(when_nothing_loads_the_error_names_the_driver_the_gpu_and_each_image) {
+    load_fake_driver();
+    char got[64], why[320];
+    /* sm_50 (Maxwell) on a 10.2 driver: its 11.8 SASS needs 11.0 and no PTX is at or below it. */
+    pick(50, 10020, FAKE_DRIVER_NO_MINOR_COMPAT, got, sizeof got, why, sizeof why);
+    ck_assert_str_eq(got, "none");
+    ck_assert_msg(strstr(why, "sm_50") && strstr(why, "CUDA 10.2 driver") && strstr(why, "CUDA 11.8 SASS needs CUDA 11.0"),
+                  "%s", why);
+    /* A driver that hides its version and refuses everything: the refusals are named. */
+    pick(50, 10020, FAKE_DRIVER_HIDES_VERSION | FAKE_DRIVER_NO_MINOR_COMPAT, got, sizeof got, why, sizeof why);
+    ck_assert_str_eq(got, "none");
+    ck_assert_msg(strstr(why, "a driver of unknown version") && strstr(why, "CUDA 11.8 SASS: CUDA_ERROR_INVALID_SOURCE"), "%s",
+                  why);
+}
+END_TEST
+
+START_TEST(msda_image_forces_one_kind_of_image) {
+    load_fake_driver();
+    char got[64], why[320];
+    setenv(MSDA_IMAGE_ENV, "sass:11.8", 1);
+    expect(90, 13000, 0, "CUDA 11.8 SASS sm_90");
+    setenv(MSDA_IMAGE_ENV, "ptx:6.5", 1);
+    expect(90, 13000, 0, "PTX ISA 6.5 compute_72");
+    setenv(MSDA_IMAGE_ENV, "ptx:9.0", 1);
+    expect(90, 13000, 0, "PTX ISA 9.0 compute_75");
+    setenv(MSDA_IMAGE_ENV, "sass:13.0", 1);
+    expect(90, 13000, 0, "CUDA 13.0 SASS sm_90");
+    /* Forced, and the driver too old for it: nothing else is tried. */
+    pick(90, 12020, 0, got, sizeof got, why, sizeof why);
+    ck_assert_str_eq(got, "none");
+    ck_assert_msg(strstr(why, "MSDA_IMAGE=sass:13.0") && strstr(why, "needs CUDA 13.0"), "%s", why);
+    setenv(MSDA_IMAGE_ENV, "sass:12.4", 1);
+    pick(90, 13000, 0, got, sizeof got, why, sizeof why);
+    ck_assert_msg(strstr(why, "the library has no such image"), "%s", why);
+    /* A malformed value is the caller's mistake, said as such. */
+    setenv(MSDA_IMAGE_ENV, "cuda-11.8", 1);
+    const msda_driver *drv;
+    const msda_module *mod;
+    msda_error err;
+    set_device(90, 13000, 0);
+    ck_assert_int_eq(msda_driver_get(&drv, &err), MSDA_OK);
+    ck_assert_int_eq(msda_module_get(drv, &mod, &err), MSDA_ERR_BAD_ARGUMENT);
+    ck_assert_msg(strstr(err.message, "MSDA_IMAGE='cuda-11.8'"), "%s", err.message);
+    unsetenv(MSDA_IMAGE_ENV);
+}
+END_TEST
+
+/* Every architecture the table names loads something on every driver from 450 on. And the table
+ * of the issue, printed on request. */
+START_TEST(every_gpu_from_maxwell_loads_an_image_on_every_driver_from_450) {
+    static const int archs[] = {53, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 120};
+    load_fake_driver();
+    const int print = getenv("MSDA_PRINT_IMAGE_TABLE") != NULL;
+    if (print) {
+        printf("\n| arch |");
+        for (size_t d = 0; d < N_BRANCHES; d++) printf(" %s |", branches[d].name);
+        printf("\n|---|");
+        for (size_t d = 0; d < N_BRANCHES; d++) printf("---|");
+        printf("\n");
+    }
+    for (size_t a = 0; a < sizeof archs / sizeof archs[0]; a++) {
+        if (print) printf("| sm_%d |", archs[a]);
+        for (size_t d = 0; d < N_BRANCHES; d++) {
+            char got[64], why[320];
+            const int tegra = branches[d].name[0] == 'r';
+            pick(archs[a], branches[d].cuda, 0, got, sizeof got, why, sizeof why);
+            if (print) printf(" %s |", strcmp(got, "none") == 0 ? "-" : got);
+            if (!tegra && branches[d].cuda >= 11000)
+                ck_assert_msg(strcmp(got, "none") != 0, "sm_%d on %s: %s", archs[a], branches[d].name, why);
+            /* SASS wherever there is SASS the driver reads: no JIT where it is not needed. */
+            if (branches[d].cuda >= 11000 && archs[a] <= 90 && archs[a] != 88)
+                ck_assert_msg(strstr(got, "SASS") != NULL, "sm_%d on %s: %s", archs[a], branches[d].name, got);
+        }
+        if (print) printf("\n");
+    }
+    fflush(stdout);
+}
+END_TEST
+
+TCase *kt_tcase_images(void) {
+    TCase *tc = tcase_create("images");
+    tcase_add_test(tc, newer_drivers_get_the_newest_sass_and_older_ones_the_sass_they_read);
+    tcase_add_test(tc, a_cuda_10_2_driver_jit_compiles_the_isa_6_5_ptx);
+    tcase_add_test(tc, a_refused_image_is_passed_over_for_the_next);
+    tcase_add_test(tc, when_nothing_loads_the_error_names_the_driver_the_gpu_and_each_image);
+    tcase_add_test(tc, msda_image_forces_one_kind_of_image);
+    tcase_add_test(tc, every_gpu_from_maxwell_loads_an_image_on_every_driver_from_450);
+    return tc;
+}
