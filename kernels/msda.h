@@ -295,12 +295,14 @@ typedef struct msda_arch {
 /* Number of embedded fatbins (the loader tries them in order and keeps the first that loads). */
 MSDA_API int msda_fatbin_count(void);
 
-/* Lists the code images of the embedded fatbins, de-duplicated, in the order found. Writes at
- * most `cap` entries to `out` (which may be NULL when cap is 0) and returns how many there are
- * in all, or -1 if an embedded fatbin is malformed. */
+/* Lists the code images of the embedded fatbins, in the order found: one per architecture and
+ * kind within a fatbin, so an architecture two toolkits wrote (sm_90 from CUDA 13.0 and from
+ * 11.8) appears once per fatbin. Writes at most `cap` entries to `out` (which may be NULL when
+ * cap is 0) and returns how many there are in all, or -1 if an embedded fatbin is malformed. */
 MSDA_API int msda_embedded_archs(msda_arch *out, int cap);
 
-/* The same as text, e.g. "sm_75 sm_80 ... compute_121", NUL-terminated and truncated to fit
+/* The same as text, each architecture and kind named once, e.g. "sm_75 sm_80 ... compute_121",
+ * NUL-terminated and truncated to fit
  * `size`. Returns the length the whole text needs (as snprintf), or -1 if malformed. */
 MSDA_API int msda_embedded_archs_string(char *buf, size_t size);
 
@@ -309,6 +311,11 @@ MSDA_API int msda_embedded_archs_string(char *buf, size_t size);
  * driver is older. Returns the length the whole text needs (as snprintf), or -1 for an index
  * out of range. */
 MSDA_API int msda_fatbin_describe(int index, char *buf, size_t size);
+
+/* The kind of embedded fatbin `index` as MSDA_IMAGE names it: "sass:11.8" (SASS by the toolkit
+ * that wrote it) or "ptx:6.5" (PTX by ISA). Setting MSDA_IMAGE to it before a context's first
+ * call makes that context load only fatbins of this kind. Returns as msda_fatbin_describe. */
+MSDA_API int msda_fatbin_key(int index, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

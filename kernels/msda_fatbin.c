@@ -16,9 +16,11 @@ static uint64_t rd(const unsigned char *p, int bytes) {
     return v;
 }
 
+/* One image per architecture and kind within a fatbin (nvcc's own libraries repeat each in a
+ * device-link container); the same architecture from two toolkits is two fatbins, two images. */
 static int add_arch(msda_arch *out, int cap, int count, msda_arch a) {
     for (int i = 0; i < count && i < cap; i++)
-        if (out[i].arch == a.arch && out[i].is_ptx == a.is_ptx) return count;
+        if (out[i].arch == a.arch && out[i].is_ptx == a.is_ptx && out[i].fatbin == a.fatbin) return count;
     if (count < cap) out[count] = a;
     return count + 1;
 }
@@ -85,8 +87,12 @@ int msda_embedded_archs_string(char *buf, size_t size) {
     if (n < 0) return -1;
     size_t len = 0;
     text[0] = '\0';
-    for (int i = 0; i < n && i < MAX_IMAGES; i++)
-        len += (size_t)snprintf(text + len, sizeof text - len, "%s%s_%d", i ? " " : "",
-                                archs[i].is_ptx ? "compute" : "sm", archs[i].arch);
+    for (int i = 0; i < n && i < MAX_IMAGES; i++) {
+        int seen = 0; /* an architecture two toolkits wrote is named once */
+        for (int k = 0; k < i && !seen; k++) seen = archs[k].arch == archs[i].arch && archs[k].is_ptx == archs[i].is_ptx;
+        if (!seen)
+            len += (size_t)snprintf(text + len, sizeof text - len, "%s%s_%d", len ? " " : "",
+                                    archs[i].is_ptx ? "compute" : "sm", archs[i].arch);
+    }
     return snprintf(buf, size, "%s", text);
 }

@@ -264,6 +264,13 @@ int msda_fatbin_describe(int index, char *buf, size_t size) {
     return snprintf(buf, size, "%s, driver CUDA >= %u.%u", label, needs / 1000, (needs % 1000) / 10);
 }
 
+int msda_fatbin_key(int index, char *buf, size_t size) {
+    if (index < 0 || (uint32_t)index >= msda_fatbin_table_count) return -1;
+    const msda_fatbin_ref *f = &msda_fatbin_table[index];
+    if (f->ptx_isa) return snprintf(buf, size, "ptx:%u.%u", f->ptx_isa / 10, f->ptx_isa % 10);
+    return snprintf(buf, size, "sass:%u.%u", f->toolkit / 1000, (f->toolkit % 1000) / 10);
+}
+
 /* Whether fatbin INDEX is of the kind MSDA_IMAGE forces ("sass:11.8", "ptx:6.5"). */
 static int forced_image(uint32_t index, const char *force) {
     const msda_fatbin_ref *f = &msda_fatbin_table[index];

@@ -104,6 +104,99 @@ static void describe_code(const md_msda_api *api, md_verify_device *dev)
         snprintf(dev->code, sizeof dev->code, "fatbin %d (the driver's choice of its %d images)", index, found);
 }
 
+/* Checks GPU G in a context of its own (the primary context, retained and released, so that the
+ * library loads its module anew): with IMAGE set, only images of that kind (MSDA_IMAGE). False
+ * when IMAGE was set and nothing of that kind loads here with this driver: not a failure, the
+ * entry is dropped. */
+static bool check_device(const md_libcuda *drv, const md_msda_api *api, const md_vp_problem *p, int g,
+                         const char *image, md_verify_device *dev)
+{
+    memset(dev, 0, sizeof *dev);
+    dev->is_gpu = true;
+    int cu_dev = 0, major = 0, minor = 0;
+    char name[128] = "?";
+    void *ctx = NULL;
+    drv->device_get(&cu_dev, g);
+    drv->device_get_name(name, sizeof name, cu_dev);
+    drv->device_get_attribute(&major, MD_CU_ATTR_COMPUTE_CAPABILITY_MAJOR, cu_dev);
+    drv->device_get_attribute(&minor, MD_CU_ATTR_COMPUTE_CAPABILITY_MINOR, cu_dev);
+    dev->sm = (unsigned)(major * 10 + minor);
+    snprintf(dev->device, sizeof dev->device, "GPU %d: %s (sm_%u)%s%s", g, name, dev->sm,
+             image ? ", " MD_VERIFY_IMAGE_ENV "=" : "", image ? image : "");
+    int rc = drv->primary_ctx_retain(&ctx, cu_dev);
+    msda_error e;
+    if (rc != 0 || drv->ctx_set_current(ctx) != 0) {
+        snprintf(dev->error, sizeof dev->error, "no context: %s", md_libcuda_error_name(drv, rc));
+        return true;
+    }
+    msda_status st = api->prepare(&e);
+    if (st != MSDA_OK) {
+        snprintf(dev->error, sizeof dev->error, "%s", e.message);
+        drv->ctx_set_current(NULL);
+        drv->primary_ctx_release(cu_dev);
+        return !(image && st == MSDA_ERR_NO_KERNEL_IMAGE);
+    }
+    describe_code(api, dev);
+    dev->passed = true;
+    for (int d = 0; d < MD_VERIFY_DTYPES; d++) {
+        md_verify_dtype *r = &dev->dtypes[d];
+        md_vp_start_gpu_dtype(r, d);
+        md_vp_buffers h;
+        if (!md_vp_buffers_alloc(&h, p, d)) {
+            snprintf(r->error, sizeof r->error, "out of memory");
+        } else if (!md_vp_cpu_ran(p, d)) {
+            snprintf(r->error, sizeof r->error, "no CPU result to compare with");
+        } else if (run_on_gpu(drv, api, &h, false, r->error, sizeof r->error)) {
+            r->ran = true;
+            md_vp_judge_gpu(r, &h, p);
+        }
+        md_vp_buffers_free(&h);
+        /* The deterministic backward's own kernels (msda.h ABI 4): an older library would
+         * take the field for padding and run the usual ones. */
+        if (r->ran && api->abi_version && api->abi_version() >= 4) {
+            md_verify_dtype x = *r;
+            if (!md_vp_buffers_alloc(&h, p, d)) {
+                snprintf(r->error, sizeof r->error, "out of memory");
+                r->passed = false;
+            } else if (run_on_gpu(drv, api, &h, true, r->error, sizeof r->error)) {
+                md_vp_judge_gpu(&x, &h, p);
+                r->deterministic_ran = true;
+                r->deterministic_error = x.backward_error;
+                r->passed &= x.passed;
+            } else {
+                r->passed = false;
+            }
+            md_vp_buffers_free(&h);
+        }
+        dev->passed &= r->passed;
+    }
+    drv->ctx_set_current(NULL);
+    drv->primary_ctx_release(cu_dev);
+    return true;
+}
+
+/* The kinds of image the library embeds ("sass:13.0", "sass:11.8", "ptx:6.5"), each once, in
+ * the loader's order; 0 for a library that cannot say. */
+static size_t image_kinds(const md_msda_api *api, char (*keys)[MD_VERIFY_KEY], size_t cap)
+{
+    size_t n = 0;
+    int count = api->fatbin_key && api->fatbin_count ? api->fatbin_count() : 0;
+    for (int i = 0; i < count && n < cap; i++) {
+        char key[MD_VERIFY_KEY];
+        const int len = api->fatbin_key(i, key, sizeof key);
+        if (len <= 0 || (size_t)len >= sizeof key)
+            continue;
+        bool seen = false;
+        for (size_t k = 0; k < n && !seen; k++)
+            seen = strcmp(keys[k], key) == 0;
+        if (!seen)
+            snprintf(keys[n++], MD_VERIFY_KEY, "%s", key);
+    }
+    return n;
+}
+
+/* Each GPU as the library chooses for it, then once per other kind of image it carries that
+ * this GPU and driver load (MSDA_IMAGE): every image a user of this machine could get. */
 static md_status check_gpus(const md_msda_api *api, const md_vp_problem *p, md_verify_report *rep,
                             md_error *err)
 {
@@ -114,78 +207,43 @@ static md_status check_gpus(const md_msda_api *api, const md_vp_problem *p, md_v
     drv.device_get_count(&n);
     if (n == 0)
         snprintf(rep->gpu_note, sizeof rep->gpu_note, "the driver sees no GPU");
-    md_verify_device *grown = realloc(rep->devices, (rep->n_devices + (size_t)n) * sizeof *grown);
-    if (n > 0 && !grown)
+    char keys[MD_VERIFY_MAX_IMAGES][MD_VERIFY_KEY];
+    const size_t n_keys = image_kinds(api, keys, MD_VERIFY_MAX_IMAGES);
+    const char *saved = getenv(MD_VERIFY_IMAGE_ENV);
+    char *restore = saved ? strdup(saved) : NULL;
+    if (saved && !restore)
         return md_fail(err, MD_ERR_NOMEM, "out of memory");
-    if (n > 0)
-        rep->devices = grown;
-    for (int g = 0; g < n; g++) {
-        md_verify_device *dev = &rep->devices[rep->n_devices++];
-        memset(dev, 0, sizeof *dev);
-        dev->is_gpu = true;
-        int cu_dev = 0, major = 0, minor = 0;
-        char name[128] = "?";
-        void *ctx = NULL;
-        drv.device_get(&cu_dev, g);
-        drv.device_get_name(name, sizeof name, cu_dev);
-        drv.device_get_attribute(&major, MD_CU_ATTR_COMPUTE_CAPABILITY_MAJOR, cu_dev);
-        drv.device_get_attribute(&minor, MD_CU_ATTR_COMPUTE_CAPABILITY_MINOR, cu_dev);
-        dev->sm = (unsigned)(major * 10 + minor);
-        snprintf(dev->device, sizeof dev->device, "GPU %d: %s (sm_%u)", g, name, dev->sm);
-        int rc = drv.primary_ctx_retain(&ctx, cu_dev);
-        msda_error e;
-        if (rc != 0 || drv.ctx_set_current(ctx) != 0) {
-            snprintf(dev->error, sizeof dev->error, "no context: %s", md_libcuda_error_name(&drv, rc));
-            continue;
-        }
-        if (api->prepare(&e) != MSDA_OK) {
-            snprintf(dev->error, sizeof dev->error, "%s", e.message);
-            drv.ctx_set_current(NULL);
-            drv.primary_ctx_release(cu_dev);
-            continue;
-        }
-        describe_code(api, dev);
-        dev->passed = true;
-        for (int d = 0; d < MD_VERIFY_DTYPES; d++) {
-            md_verify_dtype *r = &dev->dtypes[d];
-            md_vp_start_gpu_dtype(r, d);
-            md_vp_buffers h;
-            if (!md_vp_buffers_alloc(&h, p, d)) {
-                snprintf(r->error, sizeof r->error, "out of memory");
-            } else if (!md_vp_cpu_ran(p, d)) {
-                snprintf(r->error, sizeof r->error, "no CPU result to compare with");
-            } else if (run_on_gpu(&drv, api, &h, false, r->error, sizeof r->error)) {
-                r->ran = true;
-                md_vp_judge_gpu(r, &h, p);
+    md_status st = MD_OK;
+    for (int g = 0; g < n && st == MD_OK; g++) {
+        for (size_t k = 0; k <= n_keys && st == MD_OK; k++) {
+            md_verify_device *grown = realloc(rep->devices, (rep->n_devices + 1) * sizeof *grown);
+            if (!grown) {
+                st = md_fail(err, MD_ERR_NOMEM, "out of memory");
+                break;
             }
-            md_vp_buffers_free(&h);
-            /* The deterministic backward's own kernels (msda.h ABI 4): an older library would
-             * take the field for padding and run the usual ones. */
-            if (r->ran && api->abi_version && api->abi_version() >= 4) {
-                md_verify_dtype x = *r;
-                if (!md_vp_buffers_alloc(&h, p, d)) {
-                    snprintf(r->error, sizeof r->error, "out of memory");
-                    r->passed = false;
-                } else if (run_on_gpu(&drv, api, &h, true, r->error, sizeof r->error)) {
-                    md_vp_judge_gpu(&x, &h, p);
-                    r->deterministic_ran = true;
-                    r->deterministic_error = x.backward_error;
-                    r->passed &= x.passed;
-                } else {
-                    r->passed = false;
-                }
-                md_vp_buffers_free(&h);
+            rep->devices = grown;
+            /* k == 0: the library's own choice, under whatever MSDA_IMAGE the user set. */
+            const char *image = k == 0 ? NULL : keys[k - 1];
+            if (image && setenv(MD_VERIFY_IMAGE_ENV, image, 1) != 0) {
+                st = md_fail(err, MD_ERR_NOMEM, "cannot set %s", MD_VERIFY_IMAGE_ENV);
+                break;
             }
-            dev->passed &= r->passed;
+            md_verify_device *dev = &rep->devices[rep->n_devices];
+            bool keep = check_device(&drv, api, p, g, image, dev);
+            if (image && restore)
+                setenv(MD_VERIFY_IMAGE_ENV, restore, 1);
+            else if (image)
+                unsetenv(MD_VERIFY_IMAGE_ENV);
+            if (keep)
+                rep->n_devices++;
+            if (k == 0 && saved)
+                break; /* the user forced one kind: check that one only */
         }
-        drv.ctx_set_current(NULL);
-        drv.primary_ctx_release(cu_dev);
     }
+    free(restore);
     /* The driver stays loaded: the library under test holds its own handle to it. */
-    return MD_OK;
+    return st;
 }
-
-/* ---- the wheel ---------------------------------------------------------------------------------- */
 
 static md_status extract_library(const char *wheel, char *dir, size_t dir_size, char *path, size_t path_size,
                                  md_error *err)
@@ -219,6 +277,8 @@ static md_status bind_api(void *lib, md_msda_api *api, md_error *err)
             return md_fail(err, MD_ERR_FORMAT, "the wheel's libmsda.so lacks %s", names[i]);
     *(void **)&api->loaded_fatbin = dlsym(lib, "msda_cuda_loaded_fatbin");
     *(void **)&api->fatbin_describe = dlsym(lib, "msda_fatbin_describe");
+    *(void **)&api->fatbin_key = dlsym(lib, "msda_fatbin_key");
+    *(void **)&api->fatbin_count = dlsym(lib, "msda_fatbin_count");
     *(void **)&api->abi_version = dlsym(lib, "msda_abi_version");
     return MD_OK;
 }

@@ -12,6 +12,12 @@
 #include "verify_report.h"
 
 /* The wheel's libmsda.so, bound by name: not a library this program links. */
+/* The variable with which libmsda forces one kind of image (kernels/msda_module.h's
+ * MSDA_IMAGE_ENV; verify sets it to check each), and the most kinds and their name length. */
+#define MD_VERIFY_IMAGE_ENV "MSDA_IMAGE"
+#define MD_VERIFY_MAX_IMAGES 16
+#define MD_VERIFY_KEY 32
+
 typedef struct {
     const char *(*version)(void);
     int (*archs_string)(char *, size_t);
@@ -23,6 +29,8 @@ typedef struct {
     msda_status (*prepare)(msda_error *);
     msda_status (*loaded_fatbin)(int *, msda_error *); /* optional */
     int (*fatbin_describe)(int, char *, size_t);       /* optional: "CUDA 11.8 SASS, driver ..." */
+    int (*fatbin_key)(int, char *, size_t);            /* optional: "sass:11.8", MSDA_IMAGE's form */
+    int (*fatbin_count)(void);                         /* optional */
     int (*abi_version)(void);                           /* optional */
 } md_msda_api;
 
