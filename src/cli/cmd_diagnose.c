@@ -251,11 +251,15 @@ static json_t *json_log(const md_log_info *l)
     char cc[16] = "";
     if (lf->sm)
         snprintf(cc, sizeof cc, "%u.%u", lf->sm / 10, lf->sm % 10);
-    json_t *facts = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "host", text_or_null(lf->host),
+    char driver_cuda[16] = "";
+    if (lf->driver_cuda > 0)
+        md_cuda_version_text(lf->driver_cuda, driver_cuda, sizeof driver_cuda);
+    json_t *facts = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "host", text_or_null(lf->host),
                               "gpu_name", text_or_null(lf->gpu_name), "compute_capability", text_or_null(cc),
                               "torch_version", text_or_null(lf->torch_version), "torch_cuda", text_or_null(lf->torch_cuda),
                               "nvcc_version", text_or_null(lf->nvcc_version), "gcc_version", text_or_null(lf->gcc_version),
-                              "driver_version", text_or_null(lf->driver), "build_archs", build, "torch_cuda_arch_list",
+                              "driver_version", text_or_null(lf->driver), "driver_cuda", text_or_null(driver_cuda),
+                              "build_archs", build, "torch_cuda_arch_list",
                               text_or_null(lf->arch_list));
     return json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:b, s:o, s:o}", "file", l->name, "lines", (json_int_t)l->lines,
                      "bytes", (json_int_t)l->bytes, "long_lines", (json_int_t)l->long_lines, "findings",

@@ -1,5 +1,6 @@
 /* msda-doctor inspect: what GPU code a binary carries, and where it can run. */
 #include <getopt.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "recipes/arch.h"
@@ -15,6 +16,8 @@ typedef struct {
     bool verbose;
     md_gpu_target gpus[MAX_GPUS];
     size_t n_gpus;
+    bool have_driver;
+    md_driver driver;      /* --driver: the verdicts count only the code it loads */
 } inspect_options;
 
 static const char *compression_name(md_compression c)
@@ -56,6 +59,65 @@ static void code_name(char *buf, size_t size, md_runs_how how, unsigned sm, char
     md_arch_format(buf, (unsigned)size, how == MD_RUNS_PTX_JIT, sm, variant);
 }
 
+/* "11.8" for 11080 into OUT; false (OUT "") when VERSION is 0, not known. */
+static bool cuda_text(int version, char *out, size_t size)
+{
+    out[0] = '\0';
+    if (version <= 0)
+        return false;
+    md_cuda_version_text(version, out, size);
+    return true;
+}
+
+/* "7.8" for ISA 78; false when 0. */
+static bool isa_text(unsigned isa, char *out, size_t size)
+{
+    out[0] = '\0';
+    if (isa == 0)
+        return false;
+    snprintf(out, size, "%u.%u", isa / 10, isa % 10);
+    return true;
+}
+
+/* The oldest driver that loads code needing NEEDS_CUDA, "450.80.02" or a branch "535"; false when
+ * the need is unknown or no driver branch is known for it. */
+static bool min_driver_text(int needs_cuda, char *out, size_t size)
+{
+    out[0] = '\0';
+    return needs_cuda > 0 && md_driver_min_for_cuda(needs_cuda, out, size);
+}
+
+/* "driver >= 450.80.02 (CUDA 11.0)"; "" when the need is unknown. */
+static void need_text(int needs_cuda, char *out, size_t size)
+{
+    char driver[24], cuda[16];
+    out[0] = '\0';
+    if (!cuda_text(needs_cuda, cuda, sizeof cuda))
+        return;
+    if (min_driver_text(needs_cuda, driver, sizeof driver))
+        snprintf(out, size, "driver >= %s (CUDA %s)", driver, cuda);
+    else
+        snprintf(out, size, "a driver of CUDA %s or newer", cuda);
+}
+
+/* "sm_80 SASS from CUDA 13.0", "compute_61 PTX of ISA 7.8", "sm_80 SASS". */
+static void pick_text(const md_code_pick *p, char *out, size_t size)
+{
+    char arch[24], version[16];
+    md_arch_format(arch, sizeof arch, p->how == MD_RUNS_PTX_JIT, p->sm, p->variant);
+    if (p->how == MD_RUNS_PTX_JIT)
+        snprintf(out, size, "%s PTX%s%s", arch, isa_text(p->ptx_isa, version, sizeof version) ? " of ISA " : "",
+                 version);
+    else
+        snprintf(out, size, "%s SASS%s%s", arch, cuda_text((int)p->toolkit, version, sizeof version) ? " from CUDA " : "",
+                 version);
+}
+
+static json_t *text_or_null(const char *text)
+{
+    return text[0] ? json_string(text) : json_null();
+}
+
 /* ---- JSON ------------------------------------------------------------------------------------ */
 
 static json_t *json_arch_list(const md_binary *bin, md_code_kind kind)
@@ -82,17 +144,67 @@ static json_t *json_entry(const md_code_entry *e)
                                                  "shared_bytes", (json_int_t)kern->shared_bytes));
     }
     const char *comp = compression_name(e->compression);
-    return json_pack("{s:s, s:s, s:i, s:o, s:i, s:b, s:o, s:I, s:I, s:b, s:o, s:o}",
+    char toolkit[16], isa[16], needs[16], driver[24];
+    cuda_text((int)e->toolkit, toolkit, sizeof toolkit);
+    isa_text(e->ptx_isa, isa, sizeof isa);
+    cuda_text(e->needs_cuda, needs, sizeof needs);
+    min_driver_text(e->needs_cuda, driver, sizeof driver);
+    return json_pack("{s:s, s:s, s:i, s:o, s:i, s:b, s:o, s:I, s:I, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
                      "kind", e->kind == MD_CODE_SASS ? "sass" : "ptx", "arch", arch, "sm", (int)e->sm,
                      "variant", e->variant ? json_string(variant) : json_null(),
                      "container", (int)e->container, "compressed", e->compression != MD_COMPRESS_NONE,
                      "compression", comp ? json_string(comp) : json_null(), "size", (json_int_t)e->size,
                      "uncompressed_size", (json_int_t)e->uncompressed_size, "kernels_read", e->kernels_read,
                      "note", e->note[0] ? json_string(e->note) : json_null(),
-                     "kernels", e->kind == MD_CODE_SASS ? kernels : (json_decref(kernels), json_null()));
+                     "kernels", e->kind == MD_CODE_SASS ? kernels : (json_decref(kernels), json_null()),
+                     "toolkit", text_or_null(toolkit), "ptx_isa", text_or_null(isa),
+                     "cubin_abi", e->cubin_abi ? json_integer(e->cubin_abi) : json_null(),
+                     "needs_cuda", text_or_null(needs), "min_driver", text_or_null(driver));
 }
 
-static json_t *json_verdict(const md_gpu_target *gpu, const md_verdict *v)
+/* What a piece of code is and what it asks of a driver: code, toolkit, ptx_isa, needs_cuda,
+ * min_driver. */
+static json_t *json_code(md_runs_how how, unsigned sm, char variant, unsigned toolkit_version, unsigned ptx_isa,
+                         int needs_cuda)
+{
+    char code[24], toolkit[16], isa[16], needs[16], driver[24];
+    code_name(code, sizeof code, how, sm, variant);
+    cuda_text((int)toolkit_version, toolkit, sizeof toolkit);
+    isa_text(ptx_isa, isa, sizeof isa);
+    cuda_text(needs_cuda, needs, sizeof needs);
+    min_driver_text(needs_cuda, driver, sizeof driver);
+    return json_pack("{s:s, s:o, s:o, s:o, s:o}", "code", code, "toolkit", text_or_null(toolkit), "ptx_isa",
+                     text_or_null(isa), "needs_cuda", text_or_null(needs), "min_driver", text_or_null(driver));
+}
+
+/* Adds the driver's part of a verdict to OBJ: driver, driver_cuda, toolkit, ptx_isa, needs_cuda,
+ * min_driver, passed_over and minor_version_compat. */
+static json_t *json_verdict_driver(json_t *obj, const md_driver *driver, const md_verdict *v)
+{
+    char cuda[16] = "";
+    if (driver)
+        cuda_text(driver->cuda, cuda, sizeof cuda);
+    json_t *chosen = v->how == MD_RUNS_NOT ? NULL
+                     : json_code(v->how, v->code_sm, v->code_variant, v->code_toolkit, v->code_ptx_isa, v->code_needs_cuda);
+    const md_code_pick *p = &v->passed_over;
+    json_t *passed = p->how == MD_RUNS_NOT ? json_null()
+                     : json_code(p->how, p->sm, p->variant, p->toolkit, p->ptx_isa, p->needs_cuda);
+    if (passed && p->how != MD_RUNS_NOT)
+        json_object_set_new(passed, "kind", json_string(p->how == MD_RUNS_SASS ? "sass" : "ptx"));
+    json_object_set_new(obj, "driver", driver ? json_string(driver->name) : json_null());
+    json_object_set_new(obj, "driver_cuda", text_or_null(cuda));
+    const char *keys[] = { "toolkit", "ptx_isa", "needs_cuda", "min_driver" };
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        json_t *value = chosen ? json_object_get(chosen, keys[i]) : NULL;
+        json_object_set(obj, keys[i], value ? value : json_null());
+    }
+    json_decref(chosen);
+    json_object_set_new(obj, "passed_over", passed);
+    json_object_set_new(obj, "minor_version_compat", json_boolean(v->minor_version_compat));
+    return obj;
+}
+
+static json_t *json_verdict(const md_gpu_target *gpu, const md_driver *driver, const md_verdict *v)
 {
     char arch[24], code[24];
     md_arch_format(arch, sizeof arch, false, gpu->arch->sm, 0);
@@ -107,9 +219,10 @@ static json_t *json_verdict(const md_gpu_target *gpu, const md_verdict *v)
                                                  (int)f->registers_per_block, "fits", f->fits,
                                                  "max_threads_that_fit", (int)f->max_threads_that_fit));
     }
-    return json_pack("{s:s, s:s, s:s, s:o, s:o}", "gpu", gpu->label, "arch", arch, "runs",
-                     md_runs_how_name(v->how), "code", v->how == MD_RUNS_NOT ? json_null() : json_string(code),
-                     "kernels", kernels);
+    json_t *obj = json_pack("{s:s, s:s, s:s, s:o, s:o}", "gpu", gpu->label, "arch", arch, "runs",
+                            md_runs_how_name(v->how), "code", v->how == MD_RUNS_NOT ? json_null() : json_string(code),
+                            "kernels", kernels);
+    return obj ? json_verdict_driver(obj, driver, v) : NULL;
 }
 
 /* ---- text ------------------------------------------------------------------------------------ */
@@ -152,8 +265,14 @@ static void print_entries(const md_binary *bin)
                arch, (unsigned long long)e->size, comp ? ", compressed (" : ", uncompressed", comp ? comp : "",
                comp ? ")" : "");
         if (e->kind == MD_CODE_SASS)
-            printf(", %zu kernel%s%s%s", e->n_kernels, e->n_kernels == 1 ? "" : "s", e->note[0] ? "; " : "", e->note);
-        putchar('\n');
+            printf(", %zu kernel%s", e->n_kernels, e->n_kernels == 1 ? "" : "s");
+        char version[16], need[96];
+        if (cuda_text((int)e->toolkit, version, sizeof version))
+            printf(", CUDA %s", version);
+        else if (isa_text(e->ptx_isa, version, sizeof version))
+            printf(", ISA %s", version);
+        need_text(e->needs_cuda, need, sizeof need);
+        printf(", %s%s%s%s\n", need[0] ? "needs " : "driver need unknown", need, e->note[0] ? "; " : "", e->note);
         for (size_t k = 0; k < e->n_kernels; k++) {
             const md_kernel *kern = &e->kernels[k];
             printf("    %s: %u registers", kern->name, kern->registers);
@@ -164,22 +283,67 @@ static void print_entries(const md_binary *bin)
     }
 }
 
-static void print_verdict(const md_gpu_target *gpu, const md_verdict *v, bool verbose)
+/* The error an old driver gives for code it cannot load: SASS in a format it cannot read, or PTX
+ * of a newer ISA than its JIT compiler. */
+static const char *refusal_text(md_runs_how how)
 {
-    char code[24];
+    return how == MD_RUNS_PTX_JIT ? "the provided PTX was compiled with an unsupported toolchain"
+                                  : "device kernel image is invalid";
+}
+
+static void print_verdict(const md_gpu_target *gpu, const md_driver *driver, const md_verdict *v, bool verbose)
+{
+    char code[24], label[192], chosen[96], need[96], passed[192] = "", cuda[16];
     code_name(code, sizeof code, v->how, v->code_sm, v->code_variant);
-    switch (v->how) {
-    case MD_RUNS_SASS:
-        printf("  %s: runs (%s SASS)", gpu->label, code);
-        break;
-    case MD_RUNS_PTX_JIT:
-        printf("  %s: runs only through PTX JIT (%s compiled by the driver at load time)", gpu->label, code);
-        break;
-    case MD_RUNS_NOT:
-        printf("  %s: cannot run: no SASS sm_%ux up to sm_%u, no PTX up to compute_%u "
-               "(\"no kernel image is available for execution on the device\")",
-               gpu->label, gpu->arch->major, gpu->arch->sm, gpu->arch->sm);
-        break;
+    if (driver && cuda_text(driver->cuda, cuda, sizeof cuda))
+        snprintf(label, sizeof label, "%s with driver %s (CUDA %s)", gpu->label, driver->name, cuda);
+    else
+        snprintf(label, sizeof label, "%s", gpu->label);
+    md_code_pick pick = { .how = v->how, .sm = v->code_sm, .variant = v->code_variant, .toolkit = v->code_toolkit,
+                          .ptx_isa = v->code_ptx_isa, .needs_cuda = v->code_needs_cuda };
+    pick_text(&pick, chosen, sizeof chosen);
+    need_text(v->code_needs_cuda, need, sizeof need);
+    if (v->passed_over.how != MD_RUNS_NOT) {
+        char what[96], over_need[96];
+        pick_text(&v->passed_over, what, sizeof what);
+        need_text(v->passed_over.needs_cuda, over_need, sizeof over_need);
+        snprintf(passed, sizeof passed, "%s needs %s", what, over_need);
+    }
+    printf("  %s: ", label);
+    if (passed[0] && v->how != MD_RUNS_NOT) {
+        /* The driver is why this code and not the better one: that comes first. */
+        char version[16];
+        printf("%s; ", passed);
+        if (v->how == MD_RUNS_SASS && cuda_text((int)v->code_toolkit, version, sizeof version))
+            printf("runs the CUDA %s %s SASS", version, code);
+        else if (v->how == MD_RUNS_SASS)
+            printf("runs the %s SASS", code);
+        else
+            printf("runs only through PTX JIT (%s compiled by the driver at load time)", chosen);
+    } else if (passed[0]) {
+        printf("cannot run: %s (\"%s\")", passed, refusal_text(v->passed_over.how));
+    } else {
+        switch (v->how) {
+        case MD_RUNS_SASS:
+            printf("runs (%s)", chosen);
+            break;
+        case MD_RUNS_PTX_JIT:
+            printf("runs only through PTX JIT (%s compiled by the driver at load time)", chosen);
+            break;
+        case MD_RUNS_NOT:
+            printf("cannot run: no SASS sm_%ux up to sm_%u, no PTX up to compute_%u "
+                   "(\"no kernel image is available for execution on the device\")",
+                   gpu->arch->major, gpu->arch->sm, gpu->arch->sm);
+            break;
+        }
+        if (v->how != MD_RUNS_NOT && need[0])
+            printf(", which needs %s", need);
+    }
+    if (driver && driver->tegra && v->minor_version_compat) {
+        char version[16];
+        cuda_text((int)v->code_toolkit, version, sizeof version);
+        printf("\n    note: CUDA %s SASS on a CUDA %s Jetson driver loads only through minor-version compatibility, "
+               "which NVIDIA documents for discrete GPUs only", version, cuda);
     }
     putchar('\n');
     for (size_t k = 0; k < v->n_kernels; k++) {
@@ -207,6 +371,9 @@ static const md_option md_cli_inspect_options[] = {
     { 'g', "gpu", "ARCH", MD_OPT_REPEATABLE,
       "also say whether the code runs there and whether each kernel's registers fit one block "
       "(sm_61, 6.1, or a name: p40, tx2, orin, h100)" },
+    { 'd', "driver", "VERSION", 0,
+      "with --gpu, count only the code that driver loads: a Linux driver (535, 535.104.05), a Jetson "
+      "L4T line (r32, r35) or a CUDA version (cuda12.2)" },
     { 'j', "json", NULL, 0, "print JSON instead of text" },
     { 'v', "verbose", NULL, MD_OPT_SHORT, "list every fatbin entry and kernel" },
     MD_OPTION_HELP,
@@ -234,6 +401,13 @@ static int cmd_inspect(int argc, char **argv)
                            : (md_cli_report(&err), MD_EXIT_INTERNAL);
             opt.n_gpus++;
             break;
+        case 'd':
+            if (md_driver_parse(optarg, &opt.driver, &err) != MD_OK)
+                return err.code == MD_ERR_ARGUMENT
+                           ? md_cli_usage_error("inspect", "--driver: %s", md_cli_error_text(&err, text, sizeof text))
+                           : (md_cli_report(&err), MD_EXIT_INTERNAL);
+            opt.have_driver = true;
+            break;
         case 'j': opt.json = true; break;
         case 'v': opt.verbose = true; break;
         case 'h': md_cli_print_help(stdout, &md_cmd_inspect); return MD_EXIT_OK;
@@ -242,6 +416,15 @@ static int cmd_inspect(int argc, char **argv)
     }
     if (optind >= argc)
         return md_cli_usage_error("inspect", "no file given");
+    if (opt.have_driver && opt.n_gpus == 0)
+        return md_cli_usage_error("inspect", "--driver needs --gpu: it says which code a GPU runs with that driver");
+    const md_driver *driver = opt.have_driver ? &opt.driver : NULL;
+    /* The floors each entry's driver is named from; loaded lazily, a failed allocation would
+     * print as "no driver known" instead of an error. */
+    if (md_driver_table_load(&err) != MD_OK) {
+        md_cli_report(&err);
+        return md_cli_exit_for(err.code);
+    }
 
     md_inspection ins = { 0 };
     int exit_code = MD_EXIT_OK;
@@ -286,16 +469,16 @@ static int cmd_inspect(int argc, char **argv)
         }
         for (size_t g = 0; g < opt.n_gpus; g++) {
             md_verdict v;
-            if (md_runs_on(&it->bin, opt.gpus[g].arch, &v, &err) != MD_OK) {
+            if (md_runs_on(&it->bin, opt.gpus[g].arch, driver ? driver->cuda : 0, &v, &err) != MD_OK) {
                 md_cli_report(&err);
                 json_decref(files);
                 md_inspection_free(&ins);
                 return md_cli_exit_for(err.code);
             }
             if (gpus)
-                json_array_append_new(gpus, json_verdict(&opt.gpus[g], &v));
+                json_array_append_new(gpus, json_verdict(&opt.gpus[g], driver, &v));
             else
-                print_verdict(&opt.gpus[g], &v, opt.verbose);
+                print_verdict(&opt.gpus[g], driver, &v, opt.verbose);
             if ((v.how == MD_RUNS_NOT || v.n_not_fitting) && exit_code == MD_EXIT_OK)
                 exit_code = MD_EXIT_PROBLEMS;
             md_verdict_free(&v);
@@ -312,5 +495,5 @@ static int cmd_inspect(int argc, char **argv)
 
 const md_command md_cmd_inspect = { "inspect", cmd_inspect,
     "Tell what GPU code a binary carries and where it can run",
-    "inspect [--json] [-v] [--gpu ARCH]... FILE|DIR...",
+    "inspect [--json] [-v] [--gpu ARCH]... [--driver VERSION] FILE|DIR...",
     md_cli_inspect_options };

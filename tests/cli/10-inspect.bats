@@ -133,3 +133,83 @@ PY
   [ "${lines[1]}" = "$w!msda/sub/libother.so.1: SASS sm_80" ]
   [ "${#lines[@]}" -eq 2 ]
 }
+
+# ---- what each entry asks of a driver (issue 39) ----------------------------------------------
+
+@test "each entry names the toolkit that wrote it and the oldest driver that loads it" {
+  run --separate-stderr doctor inspect --json "$(fix f13-sm90.cubin)"
+  [ "$status" -eq 0 ]
+  [ "$(jq -r '.files[0].entries[0] | "\(.toolkit) \(.cubin_abi) \(.needs_cuda) \(.min_driver)"' <<<"$output")" = "13.0 8 13.0 580.65.06" ]
+  run --separate-stderr doctor inspect --json "$(fix f13-compressed.fatbin)"
+  [ "$(jq -r '.files[0].entries[] | select(.kind == "ptx") | "\(.ptx_isa) \(.toolkit) \(.needs_cuda)"' <<<"$output")" = "9.0 null 13.0" ]
+  run --separate-stderr doctor inspect -v "$(fix f13-sm80.so)"
+  [[ "$output" == *"SASS sm_80, "*", CUDA 13.0, needs driver >= 580.65.06 (CUDA 13.0)"* ]]
+}
+
+@test "CUDA 11.8 entries: SASS loads from driver 450.80.02 (CUDA 11.0), its PTX (ISA 7.8) from CUDA 11.8" {
+  have_cuda118 || skip "needs CUDA 11.8 fixtures (checked above)"
+  run --separate-stderr doctor inspect --json "$(fix f118-sm61-ptx.so)"
+  [ "$status" -eq 0 ]
+  [ "$(jq -r '[.files[0].entries[] | "\(.kind):\(.toolkit):\(.ptx_isa):\(.cubin_abi):\(.needs_cuda):\(.min_driver)"] | unique | join(",")' <<<"$output")" = \
+    "ptx:null:7.8:null:11.8:520,sass:11.8:null:7:11.0:450.80.02" ]
+  run --separate-stderr doctor inspect -v "$(fix f118-compressed.fatbin)"
+  [[ "$output" == *"SASS sm_61, "*"compressed (lz4), 4 kernels, CUDA 11.8, needs driver >= 450.80.02 (CUDA 11.0)"* ]]
+  [[ "$output" == *"PTX compute_70, "*"ISA 7.8, needs driver >= 520 (CUDA 11.8)"* ]]
+}
+
+@test "--gpu without --driver names the driver the chosen code needs" {
+  run --separate-stderr doctor inspect --gpu a100 "$(fix f13-sm80.so)"
+  [ "$status" -eq 0 ]
+  [ "${lines[1]}" = "  A100 (sm_80): runs (sm_80 SASS from CUDA 13.0), which needs driver >= 580.65.06 (CUDA 13.0)" ]
+}
+
+@test "--driver 535: CUDA 13.0 sm_80 SASS does not load on an A100, and the verdict says why" {
+  run --separate-stderr doctor inspect --gpu a100 --driver 535 "$(fix f13-sm80.so)"
+  [ "$status" -eq 1 ]
+  [ "${lines[1]}" = '  A100 (sm_80) with driver 535 (CUDA 12.2): cannot run: sm_80 SASS from CUDA 13.0 needs driver >= 580.65.06 (CUDA 13.0) ("device kernel image is invalid")' ]
+  run --separate-stderr doctor inspect --json --gpu a100 --driver 535.104.05 "$(fix f13-sm80.so)"
+  [ "$(jq -r '.files[0].gpus[0] | "\(.runs) \(.driver) \(.driver_cuda) \(.passed_over.code) \(.passed_over.toolkit) \(.passed_over.min_driver)"' <<<"$output")" = \
+    "cannot-run 535.104.05 12.2 sm_80 13.0 580.65.06" ]
+  run --separate-stderr doctor inspect --gpu a100 --driver 580 "$(fix f13-sm80.so)"
+  [ "$status" -eq 0 ]
+}
+
+@test "--driver 535: of sm_80 SASS from 11.8 and 13.0, the 11.8 one runs" {
+  have_cuda118 || skip "needs CUDA 11.8 fixtures (checked above)"
+  run --separate-stderr doctor inspect --gpu a100 --driver 535 "$(fix f118-sm80.fatbin)"
+  [ "$status" -eq 0 ]
+  [ "${lines[1]}" = "  A100 (sm_80) with driver 535 (CUDA 12.2): runs (sm_80 SASS from CUDA 11.8), which needs driver >= 450.80.02 (CUDA 11.0)" ]
+  run --separate-stderr doctor inspect --gpu a100 --driver 535 "$(fix fmixed-sm80.fatbin)"
+  [ "$status" -eq 0 ]
+  [ "${lines[1]}" = "  A100 (sm_80) with driver 535 (CUDA 12.2): sm_80 SASS from CUDA 13.0 needs driver >= 580.65.06 (CUDA 13.0); runs the CUDA 11.8 sm_80 SASS" ]
+  run --separate-stderr doctor inspect --json --gpu a100 --driver 580 "$(fix fmixed-sm80.fatbin)"
+  [ "$(jq -r '.files[0].gpus[0] | "\(.runs) \(.toolkit) \(.passed_over)"' <<<"$output")" = "sass 13.0 null" ]
+}
+
+@test "--driver r32: a TX2 runs lowered PTX (ISA 6.5), not the 11.8 SASS; r35 runs the SASS, with a note" {
+  have_cuda118 || skip "needs CUDA 11.8 fixtures (checked above)"
+  run --separate-stderr doctor inspect --gpu tx2 --driver r32 "$(fix f118-sm62-ptx65.fatbin)"
+  [ "$status" -eq 0 ]
+  [ "${lines[1]}" = "  Jetson TX2 (sm_62) with driver r32 (CUDA 10.2): sm_62 SASS from CUDA 11.8 needs driver >= 450.80.02 (CUDA 11.0); runs only through PTX JIT (compute_61 PTX of ISA 6.5 compiled by the driver at load time)" ]
+  run --separate-stderr doctor inspect --json --gpu tx2 --driver r32 "$(fix f118-sm62-ptx65.fatbin)"
+  [ "$(jq -r '.files[0].gpus[0] | "\(.runs) \(.code) \(.ptx_isa) \(.needs_cuda) \(.min_driver)"' <<<"$output")" = "ptx-jit compute_61 6.5 10.2 440.33" ]
+  run --separate-stderr doctor inspect --gpu tx2 --driver r35 "$(fix f118-sm62-ptx65.fatbin)"
+  [ "$status" -eq 0 ]
+  [[ "${lines[1]}" == *"with driver r35 (CUDA 11.4): runs (sm_62 SASS from CUDA 11.8)"* ]]
+  [[ "${lines[2]}" == *"minor-version compatibility, which NVIDIA documents for discrete GPUs only" ]]
+  run --separate-stderr doctor inspect --gpu tx2 --driver r32 "$(fix f118-sm61-ptx.so)"
+  [ "$status" -eq 1 ]
+  [[ "$output" == *"cannot run: sm_61 SASS from CUDA 11.8 needs driver >= 450.80.02 (CUDA 11.0)"* ]]
+}
+
+@test "a bad --driver, or --driver without --gpu, is a usage error" {
+  for bad in 5x 99 r99 cuda 535.x; do
+    run --separate-stderr doctor inspect --gpu a100 --driver "$bad" "$(fix f13-sm80.so)"
+    [ "$status" -eq 2 ] || { echo "--driver $bad: status $status" >&2; return 1; }
+    [[ "$stderr" == "msda-doctor: error: --driver: "* ]] || { echo "$stderr" >&2; return 1; }
+    [ "$(printf '%s\n' "$stderr" | grep -c 'error:')" -eq 1 ]
+  done
+  run --separate-stderr doctor inspect --driver 535 "$(fix f13-sm80.so)"
+  [ "$status" -eq 2 ]
+  [[ "$stderr" == *"--driver needs --gpu"* ]]
+}

@@ -31,8 +31,28 @@ static md_verdict verdict_on(unsigned sm)
     md_error err;
     ck_assert_int_eq(md_arch_table_load(&err), MD_OK);
     md_verdict v;
-    ck_assert_int_eq(md_runs_on(&bin, md_arch_by_sm(sm), &v, &err), MD_OK);
+    ck_assert_int_eq(md_runs_on(&bin, md_arch_by_sm(sm), 0, &v, &err), MD_OK);
     return v;
+}
+
+/* Under a driver of CUDA version DRIVER_CUDA. */
+static md_verdict verdict_with(unsigned sm, int driver_cuda)
+{
+    md_error err;
+    ck_assert_int_eq(md_arch_table_load(&err), MD_OK);
+    md_verdict v;
+    ck_assert_int_eq(md_runs_on(&bin, md_arch_by_sm(sm), driver_cuda, &v, &err), MD_OK);
+    return v;
+}
+
+/* The last entry was written by TOOLKIT (SASS) or is of ISA (PTX); its need as the readers set it. */
+static void written_by(unsigned toolkit, unsigned abi, unsigned isa)
+{
+    md_code_entry *e = &bin.entries[bin.n_entries - 1];
+    e->toolkit = toolkit;
+    e->cubin_abi = abi;
+    e->ptx_isa = isa;
+    md_code_entry_settle_needs(e);
 }
 
 static void setup(void) { memset(&bin, 0, sizeof bin); }
@@ -195,6 +215,97 @@ START_TEST(block_register_arithmetic)
 }
 END_TEST
 
+START_TEST(needs_follow_the_toolkit_tables)
+{
+    add(MD_CODE_SASS, 80, 0);
+    written_by(11080, 7, 0);
+    ck_assert_int_eq(bin.entries[0].needs_cuda, 11000);
+    add(MD_CODE_SASS, 80, 0);
+    written_by(13000, 8, 0);
+    ck_assert_int_eq(bin.entries[1].needs_cuda, 13000);
+    add(MD_CODE_SASS, 100, 0);
+    written_by(0, 8, 0); /* ABI 8 of an unknown release: at least 12.8's rule */
+    ck_assert_int_eq(bin.entries[2].needs_cuda, 12000);
+    add(MD_CODE_SASS, 61, 0);
+    written_by(0, 7, 0);
+    ck_assert_int_eq(bin.entries[3].needs_cuda, 0);
+    add(MD_CODE_PTX, 61, 0);
+    written_by(0, 0, 65);
+    ck_assert_int_eq(bin.entries[4].needs_cuda, 10020);
+    add(MD_CODE_PTX, 90, 0);
+    written_by(0, 0, 90);
+    ck_assert_int_eq(bin.entries[5].needs_cuda, 13000);
+}
+END_TEST
+
+START_TEST(driver_too_old_for_the_best_sass_takes_the_older_one)
+{
+    add(MD_CODE_SASS, 80, 0);
+    written_by(13000, 8, 0);
+    add_kernel(30, 0);
+    add(MD_CODE_SASS, 80, 0);
+    written_by(11080, 7, 0);
+    add_kernel(40, 0);
+    add_kernel(41, 0);
+    md_verdict v = verdict_with(80, 12020);
+    ck_assert_int_eq(v.how, MD_RUNS_SASS);
+    ck_assert_uint_eq(v.code_toolkit, 11080);
+    ck_assert_int_eq(v.code_needs_cuda, 11000);
+    ck_assert_int_eq(v.passed_over.how, MD_RUNS_SASS);
+    ck_assert_uint_eq(v.passed_over.toolkit, 13000);
+    ck_assert_uint_eq(v.n_kernels, 2); /* the kernels of the code that runs, not of both */
+    md_verdict_free(&v);
+    v = verdict_with(80, 13000); /* a new driver runs the newest code, nothing passed over */
+    ck_assert_uint_eq(v.code_toolkit, 13000);
+    ck_assert_int_eq(v.passed_over.how, MD_RUNS_NOT);
+    ck_assert_uint_eq(v.n_kernels, 1);
+    md_verdict_free(&v);
+    v = verdict_with(80, 0); /* no driver: the code that asks least */
+    ck_assert_uint_eq(v.code_toolkit, 11080);
+    ck_assert_int_eq(v.passed_over.how, MD_RUNS_NOT);
+    md_verdict_free(&v);
+}
+END_TEST
+
+START_TEST(driver_too_old_for_everything_cannot_run)
+{
+    add(MD_CODE_SASS, 80, 0);
+    written_by(13000, 8, 0);
+    add(MD_CODE_PTX, 75, 0);
+    written_by(0, 0, 90);
+    md_verdict v = verdict_with(80, 12020);
+    ck_assert_int_eq(v.how, MD_RUNS_NOT);
+    ck_assert_int_eq(v.passed_over.how, MD_RUNS_SASS);
+    ck_assert_int_eq(v.passed_over.needs_cuda, 13000);
+    md_verdict_free(&v);
+    v = verdict_with(75, 12020); /* no SASS for sm_75: the passed-over code is the PTX */
+    ck_assert_int_eq(v.how, MD_RUNS_NOT);
+    ck_assert_int_eq(v.passed_over.how, MD_RUNS_PTX_JIT);
+    ck_assert_uint_eq(v.passed_over.ptx_isa, 90);
+    md_verdict_free(&v);
+}
+END_TEST
+
+START_TEST(older_sass_through_lowered_ptx_on_a_cuda_102_driver)
+{
+    add(MD_CODE_SASS, 62, 0);
+    written_by(11080, 7, 0);
+    add(MD_CODE_PTX, 61, 0);
+    written_by(0, 0, 65);
+    md_verdict v = verdict_with(62, 10020);
+    ck_assert_int_eq(v.how, MD_RUNS_PTX_JIT);
+    ck_assert_uint_eq(v.code_sm, 61);
+    ck_assert_uint_eq(v.code_ptx_isa, 65);
+    ck_assert_int_eq(v.passed_over.how, MD_RUNS_SASS);
+    ck_assert(!v.minor_version_compat);
+    md_verdict_free(&v);
+    v = verdict_with(62, 11040); /* r35: 11.8 SASS through minor-version compatibility */
+    ck_assert_int_eq(v.how, MD_RUNS_SASS);
+    ck_assert(v.minor_version_compat);
+    md_verdict_free(&v);
+}
+END_TEST
+
 Suite *suite_runs_on(void)
 {
     Suite *s = suite_create("runs_on");
@@ -210,6 +321,10 @@ Suite *suite_runs_on(void)
     tcase_add_test(tc, regs40_1024_threads_too_many_on_62_fits_on_86);
     tcase_add_test(tc, no_bounds_is_checked_at_1024_threads);
     tcase_add_test(tc, block_register_arithmetic);
+    tcase_add_test(tc, needs_follow_the_toolkit_tables);
+    tcase_add_test(tc, driver_too_old_for_the_best_sass_takes_the_older_one);
+    tcase_add_test(tc, driver_too_old_for_everything_cannot_run);
+    tcase_add_test(tc, older_sass_through_lowered_ptx_on_a_cuda_102_driver);
     suite_add_tcase(s, tc);
     return s;
 }

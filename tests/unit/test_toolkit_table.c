@@ -94,9 +94,16 @@ START_TEST(malformed_rows_are_named)
           "CUDA 12.0): bad min_driver" },
         { "{\"toolkits\": [{\"version\": \"12.0\", \"sm_min\": 50, \"sm_max\": 90, \"max_gcc\": 12, \"min_driver\": \"525\","
           " \"redist_release\": \"12.1.0\"}]}", "CUDA 12.0): bad redist_release" },
-        { "{\"toolkits\": [{\"version\": \"12.0\", \"sm_min\": 50, \"sm_max\": 90, \"max_gcc\": 12, \"min_driver\": \"525\"},"
-          " {\"version\": \"11.8\", \"sm_min\": 35, \"sm_max\": 90, \"max_gcc\": 11, \"min_driver\": \"520\"}]}",
+        { "{\"toolkits\": [{\"version\": \"12.0\", \"sm_min\": 50, \"sm_max\": 90, \"max_gcc\": 12, \"min_driver\": \"525\","
+          " \"ptx_isa\": \"8.0\", \"sass_needs_cuda\": \"12.0\"},"
+          " {\"version\": \"11.8\", \"sm_min\": 35, \"sm_max\": 90, \"max_gcc\": 11, \"min_driver\": \"520\","
+          " \"ptx_isa\": \"7.8\", \"sass_needs_cuda\": \"11.0\"}]}",
           "entry 1 (CUDA 11.8): not after CUDA 12.0" },
+        { "{\"toolkits\": [{\"version\": \"12.0\", \"sm_min\": 50, \"sm_max\": 90, \"max_gcc\": 12, \"min_driver\": \"525\","
+          " \"ptx_isa\": \"eight\", \"sass_needs_cuda\": \"12.0\"}]}", "CUDA 12.0): bad ptx_isa" },
+        /* SASS cannot need a newer driver than its own toolkit's. */
+        { "{\"toolkits\": [{\"version\": \"12.0\", \"sm_min\": 50, \"sm_max\": 90, \"max_gcc\": 12, \"min_driver\": \"525\","
+          " \"ptx_isa\": \"8.0\", \"sass_needs_cuda\": \"12.2\"}]}", "CUDA 12.0): bad sass_needs_cuda" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         md_error err;

@@ -18,6 +18,10 @@
 #define EIATTR_REGCOUNT 0x2f
 #define EIFMT_SVAL 4
 #define SYSTEM_SHARED_RESERVATION 1024u
+/* An ABI-7 cubin's e_version is the toolkit that wrote it, times ten (118 for 11.8); ABI 8 writes 1
+ * and names the release in this note instead ("Cuda compilation tools, release 13.0, V13.0.88"). */
+#define TKINFO_SECTION ".note.nv.tkinfo"
+#define TKINFO_RELEASE "release "
 
 bool md_is_cubin(const uint8_t *data, size_t size)
 {
@@ -114,6 +118,32 @@ static md_kernel *find_kernel(md_code_entry *e, const char *name)
     return e->n_kernels ? bsearch(&key, e->kernels, e->n_kernels, sizeof *e->kernels, compare_kernels) : NULL;
 }
 
+/* "X.Y" at P (at most END) as a CUDA version, 13000; 0 when it is not one. */
+static unsigned release_at(const uint8_t *p, const uint8_t *end)
+{
+    unsigned major = 0, minor = 0;
+    const uint8_t *s = p;
+    while (s < end && *s >= '0' && *s <= '9' && major < 100)
+        major = major * 10 + (unsigned)(*s++ - '0');
+    if (s == p || s >= end || *s++ != '.' || s >= end || *s < '0' || *s > '9' || major == 0 || major >= 100)
+        return 0;
+    const uint8_t *m = s;
+    while (s < end && *s >= '0' && *s <= '9' && minor < 100)
+        minor = minor * 10 + (unsigned)(*s++ - '0');
+    return s > m && minor < 100 ? major * 1000 + minor * 10 : 0;
+}
+
+/* The toolkit named in a .note.nv.tkinfo section: the first "release X.Y" in its bytes (the note's
+ * description holds the tool's name, then nvcc's version line); 0 when none. */
+static unsigned tkinfo_release(const uint8_t *bytes, size_t n)
+{
+    const size_t key = sizeof TKINFO_RELEASE - 1;
+    for (size_t i = 0; n >= key && i <= n - key; i++)
+        if (memcmp(bytes + i, TKINFO_RELEASE, key) == 0)
+            return release_at(bytes + i + key, bytes + n);
+    return 0;
+}
+
 static md_status section_bytes(Elf_Scn *scn, const uint8_t **data, size_t *size)
 {
     Elf_Data *d = elf_rawdata(scn, NULL);
@@ -187,6 +217,10 @@ md_status md_cubin_read(const uint8_t *data, size_t size, md_code_entry *e, md_e
     unsigned sm = ehdr.e_ident[EI_ABIVERSION] >= 8 ? (ehdr.e_flags >> 8) & 0xff : ehdr.e_flags & 0xff;
     if (e->sm == 0)
         e->sm = sm;
+    e->cubin_abi = ehdr.e_ident[EI_ABIVERSION];
+    /* 30 to 129: CUDA 3.0 to 12.9, the releases that wrote their version there. */
+    if (e->cubin_abi < 8 && ehdr.e_version >= 30 && ehdr.e_version <= 129)
+        e->toolkit = ehdr.e_version / 10 * 1000 + ehdr.e_version % 10 * 10;
 
     Elf_Scn *info_scn = NULL, *symtab_scn = NULL;
     GElf_Shdr symtab_shdr = { 0 };
@@ -213,6 +247,18 @@ md_status md_cubin_read(const uint8_t *data, size_t size, md_code_entry *e, md_e
         }
         if (strncmp(name, ".nv.shared.reserved.", 20) == 0)
             reserved_window = true;
+        if (strcmp(name, TKINFO_SECTION) == 0 && shdr.sh_type == SHT_NOTE) {
+            const uint8_t *bytes;
+            size_t n;
+            if (section_bytes(scn, &bytes, &n) != MD_OK) {
+                st = md_fail(err, MD_ERR_FORMAT, "cubin section '%s' unreadable: %s", name, md_elf_why("no data"));
+                goto end;
+            }
+            unsigned release = tkinfo_release(bytes, n);
+            if (release)
+                e->toolkit = release;
+            continue;
+        }
         bool is_info = shdr.sh_type == NVINFO_SECTION_TYPE && strncmp(name, ".nv.info", 8) == 0;
         bool is_compat = strcmp(name, ".nv.compat") == 0;
         if (!is_info && !is_compat)
@@ -306,6 +352,7 @@ md_status md_cubin_read(const uint8_t *data, size_t size, md_code_entry *e, md_e
         goto end;
     }
     e->kernels_read = true;
+    md_code_entry_settle_needs(e);
 end:
     if (elf)
         elf_end(elf);

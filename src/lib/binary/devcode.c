@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "recipes/arch.h"
+#include "recipes/toolkit_table.h"
 
 void md_binary_free(md_binary *bin)
 {
@@ -32,6 +33,22 @@ md_code_entry *md_binary_add_entry(md_binary *bin)
     md_code_entry *e = &bin->entries[bin->n_entries++];
     memset(e, 0, sizeof *e);
     return e;
+}
+
+/* The first toolkit that writes ABI-8 cubins (for sm_100 and later; 13.0 for every SM). */
+#define FIRST_ABI8_MAJOR 12u
+#define FIRST_ABI8_MINOR 8u
+
+void md_code_entry_settle_needs(md_code_entry *e)
+{
+    if (e->kind == MD_CODE_PTX)
+        e->needs_cuda = e->ptx_isa ? md_ptx_needs_cuda(e->ptx_isa) : 0;
+    else if (e->toolkit)
+        e->needs_cuda = md_sass_needs_cuda(e->toolkit / 1000, e->toolkit % 1000 / 10);
+    else if (e->cubin_abi >= 8)
+        e->needs_cuda = md_sass_needs_cuda(FIRST_ABI8_MAJOR, FIRST_ABI8_MINOR);
+    else
+        e->needs_cuda = 0;
 }
 
 static int compare_arch_names(const void *a, const void *b)

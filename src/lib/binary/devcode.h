@@ -32,6 +32,12 @@ typedef struct {
     uint64_t size;           /* payload bytes as stored */
     uint64_t uncompressed_size;
     bool kernels_read;       /* the cubin was parsed (SASS, uncompressed or opened) */
+    /* What wrote the entry and what it asks of a driver, from its headers (docs/FACTS.md). */
+    unsigned toolkit;        /* the CUDA release that wrote a cubin, as 11080; 0 when its headers do
+                              * not say (PTX, or SASS that could not be opened) */
+    unsigned ptx_isa;        /* PTX entries: the ISA, major * 10 + minor (78 for 7.8); else 0 */
+    unsigned cubin_abi;      /* SASS: the cubin's ELF ABI version, 7 (up to CUDA 12) or 8; 0 unknown */
+    int needs_cuda;          /* the oldest driver CUDA version that loads it, as 11000; 0 unknown */
     char note[96];           /* why the kernels were not read, when they were not */
     md_kernel *kernels;
     size_t n_kernels;
@@ -76,6 +82,11 @@ md_status md_cubin_read(const uint8_t *data, size_t size, md_code_entry *entry, 
 /* True when DATA starts like a fatbin container / a cubin. */
 bool md_is_fatbin(const uint8_t *data, size_t size);
 bool md_is_cubin(const uint8_t *data, size_t size);
+
+/* Sets E's needs_cuda from its toolkit, cubin_abi and ptx_isa (recipes/toolkits.json's rules).
+ * The readers call it; an ABI-8 cubin whose toolkit is unknown gets CUDA 12.8's rule, the first
+ * release that writes ABI 8. */
+void md_code_entry_settle_needs(md_code_entry *e);
 
 /* Sorted, de-duplicated architecture lists of a binary, as "sm_75", "compute_90" strings in
  * caller-provided arrays of capacity CAP; returns the count (at most CAP). */

@@ -89,6 +89,7 @@ static md_status read_entry(const uint8_t *h, size_t avail, uint64_t offset, uns
     uint32_t header_size = md_rd32(h + 4);
     uint64_t payload_size = md_rd64(h + 8);
     uint32_t compressed_size = md_rd32(h + 16);
+    unsigned minor = md_rd16(h + 24), major = md_rd16(h + 26);
     uint32_t arch = md_rd32(h + 28);
     uint64_t flags = md_rd64(h + 40);
     uint64_t uncompressed_size = md_rd64(h + 56);
@@ -120,6 +121,13 @@ static md_status read_entry(const uint8_t *h, size_t avail, uint64_t offset, uns
     e->compression = (flags & FLAG_COMPRESSED_ZSTD) ? MD_COMPRESS_ZSTD
                      : (flags & FLAG_COMPRESSED_LZ4) ? MD_COMPRESS_LZ4 : MD_COMPRESS_NONE;
     e->uncompressed_size = e->compression ? uncompressed_size : payload_size;
+    /* The header's version: a PTX entry's ISA (9.0, 7.8, 6.5), an ELF entry's 1.ABI (1.7, 1.8).
+     * An opened cubin's own ELF header overrides the ABI; the rest stays for code left closed. */
+    if (e->kind == MD_CODE_PTX && minor < 10 && major > 0 && major < 100)
+        e->ptx_isa = major * 10 + minor;
+    else if (e->kind == MD_CODE_SASS && major == 1 && minor < 256)
+        e->cubin_abi = minor;
+    md_code_entry_settle_needs(e);
     if (e->kind == MD_CODE_PTX)
         return MD_OK;
 

@@ -14,6 +14,7 @@
 #include "elf_check.h"
 #include "zip_members.h"
 #include "base/write_all.h"
+#include "recipes/toolkit_table.h"
 
 #define ZIP_MAGIC "PK\003\004"
 #define ZIP_EMPTY_MAGIC "PK\005\006"
@@ -411,6 +412,11 @@ static md_status inspect_directory(const char *path, md_inspection *out, md_erro
 
 md_status md_inspect_path(const char *path, md_inspection *out, md_error *err)
 {
+    /* The table each entry's driver need comes from, loaded here where a failure is an error:
+     * loaded lazily by the readers, a failed allocation would read as "need unknown". */
+    md_status loaded = md_toolkit_table_load(err);
+    if (loaded != MD_OK)
+        return loaded;
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return inspect_directory(path, out, err);

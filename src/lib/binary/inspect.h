@@ -21,7 +21,7 @@ typedef struct {
 /* Reads PATH and appends one item per binary to OUT: one for a file, one per shared object for
  * a wheel, one per ELF with device code, fatbin, cubin or wheel member under a directory.
  * A file that cannot be read becomes an item with its status; the call itself fails only when
- * out of memory. Files are mapped, not copied, and wheel members are streamed through an
+ * out of memory or the embedded toolkit table is broken. Files are mapped, not copied, and wheel members are streamed through an
  * unlinked temporary file under TMPDIR, at most MSDA_MAX_MEMBER_SIZE (default 2 GiB) each, so
  * memory and disk stay bounded whatever their size. FIFOs, devices and sockets are refused by
  * type (skipped under a directory) and never opened for reading. */

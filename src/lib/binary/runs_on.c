@@ -1,5 +1,6 @@
 #include "runs_on.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,52 +52,90 @@ static bool ptx_runs(const md_code_entry *e, const md_arch *arch)
     return e->sm <= arch->sm;
 }
 
-/* Prefer plain code to arch-specific code of the same SM: the driver loads either, and only the
- * plain one is what a portable build would carry. Returns true when A is the better choice. */
-static bool better(const md_code_entry *a, unsigned best_sm, char best_variant, bool have)
+/* A driver newer than every CUDA version: every entry loads, and of equal code the newest wins,
+ * as the code a current driver runs. */
+#define ANY_DRIVER INT_MAX
+
+/* Whether entry E beats BEST. Newer SM first. Of one SM, plain code beats arch-specific code: the
+ * driver loads either, and only the plain one is what a portable build would carry. Of equal
+ * code, the newest need a given driver meets (the code it would run), or without a driver the
+ * oldest known need (the least the code asks). */
+static bool better(const md_code_entry *e, const md_code_pick *best, int driver_cuda)
 {
-    if (!have || a->sm > best_sm)
-        return true;
-    return a->sm == best_sm && best_variant != 0 && a->variant == 0;
+    if (best->how == MD_RUNS_NOT || e->sm != best->sm)
+        return best->how == MD_RUNS_NOT || e->sm > best->sm;
+    if ((e->variant == 0) != (best->variant == 0))
+        return e->variant == 0;
+    if (e->variant != best->variant || e->needs_cuda == best->needs_cuda)
+        return false;
+    if (driver_cuda > 0)
+        return e->needs_cuda > best->needs_cuda;
+    return e->needs_cuda > 0 && (best->needs_cuda == 0 || e->needs_cuda < best->needs_cuda);
 }
 
-md_status md_runs_on(const md_binary *bin, const md_arch *arch, md_verdict *out, md_error *err)
+static void take(md_code_pick *p, const md_code_entry *e, md_runs_how how)
+{
+    *p = (md_code_pick){ .how = how, .sm = e->sm, .variant = e->variant, .toolkit = e->toolkit,
+                         .ptx_isa = e->ptx_isa, .needs_cuda = e->needs_cuda };
+}
+
+/* The best SASS, else the best PTX, of BIN for ARCH among the entries a driver of DRIVER_CUDA
+ * loads (every entry when 0; an entry whose need is unknown always counts). */
+static md_code_pick pick(const md_binary *bin, const md_arch *arch, int driver_cuda)
+{
+    md_code_pick sass = { .how = MD_RUNS_NOT }, ptx = { .how = MD_RUNS_NOT };
+    for (size_t i = 0; i < bin->n_entries; i++) {
+        const md_code_entry *e = &bin->entries[i];
+        if (driver_cuda > 0 && e->needs_cuda > driver_cuda)
+            continue;
+        if (e->kind == MD_CODE_SASS && sass_runs(e, arch) && better(e, &sass, driver_cuda))
+            take(&sass, e, MD_RUNS_SASS);
+        else if (e->kind == MD_CODE_PTX && ptx_runs(e, arch) && better(e, &ptx, driver_cuda))
+            take(&ptx, e, MD_RUNS_PTX_JIT);
+    }
+    return sass.how != MD_RUNS_NOT ? sass : ptx;
+}
+
+static bool same_code(const md_code_pick *a, const md_code_pick *b)
+{
+    return a->how == b->how && a->sm == b->sm && a->variant == b->variant && a->toolkit == b->toolkit &&
+           a->ptx_isa == b->ptx_isa;
+}
+
+/* An entry of the chosen SASS: its architecture, written by the same toolkit. */
+static bool chosen_sass(const md_code_entry *e, const md_code_pick *c)
+{
+    return e->kind == MD_CODE_SASS && e->sm == c->sm && e->variant == c->variant && e->toolkit == c->toolkit;
+}
+
+md_status md_runs_on(const md_binary *bin, const md_arch *arch, int driver_cuda, md_verdict *out, md_error *err)
 {
     memset(out, 0, sizeof *out);
-    out->how = MD_RUNS_NOT;
-    bool have_sass = false, have_ptx = false;
-    unsigned sass_sm = 0, ptx_sm = 0;
-    char sass_variant = 0, ptx_variant = 0;
-    for (size_t i = 0; i < bin->n_entries; i++) {
-        const md_code_entry *e = &bin->entries[i];
-        if (e->kind == MD_CODE_SASS && sass_runs(e, arch) && better(e, sass_sm, sass_variant, have_sass)) {
-            have_sass = true;
-            sass_sm = e->sm;
-            sass_variant = e->variant;
-        } else if (e->kind == MD_CODE_PTX && ptx_runs(e, arch) && better(e, ptx_sm, ptx_variant, have_ptx)) {
-            have_ptx = true;
-            ptx_sm = e->sm;
-            ptx_variant = e->variant;
-        }
+    out->driver_cuda = driver_cuda > 0 ? driver_cuda : 0;
+    out->passed_over.how = MD_RUNS_NOT;
+    md_code_pick chosen = pick(bin, arch, out->driver_cuda);
+    if (out->driver_cuda > 0) {
+        md_code_pick unlimited = pick(bin, arch, ANY_DRIVER);
+        if (unlimited.how != MD_RUNS_NOT && !same_code(&unlimited, &chosen))
+            out->passed_over = unlimited;
     }
-    if (have_ptx && !have_sass) {
-        out->how = MD_RUNS_PTX_JIT;
-        out->code_sm = ptx_sm;
-        out->code_variant = ptx_variant;
+    out->how = chosen.how;
+    if (chosen.how == MD_RUNS_NOT)
         return MD_OK;
-    }
-    if (!have_sass)
+    out->code_sm = chosen.sm;
+    out->code_variant = chosen.variant;
+    out->code_toolkit = chosen.toolkit;
+    out->code_ptx_isa = chosen.ptx_isa;
+    out->code_needs_cuda = chosen.needs_cuda;
+    out->minor_version_compat = chosen.how == MD_RUNS_SASS && out->driver_cuda > 0 &&
+                                (int)chosen.toolkit > out->driver_cuda;
+    if (chosen.how != MD_RUNS_SASS)
         return MD_OK;
-    out->how = MD_RUNS_SASS;
-    out->code_sm = sass_sm;
-    out->code_variant = sass_variant;
 
     size_t total = 0;
-    for (size_t i = 0; i < bin->n_entries; i++) {
-        const md_code_entry *e = &bin->entries[i];
-        if (e->kind == MD_CODE_SASS && e->sm == sass_sm && e->variant == sass_variant)
-            total += e->n_kernels;
-    }
+    for (size_t i = 0; i < bin->n_entries; i++)
+        if (chosen_sass(&bin->entries[i], &chosen))
+            total += bin->entries[i].n_kernels;
     if (total == 0)
         return MD_OK;
     out->kernels = calloc(total, sizeof *out->kernels);
@@ -104,7 +143,7 @@ md_status md_runs_on(const md_binary *bin, const md_arch *arch, md_verdict *out,
         return md_fail(err, MD_ERR_NOMEM, "out of memory");
     for (size_t i = 0; i < bin->n_entries; i++) {
         const md_code_entry *e = &bin->entries[i];
-        if (e->kind != MD_CODE_SASS || e->sm != sass_sm || e->variant != sass_variant)
+        if (!chosen_sass(e, &chosen))
             continue;
         for (size_t k = 0; k < e->n_kernels; k++) {
             const md_kernel *kern = &e->kernels[k];

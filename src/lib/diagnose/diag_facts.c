@@ -215,17 +215,18 @@ static int f_lacks_thc(const md_view *v)
 
 static int driver_api(const md_view *v)
 {
-    return v->m && v->m->driver_loaded ? v->m->driver.driver_version : 0;
+    return md_view_driver_cuda(v);
 }
+/* The machine's build toolkit; judged on a log alone, the nvcc the log names. */
 static int f_driver_older_than_toolkit(const md_view *v)
 {
-    const md_toolkit *tk = v->m ? v->m->build_toolkit : NULL;
-    return tk && driver_api(v) > 0 ? driver_api(v) < (int)tk->major * 1000 : UNKNOWN;
+    unsigned major = v->m ? (v->m->build_toolkit ? v->m->build_toolkit->major : 0) : major_of(md_view_nvcc_version(v));
+    return major && driver_api(v) > 0 ? driver_api(v) < (int)major * 1000 : UNKNOWN;
 }
 static int f_driver_supports_toolkit(const md_view *v) { return not(f_driver_older_than_toolkit(v)); }
 static int f_driver_older_than_torch(const md_view *v)
 {
-    unsigned t = major_of(v->m ? v->m->py.torch_cuda : NULL);
+    unsigned t = major_of(v->m ? v->m->py.torch_cuda : v->lf ? v->lf->torch_cuda : NULL);
     return t && driver_api(v) > 0 ? driver_api(v) < (int)t * 1000 : UNKNOWN;
 }
 

@@ -51,6 +51,10 @@ const char *md_view_torch_cuda(const md_view *v);
 const char *md_view_nvcc_version(const md_view *v);
 unsigned md_view_gcc_major(const md_view *v);
 
+/* The CUDA version of the driver the finding is about, 12020: the machine's where it is judged on
+ * the machine (0 when its driver did not load), else what the log says; 0 when not known. */
+int md_view_driver_cuda(const md_view *v);
+
 void md_finding_add_evidence(md_finding *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Reads the log facts and hints out of one scanned log. */

@@ -8,14 +8,19 @@
 #include <unistd.h>
 #include "recipes/arch.h"
 #include "diag_internal.h"
+#include "recipes/driver_table.h"
+#include "recipes/toolkit_table.h"
 
-typedef enum { LF_HOST, LF_GPU_NAME, LF_CC, LF_TORCH, LF_TORCH_CUDA, LF_NVCC, LF_GCC, LF_DRIVER, LF_GENCODE, LF_ARCH_LIST } lf_kind;
+typedef enum {
+    LF_HOST, LF_GPU_NAME, LF_CC, LF_TORCH, LF_TORCH_CUDA, LF_NVCC, LF_GCC, LF_DRIVER, LF_DRIVER_CUDA, LF_GENCODE, LF_ARCH_LIST
+} lf_kind;
 
 static const struct {
     const char *name;
     lf_kind kind;
 } log_fact_names[] = {
-    { "compute_capability", LF_CC }, { "driver_version", LF_DRIVER }, { "gcc_version", LF_GCC },
+    { "compute_capability", LF_CC }, { "driver_cuda", LF_DRIVER_CUDA }, { "driver_version", LF_DRIVER },
+    { "gcc_version", LF_GCC },
     { "gencode", LF_GENCODE },        { "gpu_name", LF_GPU_NAME },    { "host", LF_HOST },
     { "nvcc_version", LF_NVCC },      { "torch_cuda", LF_TORCH_CUDA }, { "torch_cuda_arch_list", LF_ARCH_LIST },
     { "torch_version", LF_TORCH },
@@ -79,6 +84,16 @@ static void gencode_line(md_log_facts *lf, const md_capture_spec *spec, const ch
     }
 }
 
+/* "12.2" or the driver API's "12020" as 12020; 0 when it is neither. */
+static int driver_cuda_of_text(const char *text)
+{
+    if (strchr(text, '.'))
+        return md_cuda_version_parse(text) > 0 ? md_cuda_version_parse(text) : 0;
+    char *end;
+    long v = strtol(text, &end, 10);
+    return *end == '\0' && v >= 1000 && v < 100000 ? (int)v : 0;
+}
+
 static bool first_value(const md_capture_spec *spec, const md_log_group_hits *h, char *out, size_t size)
 {
     for (size_t p = 0; p < spec->n_compiled; p++) {
@@ -128,6 +143,7 @@ void md_log_facts_read(const md_knowledge *kb, const md_log_result *r, md_log_fa
         case LF_NVCC: snprintf(lf->nvcc_version, sizeof lf->nvcc_version, "%s", value); break;
         case LF_GCC: snprintf(lf->gcc_version, sizeof lf->gcc_version, "%s", value); break;
         case LF_DRIVER: snprintf(lf->driver, sizeof lf->driver, "%s", value); break;
+        case LF_DRIVER_CUDA: lf->driver_cuda = driver_cuda_of_text(value); break;
         case LF_ARCH_LIST:
             snprintf(lf->arch_list, sizeof lf->arch_list, "%s", value);
             parse_arch_list(lf, value);
@@ -135,6 +151,11 @@ void md_log_facts_read(const md_knowledge *kb, const md_log_result *r, md_log_fa
         case LF_GENCODE: break;
         }
     }
+    /* the driver's CUDA version from its release where the log does not say it: 535.104.05 runs 12.2 */
+    md_driver driver;
+    md_error driver_err;
+    if (!lf->driver_cuda && lf->driver[0] && md_driver_parse(lf->driver, &driver, &driver_err) == MD_OK)
+        lf->driver_cuda = driver.cuda;
     /* a torch wheel's local version names its CUDA: 2.1.0+cu121 is CUDA 12.1 */
     const char *cu = strstr(lf->torch_version, "+cu");
     if (!lf->torch_cuda[0] && cu && strlen(cu + 3) >= 3 && isdigit((unsigned char)cu[3]))

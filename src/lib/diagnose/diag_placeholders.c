@@ -215,9 +215,8 @@ static bool v_toolkit_for_torch(const md_view *v, char *out, size_t size)
 
 static bool v_toolkit_for_driver(const md_view *v, char *out, size_t size)
 {
-    if (!v->m || !v->m->driver_loaded || v->m->driver.driver_version <= 0)
-        return false;
-    return table_toolkit(md_view_gpu_sm(v), v->m->driver.driver_version, out, size);
+    int cuda = md_view_driver_cuda(v);
+    return cuda > 0 && table_toolkit(md_view_gpu_sm(v), cuda, out, size);
 }
 
 static bool v_toolkit_for_gpu(const md_view *v, char *out, size_t size)
@@ -281,9 +280,10 @@ static bool v_driver(const md_view *v, char *out, size_t size)
 
 static bool v_driver_cuda(const md_view *v, char *out, size_t size)
 {
-    if (!v->m || !v->m->driver_loaded || v->m->driver.driver_version <= 0)
+    int cuda = md_view_driver_cuda(v);
+    if (cuda <= 0)
         return false;
-    md_cuda_version_text(v->m->driver.driver_version, out, size);
+    md_cuda_version_text(cuda, out, size);
     return true;
 }
 

@@ -112,3 +112,10 @@ unsigned md_view_gcc_major(const md_view *v)
         return v->m->default_compiler->major;
     return v->lf && v->lf->gcc_version[0] ? (unsigned)strtoul(v->lf->gcc_version, NULL, 10) : 0;
 }
+
+int md_view_driver_cuda(const md_view *v)
+{
+    if (v->m)
+        return v->m->driver_loaded && v->m->driver.driver_version > 0 ? v->m->driver.driver_version : 0;
+    return v->lf ? v->lf->driver_cuda : 0;
+}

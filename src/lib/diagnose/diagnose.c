@@ -6,6 +6,8 @@
 #include "recipes/platform.h"
 #include "diag_internal.h"
 #include "knowledge_load.h"
+#include "recipes/driver_table.h"
+#include "recipes/toolkit_table.h"
 
 /* The same IDs and names the probes give their checks, for `diagnose --list`. */
 const md_check_info md_diagnose_checks[] = {
@@ -27,6 +29,10 @@ md_status md_diagnose_init(md_diagnosis *d, md_error *err)
     md_status st = md_arch_table_load(err);
     if (st == MD_OK)
         st = md_platform_table_load(err);
+    if (st == MD_OK) /* what each binary's code asks of a driver, and a logged driver's CUDA */
+        st = md_toolkit_table_load(err);
+    if (st == MD_OK)
+        st = md_driver_table_load(err);
     if (st != MD_OK)
         return st;
     d->machine = calloc(1, sizeof *d->machine);

@@ -64,6 +64,9 @@ typedef struct {
     char nvcc_version[16];
     char gcc_version[32];
     char driver[32];
+    int driver_cuda;               /* the CUDA version that driver runs, 12020: said by the log (nvidia-smi's
+                                    * "CUDA Version", torch's "found version 12040") or that of its
+                                    * driver's branch; 0: not known */
     unsigned build_sms[MD_LOG_MAX_ARCHS];     /* -gencode code=sm_/compute_ and TORCH_CUDA_ARCH_LIST */
     bool build_ptx[MD_LOG_MAX_ARCHS];
     size_t n_build;

@@ -160,6 +160,19 @@ load diag_helpers
   [ "$(check_status binaries)" = ok ]
 }
 
+@test "the probed driver judges the binaries: CUDA 13.0 sm_80 SASS does not load on driver 470, 11.8's does" {
+  gpus old-driver; smi 470; install_op f13-sm80.so
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --search "$OPS" --json
+  [ "$status" -eq 1 ]
+  [ "$(jq -r '.machine.binaries[0].gpus[0].runs' <<<"$output")" = cannot-run ]
+  jq -e '.checks[] | select(.id == "binaries") | .problems |
+         any(contains("with driver 470.256.02 (CUDA 11.4): sm_80 SASS from CUDA 13.0 needs driver >= 580.65.06 (CUDA 13.0)"))' <<<"$output"
+  install_op f118-sm80.fatbin
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --search "$OPS" --json
+  [ "$(jq -r '.machine.binaries[0].gpus[0] | "\(.runs) \(.code)"' <<<"$output")" = "sass sm_80" ]
+  jq -e '.checks[] | select(.id == "binaries") | .details | any(contains("(sm_80 SASS from CUDA 11.8)"))' <<<"$output"
+}
+
 @test "binaries the Python probe finds on sys.path are inspected too" {
   gpus p40; install_op f118-sm61-ptx.so
   python_json '{"executable": "/opt/py/bin/python3", "version": "3.10.12", "msda_importable": true,
@@ -183,7 +196,7 @@ load diag_helpers
   [ "$(jq -r '.logs[0] | keys_unsorted | join(",")' <<<"$output")" = \
     "file,lines,bytes,long_lines,findings,origin,foreign,facts,compared" ]
   [ "$(jq -r '.logs[0].facts | keys_unsorted | join(",")' <<<"$output")" = \
-    "host,gpu_name,compute_capability,torch_version,torch_cuda,nvcc_version,gcc_version,driver_version,build_archs,torch_cuda_arch_list" ]
+    "host,gpu_name,compute_capability,torch_version,torch_cuda,nvcc_version,gcc_version,driver_version,driver_cuda,build_archs,torch_cuda_arch_list" ]
   [ "$(jq -r '.machine.python | keys_unsorted | join(",")' <<<"$output")" = \
     "python,executable,version,torch,torch_cuda,torch_lib,cxx11_abi,has_magma,msda_importable" ]
 }

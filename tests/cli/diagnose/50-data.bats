@@ -77,6 +77,38 @@ LOG
   [ "$(jq -r '.logs[0].origin' <<<"$output")" = unknown ]
 }
 
+@test "a log from a driver 535 machine is judged with CUDA 12.2 (issue 39)" {
+  cat > "$BATS_TEST_TMPDIR/d535.log" <<'LOG'
+Driver Version: 535.104.05
+Cuda compilation tools, release 13.0, V13.0.88
+RuntimeError: CUDA error: the provided PTX was compiled with an unsupported toolchain.
+LOG
+  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/d535.log"
+  assert_clean_stderr
+  [ "$status" -eq 1 ]
+  [ "$(jq -r '.logs[0].facts | "\(.driver_version) \(.driver_cuda)"' <<<"$output")" = "535.104.05 12.2" ]
+  [ "$(jq -r '.findings[0].id' <<<"$output")" = driver-too-old ]
+  jq -e '.findings[0].confirmed_by | index("driver_older_than_toolkit")' <<<"$output"
+  [[ "$(jq -r '.findings[0].cause' <<<"$output")" == *"driver 535.104.05 supports CUDA 12.2, older than the CUDA 13.0 toolkit"* ]]
+  [ "$(jq -r '.findings[0].fix[1]' <<<"$output")" = "msda-doctor build --toolkit /usr/local/cuda-12.0 --arch <gpu_arch>" ]
+}
+
+@test "the driver's CUDA version as nvidia-smi, torch, deviceQuery and a bare driver release say it" {
+  check() {
+    printf '%s\n' "$1" > "$BATS_TEST_TMPDIR/d.log"
+    run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/d.log"
+    assert_clean_stderr
+    [ "$(jq -r '.logs[0].facts.driver_cuda' <<<"$output")" = "$2" ] || { echo "$1: $(jq -c .logs[0].facts <<<"$output")" >&2; return 1; }
+  }
+  check "| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2     |" 12.2
+  check "Driver Version: 470.82.01" 11.4
+  check "Nvidia driver version: 535.104.05" 12.2
+  check "CUDA Driver Version: 12020" 12.2
+  check "  CUDA Driver Version / Runtime Version          11.4 / 11.8" 11.4
+  check "RuntimeError: The NVIDIA driver on your system is too old (found version 12040)." 12.4
+  check "nothing about drivers" null
+}
+
 @test "'invalid device function': both readings, the other arch first when the build left the GPU out" {
   cat > "$BATS_TEST_TMPDIR/idf.log" <<'LOG'
 Device 0: "Tesla T4"

@@ -121,6 +121,9 @@ typedef struct {
     unsigned worst_registers;
     unsigned worst_threads;
     unsigned long worst_needed;
+    unsigned code_toolkit;           /* the CUDA release that wrote the chosen SASS; 0: not known */
+    int code_needs_cuda;             /* the driver CUDA version the chosen code needs; 0: not known */
+    md_code_pick passed_over;        /* better code this machine's driver cannot load (how MD_RUNS_NOT: none) */
 } md_binary_on_gpu;
 
 typedef struct {

@@ -10,6 +10,7 @@
 #include "diag.h"
 #include "recipes/product.h"
 #include "binary/inspect.h"
+#include "recipes/driver_table.h"
 
 #define SEARCH_DEPTH 10
 
@@ -116,6 +117,23 @@ static int half_kernels(const md_binary *bin)
     return read ? 0 : -1;
 }
 
+/* "sm_80 SASS from CUDA 13.0 needs driver >= 580.65.06 (CUDA 13.0)": the better code this
+ * machine's driver cannot load. */
+static void passed_over_text(const md_code_pick *p, char *out, size_t size)
+{
+    char arch[24], version[16], cuda[16], driver[24];
+    md_arch_format(arch, sizeof arch, p->how == MD_RUNS_PTX_JIT, p->sm, p->variant);
+    md_cuda_version_text(p->needs_cuda, cuda, sizeof cuda);
+    if (!md_driver_min_for_cuda(p->needs_cuda, driver, sizeof driver))
+        snprintf(driver, sizeof driver, "a newer one");
+    if (p->how == MD_RUNS_PTX_JIT)
+        snprintf(version, sizeof version, "%u.%u", p->ptx_isa / 10, p->ptx_isa % 10);
+    else
+        md_cuda_version_text((int)p->toolkit, version, sizeof version);
+    snprintf(out, size, "%s %s %s %s needs driver >= %s (CUDA %s)", arch, p->how == MD_RUNS_PTX_JIT ? "PTX" : "SASS",
+             p->how == MD_RUNS_PTX_JIT ? "of ISA" : "from CUDA", version, driver, cuda);
+}
+
 static void judge(md_machine *m, const md_binary *bin, md_binary_facts *f, md_check *c)
 {
     for (size_t g = 0; g < m->n_gpus; g++) {
@@ -133,7 +151,9 @@ static void judge(md_machine *m, const md_binary *bin, md_binary_facts *f, md_ch
             local.registers_per_block = gpu->registers_per_block;
         md_verdict v;
         md_error err;
-        if (md_runs_on(bin, &local, &v, &err) != MD_OK) {
+        /* the probed driver's CUDA version: code it cannot load does not count (0: not probed) */
+        int driver_cuda = m->driver_loaded ? m->driver.driver_version : 0;
+        if (md_runs_on(bin, &local, driver_cuda, &v, &err) != MD_OK) {
             md_check_add(c, MD_LINE_PROBLEM, "%s: %s", f->path, err.message);
             md_check_raise(c, MD_CHECK_ERROR);
             continue;
@@ -142,6 +162,9 @@ static void judge(md_machine *m, const md_binary *bin, md_binary_facts *f, md_ch
         o->code_sm = v.code_sm;
         o->code_variant = v.code_variant;
         o->n_not_fitting = v.n_not_fitting;
+        o->code_toolkit = v.code_toolkit;
+        o->code_needs_cuda = v.code_needs_cuda;
+        o->passed_over = v.passed_over;
         for (size_t k = 0; k < v.n_kernels; k++) {
             const md_kernel_fit *kf = &v.kernels[k];
             if (!kf->fits && (o->max_threads_that_fit == 0 || kf->max_threads_that_fit < o->max_threads_that_fit))
@@ -156,7 +179,22 @@ static void judge(md_machine *m, const md_binary *bin, md_binary_facts *f, md_ch
         md_verdict_free(&v);
         char code[24];
         md_arch_format(code, sizeof code, o->how == MD_RUNS_PTX_JIT, o->code_sm, o->code_variant);
-        if (o->how == MD_RUNS_NOT) {
+        char driver[96] = "", passed[192] = "";
+        if (driver_cuda > 0) {
+            char cuda[16];
+            md_cuda_version_text(driver_cuda, cuda, sizeof cuda);
+            if (m->driver_release[0])
+                snprintf(driver, sizeof driver, " with driver %s (CUDA %s)", m->driver_release, cuda);
+            else
+                snprintf(driver, sizeof driver, " with a CUDA %s driver", cuda);
+        }
+        if (o->passed_over.how != MD_RUNS_NOT)
+            passed_over_text(&o->passed_over, passed, sizeof passed);
+        if (o->how == MD_RUNS_NOT && passed[0]) {
+            md_check_add(c, MD_LINE_PROBLEM, "%s cannot run on GPU %zu %s (sm_%u)%s: %s", f->path, g, gpu->name, gpu->sm,
+                         driver, passed);
+            md_check_raise(c, MD_CHECK_FAIL);
+        } else if (o->how == MD_RUNS_NOT) {
             md_check_add(c, MD_LINE_PROBLEM, "%s cannot run on GPU %zu %s (sm_%u): no SASS sm_%ux up to sm_%u, no PTX "
                          "up to compute_%u", f->path, g, gpu->name, gpu->sm, gpu->sm / 10, gpu->sm, gpu->sm);
             md_check_raise(c, MD_CHECK_FAIL);
@@ -171,8 +209,16 @@ static void judge(md_machine *m, const md_binary *bin, md_binary_facts *f, md_ch
                          f->path, g, gpu->name, code);
             md_check_raise(c, MD_CHECK_WARN);
         } else {
-            md_check_add(c, MD_LINE_DETAIL, "  runs on GPU %zu %s (%s SASS)", g, gpu->name, code);
+            char from[32] = "";
+            if (o->code_toolkit) {
+                char version[16];
+                md_cuda_version_text((int)o->code_toolkit, version, sizeof version);
+                snprintf(from, sizeof from, " from CUDA %s", version);
+            }
+            md_check_add(c, MD_LINE_DETAIL, "  runs on GPU %zu %s (%s SASS%s)", g, gpu->name, code, from);
         }
+        if (o->how != MD_RUNS_NOT && passed[0])
+            md_check_add(c, MD_LINE_DETAIL, "  on GPU %zu%s: %s", g, driver, passed);
     }
 }
 
