@@ -155,7 +155,9 @@ FAKE_EXPORT CUresult cuModuleLoadData(CUmodule *mod, const void *image) {
     for (uint64_t e = rd(p + 6, 2); e + 64 <= end; e += rd(p + e + 4, 4) + rd(p + e + 8, 8)) {
         const unsigned kind = (unsigned)rd(p + e, 2), minor = (unsigned)rd(p + e + 24, 2),
                        major = (unsigned)rd(p + e + 26, 2), arch = (unsigned)rd(p + e + 28, 4);
-        const uint64_t payload = rd(p + e + 8, 8), flags = rd(p + e + 40, 8), full = rd(p + e + 56, 8);
+        /* A compressed payload is padded: its own size is the compressed_size field's. */
+        const uint64_t flags = rd(p + e + 40, 8), full = rd(p + e + 56, 8), packed = rd(p + e + 16, 4);
+        const uint64_t payload = (flags & 0x2000) && packed ? packed : rd(p + e + 8, 8);
         CUresult r;
         if (kind == 2) { /* SASS */
             if ((int)arch / 10 != device_cc / 10 || (int)arch > device_cc) continue;
