@@ -3,7 +3,8 @@
 # its .version lowered to ISA. Lowering is sound only where the code uses nothing newer than ISA,
 # and the toolkit's ptxas checks exactly that (it rejects an instruction newer than the declared
 # version), so a kernel change that needs a newer ISA fails this build, not a user's JIT. The
-# PTX is stored uncompressed: whether the oldest drivers read compressed entries is not known.
+# PTX is compressed as CUDA 10.2's own nvcc compresses it (LZ4-style, fatbin flag 0x2000: seen in
+# cupy-cuda102's libraries), which 10.2 drivers therefore read.
 # ptxas and fatbinary are the toolkit's own, found on PATH (build puts its bin folder first).
 # Usage: kernels/ptx-for-old-drivers.sh ISA SM NVCC NVCC-ARGS... -o OUT.fatbin SOURCE
 #   NVCC-ARGS make PTX for compute_SM (-ptx -gencode arch=compute_SM,code=compute_SM ...).
@@ -30,4 +31,4 @@ ptxas -arch="sm_$sm" "$out.lowered.ptx" -o "$out.check.cubin" || {
     echo "ptx-for-old-drivers.sh: the compute_$sm PTX needs a newer ISA than $isa (see ptxas above)" >&2
     exit 1
 }
-fatbinary --create="$out" -64 --compress=false --image3=kind=ptx,sm="$sm",file="$out.lowered.ptx"
+fatbinary --create="$out" -64 --image3=kind=ptx,sm="$sm",file="$out.lowered.ptx"

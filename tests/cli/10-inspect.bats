@@ -213,3 +213,16 @@ PY
   [ "$status" -eq 2 ]
   [[ "$stderr" == *"--driver needs --gpu"* ]]
 }
+
+@test "a CUDA 12.4 cubin: its toolkit from e_version, 12.x SASS from driver 525.60.13 on" {
+  cubin="$BATS_TEST_DIRNAME/../fixtures/toolkits/f124-sm80.cubin"
+  run --separate-stderr doctor inspect --json "$cubin"
+  [ "$status" -eq 0 ]
+  [ "$(jq -r '.files[0].entries[0] | "\(.toolkit) \(.cubin_abi) \(.needs_cuda) \(.min_driver)"' <<<"$output")" = "12.4 7 12.0 525.60.13" ]
+  run --separate-stderr doctor inspect --gpu a100 --driver 470 "$cubin"
+  [ "$status" -eq 1 ]
+  [ "${lines[1]}" = '  A100 (sm_80) with driver 470 (CUDA 11.4): cannot run: sm_80 SASS from CUDA 12.4 needs driver >= 525.60.13 (CUDA 12.0) ("device kernel image is invalid")' ]
+  run --separate-stderr doctor inspect --gpu a100 --driver 525 "$cubin"
+  [ "$status" -eq 0 ]
+  [[ "${lines[1]}" == *"runs (sm_80 SASS from CUDA 12.4), which needs driver >= 525.60.13 (CUDA 12.0)" ]]
+}

@@ -208,7 +208,7 @@ recipe_source() {
   dry_all sm_86,sm_62
   [ "$(jq -r '[.plan.targets[] | "\(.arch)/\(.toolkit)/\(.needs_cuda)/\(.needs_driver)/\(.ptx_isa)"] | join(" ")' <<<"$output")" = \
     "sm_62/11.8/11.0/450.80.02/null sm_86/13.0/13.0/580.65.06/null sm_86/11.8/11.0/450.80.02/null compute_62/11.8/10.2/440.33/6.5" ]
-  # SASS compressed as PTX is; the old drivers' PTX goes through the script, uncompressed.
+  # SASS compressed as PTX is; the old drivers' PTX goes through the script (fatbinary's own PTX compression).
   jq -e '[.steps[] | select(.command[0] | endswith("/nvcc"))] | all(.command | index("-Xfatbin=-compress-all"))' <<<"$output" >/dev/null
   jq -e '[.steps[] | select((.command[1] // "") | endswith("/ptx-for-old-drivers.sh"))][0].command | index("-Xfatbin=-compress-all") == null' <<<"$output" >/dev/null
   recipe_source '.sass = ["newest"] | del(.old_driver_ptx)'
