@@ -21,13 +21,46 @@ static const struct {
     { "bf16", MD_FACT_BF16, "yes", false },
 };
 
-static const struct {
+/* The words of a list of choices in the recipe ("ptx", "sass") and the bit each sets. */
+typedef struct {
     const char *name;
-    md_ptx_choice choice;
-} PTX_CHOICES[] = {
+    unsigned bit;
+} choice_word;
+
+static const choice_word PTX_CHOICES[] = {
     { "newest", MD_PTX_NEWEST },
     { "oldest_of_newest_toolkit", MD_PTX_OLDEST_OF_NEWEST },
 };
+
+static const choice_word SASS_CHOICES[] = {
+    { "newest", MD_SASS_NEWEST },
+    { "lowest_driver", MD_SASS_LOWEST_DRIVER },
+};
+
+/* DOC's list KEY of words from WORDS (N of them) as the OR of their bits into *BITS. */
+static md_status read_choices(json_t *doc, const char *key, const choice_word *words, size_t n, const char *path,
+                              unsigned *bits, md_error *err)
+{
+    json_t *list = json_object_get(doc, key), *item;
+    size_t i;
+    if (!json_is_array(list))
+        return md_fail(err, MD_ERR_FORMAT, "%s: %s is not a list", path, key);
+    json_array_foreach(list, i, item) {
+        const char *choice = json_string_value(item);
+        size_t c = 0;
+        while (c < n && !(choice && strcmp(choice, words[c].name) == 0))
+            c++;
+        if (c == n) {
+            char known[128] = "";
+            for (size_t k = 0; k < n; k++)
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "", words[k].name);
+            return md_fail(err, MD_ERR_FORMAT, "%s: unknown %s choice '%s' (%s)", path, key,
+                           choice ? choice : "(not a string)", known);
+        }
+        *bits |= words[c].bit;
+    }
+    return MD_OK;
+}
 
 static md_status string_list(json_t *parent, const char *key, const char *where, char ***out, md_error *err)
 {
@@ -50,36 +83,6 @@ static md_status string_list(json_t *parent, const char *key, const char *where,
     if (!v.items && !(v.items = calloc(1, sizeof *v.items)))
         return md_fail(err, MD_ERR_NOMEM, "out of memory");
     *out = v.items;
-    return MD_OK;
-}
-
-static const struct {
-    const char *name;
-    md_sass_choice choice;
-} SASS_CHOICES[] = {
-    { "newest", MD_SASS_NEWEST },
-    { "lowest_driver", MD_SASS_LOWEST_DRIVER },
-};
-
-static md_status read_sass_choices(json_t *doc, const char *path, md_libmsda_recipe *out, md_error *err)
-{
-    json_t *list = json_object_get(doc, "sass"), *item;
-    size_t i;
-    if (!json_is_array(list))
-        return md_fail(err, MD_ERR_FORMAT, "%s: sass is not a list", path);
-    json_array_foreach(list, i, item) {
-        const char *choice = json_string_value(item);
-        size_t c = 0;
-        while (c < sizeof SASS_CHOICES / sizeof SASS_CHOICES[0] &&
-               !(choice && strcmp(choice, SASS_CHOICES[c].name) == 0))
-            c++;
-        if (c == sizeof SASS_CHOICES / sizeof SASS_CHOICES[0])
-            return md_fail(err, MD_ERR_FORMAT, "%s: unknown sass choice '%s' (newest, lowest_driver)", path,
-                           choice ? choice : "(not a string)");
-        out->sass |= SASS_CHOICES[c].choice;
-    }
-    if (!(out->sass & MD_SASS_NEWEST))
-        return md_fail(err, MD_ERR_FORMAT, "%s: sass must include 'newest'", path);
     return MD_OK;
 }
 
@@ -213,25 +216,16 @@ md_status md_libmsda_recipe_load(const char *kernels_dir, md_libmsda_recipe *out
             goto end;
     }
 
-    json_t *ptx = json_object_get(doc, "ptx"), *item;
-    size_t i;
-    if (!json_is_array(ptx)) {
-        st = md_fail(err, MD_ERR_FORMAT, "%s: ptx is not a list", path);
+    if ((st = read_choices(doc, "ptx", PTX_CHOICES, sizeof PTX_CHOICES / sizeof PTX_CHOICES[0], path, &out->ptx,
+                           err)) != MD_OK ||
+        (st = read_choices(doc, "sass", SASS_CHOICES, sizeof SASS_CHOICES / sizeof SASS_CHOICES[0], path, &out->sass,
+                           err)) != MD_OK)
+        goto end;
+    if (!(out->sass & MD_SASS_NEWEST)) {
+        st = md_fail(err, MD_ERR_FORMAT, "%s: sass must include 'newest'", path);
         goto end;
     }
-    json_array_foreach(ptx, i, item) {
-        const char *choice = json_string_value(item);
-        size_t c = 0;
-        while (c < sizeof PTX_CHOICES / sizeof PTX_CHOICES[0] && !(choice && strcmp(choice, PTX_CHOICES[c].name) == 0))
-            c++;
-        if (c == sizeof PTX_CHOICES / sizeof PTX_CHOICES[0]) {
-            st = md_fail(err, MD_ERR_FORMAT, "%s: unknown ptx choice '%s' (newest, oldest_of_newest_toolkit)", path,
-                         choice ? choice : "(not a string)");
-            goto end;
-        }
-        out->ptx |= PTX_CHOICES[c].choice;
-    }
-    if ((st = read_sass_choices(doc, path, out, err)) != MD_OK || (st = read_old_ptx(doc, path, out, err)) != MD_OK)
+    if ((st = read_old_ptx(doc, path, out, err)) != MD_OK)
         goto end;
     st = string_list(doc, "fatbin_compress_flags", path, &out->fatbin_compress_flags, err);
 end:
