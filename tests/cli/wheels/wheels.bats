@@ -36,15 +36,26 @@ toolkit_archs() {
   done
 }
 
-@test "the wheels carry PTX of the newest architecture and of the newest toolkit's oldest" {
+@test "the wheels carry PTX of the newest architecture, of the newest toolkit's oldest, and for old drivers" {
   newest_toolkit=$( ( cd "$ROOT" && "$MSDA_DOCTOR" build --dry-run --json --arch all --platform "$HOST_CPU" --cache "$CACHE" ) |
                     jq -r '.plan.toolkits[0].nvcc')
   oldest=$("$newest_toolkit" --list-gpu-code | grep -E '^sm_[0-9]+$' | sed 's/sm_//' | sort -n | head -n 1)
   newest=$(toolkit_archs | sed 's/sm_//' | sort -n | tail -n 1)
+  # kernels/libmsda.json's PTX for old drivers, for its architectures a toolkit here targets.
+  old=$(jq -r '.old_driver_ptx.sm[]' "$ROOT/kernels/libmsda.json" | while read -r sm; do
+          if toolkit_archs | grep -qx "sm_$sm"; then echo "$sm"; fi; done)
+  [ -n "$old" ]
   for w in "$NATIVE" "$FOREIGN"; do
     got=$("$MSDA_DOCTOR" inspect --json "$w" | jq -r '.files[].ptx[]' | sort -u | tr '\n' ' ')
-    [ "$got" = "$(printf 'compute_%s\n' "$oldest" "$newest" | sort -u | tr '\n' ' ')" ] ||
+    # shellcheck disable=SC2086
+    [ "$got" = "$(printf 'compute_%s\n' "$oldest" "$newest" $old | sort -u | tr '\n' ' ')" ] ||
       { echo "$(basename "$w"): PTX $got" >&2; return 1; }
+    # The old drivers' PTX declares the recipe's ISA (lowered); the rest a newer one.
+    "$MSDA_DOCTOR" inspect --json -v "$w" |
+      jq -e --arg isa "$(jq -r '.old_driver_ptx.isa' "$ROOT/kernels/libmsda.json")" \
+            --argjson sms "$(jq -c '.old_driver_ptx.sm' "$ROOT/kernels/libmsda.json")" \
+        '[.files[].entries[] | select(.kind == "ptx")] | map(select(.sm as $s | $sms | index($s))) as $old
+         | ($old | length > 0 and all(.ptx_isa == $isa)) and (map(select(.ptx_isa == $isa)) | length == ($old | length))' >/dev/null
   done
 }
 
