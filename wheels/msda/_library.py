@@ -129,7 +129,9 @@ class LibraryInfo:
 
     @property
     def arch_names(self) -> tuple[str, ...]:
-        return tuple(a.name for a in self.archs)
+        """Each architecture and kind once, in the library's order: two toolkits' sm_90 (two
+        images, one per fatbin, in `archs`) are one name."""
+        return tuple(dict.fromkeys(a.name for a in self.archs))
 
     def __str__(self) -> str:
         archs = " ".join(self.arch_names) or "none (CPU only)"

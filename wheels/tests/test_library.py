@@ -23,6 +23,9 @@ def test_library_info_lists_version_and_archs():
     assert info.fatbins >= 0
     names = info.arch_names
     assert len(names) == len(set(names)), "de-duplicated"
+    # An architecture two toolkits wrote is two images, one per fatbin, and one name.
+    assert len({(a.name, a.fatbin) for a in info.archs}) == len(info.archs)
+    assert set(names) == {a.name for a in info.archs}
     for name in names:
         kind, _, number = name.partition("_")
         assert kind in ("sm", "compute") and number.isdigit(), name
