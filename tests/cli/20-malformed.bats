@@ -56,6 +56,21 @@ expect_input_error() {
   done
 }
 
+@test "a compressed PTX entry declaring 2^63 bytes uncompressed is refused, not reported (issue 44)" {
+  python3 - "$(t huge-ptx.fatbin)" <<'PY'
+import struct, sys
+container = struct.pack('<IHHQ', 0xBA55ED50, 1, 16, 64 + 64)
+# kind 1 (PTX), header 64, payload 64, compressed 64, ISA 9.0, sm 90, LZ4 flag, 2^63 uncompressed
+entry = struct.pack('<HHIQIIHHIIIQQQ', 1, 0x101, 64, 64, 64, 0, 0, 9, 90, 0, 0, 0x2011, 0, 1 << 63)
+open(sys.argv[1], 'wb').write(container + entry + b'\x33' * 64)
+PY
+  expect_input_error "$(t huge-ptx.fatbin)"
+  [[ "$stderr" == *"fatbin entry at offset 16: implausible uncompressed size 9223372036854775808"* ]]
+  run --separate-stderr "$MSDA_DOCTOR" inspect --json "$(t huge-ptx.fatbin)"
+  [ "$status" -eq 3 ]
+  [[ "$output" != *"-9223372036854775808"* ]]
+}
+
 @test "a fatbin with a corrupted magic, a huge size, a zero header size" {
   cp "$(fix f13-uncompressed.fatbin)" "$(t bad.fatbin)"
   printf '\x50\xed\x55\xba\x01\x00\x10\x00\xff\xff\xff\xff\xff\xff\xff\xff' | dd of="$(t bad.fatbin)" bs=1 conv=notrunc 2>/dev/null

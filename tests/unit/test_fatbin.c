@@ -190,6 +190,12 @@ START_TEST(rejects_bad_entries)
     entry(&b, 2, 64, 64, 86, 0x8000, UINT64_MAX);
     payload(&b, 64, 0x33);
     expect_format_error(&b, "implausible uncompressed size");
+
+    b.size = 0; /* nor believed of PTX, which is never opened (issue 44: 2^63 was reported) */
+    container(&b, 64 + 64);
+    entry(&b, 1, 64, 64, 90, 0x2000, (uint64_t)1 << 63);
+    payload(&b, 64, 0x33);
+    expect_format_error(&b, "implausible uncompressed size 9223372036854775808");
 }
 END_TEST
 

@@ -121,6 +121,11 @@ static md_status read_entry(const uint8_t *h, size_t avail, uint64_t offset, uns
     e->compression = (flags & FLAG_COMPRESSED_ZSTD) ? MD_COMPRESS_ZSTD
                      : (flags & FLAG_COMPRESSED_LZ4) ? MD_COMPRESS_LZ4 : MD_COMPRESS_NONE;
     e->uncompressed_size = e->compression ? uncompressed_size : payload_size;
+    /* Believed only when a real entry could be that big, PTX as much as SASS (a PTX entry is
+     * never opened, but its size is reported): cuobjdump calls such a header invalid too. */
+    if (e->compression && uncompressed_size > MAX_DECOMPRESSED)
+        return md_fail(err, MD_ERR_FORMAT, "fatbin entry at offset %llu: implausible uncompressed size %llu",
+                       (unsigned long long)offset, (unsigned long long)uncompressed_size);
     /* The header's version: a PTX entry's ISA (9.0, 7.8, 6.5), an ELF entry's 1.ABI (1.7, 1.8).
      * An opened cubin's own ELF header overrides the ABI; the rest stays for code left closed. */
     if (e->kind == MD_CODE_PTX && minor < 10 && major > 0 && major < 100)
