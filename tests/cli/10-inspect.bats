@@ -6,7 +6,7 @@ load helpers
 archs_json() { doctor inspect --json "$1" | jq -r '.files[0] | "sass:" + (.sass | map(" " + .) | join("")), "ptx:" + (.ptx | map(" " + .) | join(""))'; }
 
 @test "CUDA 13 binaries: inspect --json lists exactly the -gencode architectures" {
-  for f in f13-multi.so f13-sm80.so f13-ptx-only.so f13-compressed.fatbin f13-uncompressed.fatbin f13-sm90.cubin f13-sm90a.cubin; do
+  for f in f13-multi.so f13-sm80.so f13-ptx-only.so f13-compressed.fatbin f13-uncompressed.fatbin f13-sm90.cubin f13-sm90a.cubin f13-sm100f.cubin; do
     want=$(cat "$(fix "${f%.*}.archs")")
     got=$(archs_json "$(fix "$f")")
     [ "$want" = "$got" ] || { echo "$f: want '$want' got '$got'" >&2; return 1; }
@@ -89,6 +89,13 @@ archs_json() { doctor inspect --json "$1" | jq -r '.files[0] | "sass:" + (.sass 
   run --separate-stderr doctor inspect --json --gpu h100 --gpu b200 "$(fix f13-sm90a.cubin)"
   [ "$status" -eq 1 ]
   [ "$(jq -r '.files[0].sass[0]' <<<"$output")" = "sm_90a" ]
+  [ "$(jq -r '.files[0].gpus | map(.runs) | join(",")' <<<"$output")" = "sass,cannot-run" ]
+}
+
+@test "a standalone sm_100f cubin keeps its f (issue 44): family code runs on sm_103, not on sm_120" {
+  run --separate-stderr doctor inspect --json --gpu sm_103 --gpu sm_120 "$(fix f13-sm100f.cubin)"
+  [ "$status" -eq 1 ]
+  [ "$(jq -r '.files[0].sass[0]' <<<"$output")" = "sm_100f" ]
   [ "$(jq -r '.files[0].gpus | map(.runs) | join(",")' <<<"$output")" = "sass,cannot-run" ]
 }
 

@@ -144,6 +144,27 @@ static unsigned tkinfo_release(const uint8_t *bytes, size_t n)
     return 0;
 }
 
+/* The suffix of the target ptxas was given, "-arch sm_100f" in a .note.nv.tkinfo section: 'a',
+ * 'f', or 0. A standalone cubin records family code nowhere else (its ELF header and .nv.compat
+ * are those of plain sm_100), and some toolkits' arch-specific cubins only here. */
+static char tkinfo_arch_suffix(const uint8_t *bytes, size_t n, unsigned sm)
+{
+    static const char key[] = "-arch sm_";
+    const size_t len = sizeof key - 1;
+    for (size_t i = 0; n >= len && i <= n - len; i++) {
+        if (memcmp(bytes + i, key, len) != 0)
+            continue;
+        size_t p = i + len;
+        unsigned number = 0;
+        while (p < n && bytes[p] >= '0' && bytes[p] <= '9' && number < 10000)
+            number = number * 10 + (unsigned)(bytes[p++] - '0');
+        if (p < n && number == sm && (bytes[p] == 'a' || bytes[p] == 'f'))
+            return (char)bytes[p];
+        return 0;
+    }
+    return 0;
+}
+
 static md_status section_bytes(Elf_Scn *scn, const uint8_t **data, size_t *size)
 {
     Elf_Data *d = elf_rawdata(scn, NULL);
@@ -257,6 +278,9 @@ md_status md_cubin_read(const uint8_t *data, size_t size, md_code_entry *e, md_e
             unsigned release = tkinfo_release(bytes, n);
             if (release)
                 e->toolkit = release;
+            char suffix = tkinfo_arch_suffix(bytes, n, sm);
+            if (suffix && !e->variant)
+                e->variant = suffix;
             continue;
         }
         bool is_info = shdr.sh_type == NVINFO_SECTION_TYPE && strncmp(name, ".nv.info", 8) == 0;
