@@ -271,16 +271,12 @@ int msda_fatbin_key(int index, char *buf, size_t size) {
     return snprintf(buf, size, "sass:%u.%u", f->toolkit / 1000, (f->toolkit % 1000) / 10);
 }
 
-/* Whether fatbin INDEX is of the kind MSDA_IMAGE forces ("sass:11.8", "ptx:6.5"). */
-static int forced_image(uint32_t index, const char *force) {
-    const msda_fatbin_ref *f = &msda_fatbin_table[index];
-    unsigned major = 0, minor = 0;
+/* Whether FORCE has MSDA_IMAGE's form, "sass:X.Y" or "ptx:X.Y", which msda_fatbin_key writes. */
+static int image_key_valid(const char *force) {
+    unsigned major, minor;
     int used = 0;
-    if (strncmp(force, "sass:", 5) == 0 && sscanf(force + 5, "%u.%u%n", &major, &minor, &used) == 2 && !force[5 + used])
-        return !f->ptx_isa && f->toolkit == major * 1000 + minor * 10;
-    if (strncmp(force, "ptx:", 4) == 0 && sscanf(force + 4, "%u.%u%n", &major, &minor, &used) == 2 && !force[4 + used])
-        return f->ptx_isa && f->ptx_isa == major * 10 + minor;
-    return -1; /* malformed */
+    const char *version = strncmp(force, "sass:", 5) == 0 ? force + 5 : strncmp(force, "ptx:", 4) == 0 ? force + 4 : NULL;
+    return version && sscanf(version, "%u.%u%n", &major, &minor, &used) == 2 && !version[used];
 }
 
 /* What a driver answers for an image it cannot take: an image of a newer format or toolkit
@@ -288,6 +284,13 @@ static int forced_image(uint32_t index, const char *force) {
 static int image_refused(CUresult r) {
     return r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_INVALID_SOURCE || r == CUDA_ERROR_NO_BINARY_FOR_GPU ||
            r == CUDA_ERROR_INVALID_PTX || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
+}
+
+/* The driver's name for R, or "refused" when it has none. */
+static const char *result_name(const msda_driver *drv, CUresult r) {
+    const char *name = NULL;
+    if (!drv->GetErrorName || drv->GetErrorName(r, &name) != CUDA_SUCCESS || !name) name = "refused";
+    return name;
 }
 
 static void append(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -311,15 +314,14 @@ static msda_status load_module(const msda_driver *drv, msda_module *m, msda_erro
     const int cc = context_cc(drv), driver = driver_cuda_version(drv);
     const char *force = getenv(MSDA_IMAGE_ENV);
     if (force && !*force) force = NULL;
-    char why[200] = "", label[32];
+    if (force && !image_key_valid(force))
+        return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "%s='%s': give sass:X.Y or ptx:X.Y", MSDA_IMAGE_ENV, force);
+    char why[200] = "", label[32], key[32];
     int tried = 0, forced_any = 0;
     for (uint32_t i = 0; i < msda_fatbin_table_count && !m->module; i++) {
         if (force) {
-            const int is = forced_image(i, force);
-            if (is < 0)
-                return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "%s='%s': give sass:X.Y or ptx:X.Y",
-                                 MSDA_IMAGE_ENV, force);
-            if (!is) continue;
+            msda_fatbin_key((int)i, key, sizeof key);
+            if (strcmp(key, force) != 0) continue;
             forced_any = 1;
         }
         if (cc >= 0 && msda_fatbin_runs_on(i, cc) == 0) continue;
@@ -337,9 +339,7 @@ static msda_status load_module(const msda_driver *drv, msda_module *m, msda_erro
         } else {
             m->module = NULL;
             if (!image_refused(r)) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "cuModuleLoadData (MSDA device code)");
-            const char *name = NULL;
-            if (!drv->GetErrorName || drv->GetErrorName(r, &name) != CUDA_SUCCESS || !name) name = "refused";
-            append(why, sizeof why, "%s%s: %s", why[0] ? "; " : "", label, name);
+            append(why, sizeof why, "%s%s: %s", why[0] ? "; " : "", label, result_name(drv, r));
         }
     }
     if (!m->module) {
@@ -350,10 +350,8 @@ static msda_status load_module(const msda_driver *drv, msda_module *m, msda_erro
                   device, version, force ? " (" MSDA_IMAGE_ENV "=" : "", force ? force : "", force ? ")" : "",
                   why[0] ? why : force && !forced_any ? "the library has no such image" : "no image for it");
         if (tried && r != CUDA_SUCCESS) {
-            const char *name = NULL;
             err->cuda_result = (int)r;
-            if (drv->GetErrorName && drv->GetErrorName(r, &name) == CUDA_SUCCESS && name)
-                snprintf(err->cuda_name, sizeof err->cuda_name, "%s", name);
+            snprintf(err->cuda_name, sizeof err->cuda_name, "%s", result_name(drv, r));
         }
         return MSDA_ERR_NO_KERNEL_IMAGE;
     }

@@ -61,48 +61,50 @@ static json_t *plan_json(const md_plan *plan)
     return json_pack("{s:o, s:o, s:o, s:o}", "targets", targets, "toolkits", toolkits, "notes", notes, "fetch", fetch);
 }
 
-/* The oldest driver each SASS architecture runs on: its lowest-reaching image, SASS or PTX (one
- * line per run of architectures with the same images' needs). */
+/* The images that serve T's architecture: its SASS, and PTX written for it (old drivers'), as
+ * "CUDA 11.8 SASS from driver 450.80.02 (CUDA 11.0); PTX ISA 6.5 from ...". */
+static void images_of(const md_plan *plan, const md_plan_target *t, char *line, size_t size)
+{
+    line[0] = '\0';
+    for (size_t k = 0; k < plan->n_targets; k++) {
+        const md_plan_target *u = &plan->targets[k];
+        if (u->sm != t->sm || (u->ptx && !u->lowered))
+            continue;
+        size_t len = strlen(line);
+        if (u->ptx)
+            snprintf(line + len, size - len, "%sPTX ISA %u.%u from driver %s (CUDA %s)", len ? "; " : "",
+                     u->ptx_isa / 10, u->ptx_isa % 10, u->needs_driver, u->needs_cuda_text);
+        else
+            snprintf(line + len, size - len, "%sCUDA %s SASS from driver %s (CUDA %s)", len ? "; " : "",
+                     u->toolkit->version, u->needs_driver, u->needs_cuda_text);
+    }
+}
+
+/* The oldest driver each SASS architecture runs on: a line per run of architectures whose images
+ * need the same drivers. */
 static void print_driver_floors(const md_plan *plan)
 {
     printf("Drivers: each architecture runs on\n");
-    char line[256] = "", prev[256] = "", archs[256] = "";
+    char line[256] = "", run_line[256] = "", first[32] = "", last[32] = "";
     for (size_t i = 0; i <= plan->n_targets; i++) {
         const md_plan_target *t = i < plan->n_targets ? &plan->targets[i] : NULL;
-        if (t && t->ptx)
-            continue;
-        if (t && i > 0 && plan->targets[i - 1].sm == t->sm && !plan->targets[i - 1].ptx)
-            continue; /* its first target already described it */
-        line[0] = '\0';
-        for (size_t k = 0; t && k < plan->n_targets; k++) {
-            const md_plan_target *u = &plan->targets[k];
-            /* A target serves T's architecture: its own SASS, or PTX written for it. */
-            if (u->sm != t->sm || (u->ptx && !u->lowered))
-                continue;
-            char image[96];
-            if (u->ptx)
-                snprintf(image, sizeof image, "PTX ISA %u.%u from driver %s (CUDA %s)", u->ptx_isa / 10,
-                         u->ptx_isa % 10, u->needs_driver, u->needs_cuda_text);
-            else
-                snprintf(image, sizeof image, "CUDA %s SASS from driver %s (CUDA %s)", u->toolkit->version,
-                         u->needs_driver, u->needs_cuda_text);
-            snprintf(line + strlen(line), sizeof line - strlen(line), "%s%s", line[0] ? "; " : "", image);
-        }
-        if (archs[0] && (!t || strcmp(line, prev) != 0)) {
-            printf("  %-16s %s\n", archs, prev);
-            archs[0] = '\0';
+        if (t && (t->ptx || (i > 0 && plan->targets[i - 1].sm == t->sm && !plan->targets[i - 1].ptx)))
+            continue; /* PTX, or an architecture its first target already described */
+        if (t)
+            images_of(plan, t, line, sizeof line);
+        if (first[0] && (!t || strcmp(line, run_line) != 0)) {
+            char archs[72];
+            snprintf(archs, sizeof archs, strcmp(first, last) ? "%s-%s" : "%s", first, last);
+            printf("  %-16s %s\n", archs, run_line);
+            first[0] = '\0';
         }
         if (!t)
             break;
-        char name[32];
-        target_name(t, name, sizeof name);
-        if (!archs[0])
-            snprintf(archs, sizeof archs, "%s", name);
-        else
-            snprintf(strchr(archs, '-') ? strchr(archs, '-') : archs + strlen(archs),
-                     sizeof archs - (size_t)((strchr(archs, '-') ? strchr(archs, '-') : archs + strlen(archs)) - archs),
-                     "-%s", name);
-        snprintf(prev, sizeof prev, "%s", line);
+        target_name(t, last, sizeof last);
+        if (!first[0]) {
+            snprintf(first, sizeof first, "%s", last);
+            snprintf(run_line, sizeof run_line, "%s", line);
+        }
     }
 }
 

@@ -87,32 +87,6 @@ static bool min_driver_text(int needs_cuda, char *out, size_t size)
     return needs_cuda > 0 && md_driver_min_for_cuda(needs_cuda, out, size);
 }
 
-/* "driver >= 450.80.02 (CUDA 11.0)"; "" when the need is unknown. */
-static void need_text(int needs_cuda, char *out, size_t size)
-{
-    char driver[24], cuda[16];
-    out[0] = '\0';
-    if (!cuda_text(needs_cuda, cuda, sizeof cuda))
-        return;
-    if (min_driver_text(needs_cuda, driver, sizeof driver))
-        snprintf(out, size, "driver >= %s (CUDA %s)", driver, cuda);
-    else
-        snprintf(out, size, "a driver of CUDA %s or newer", cuda);
-}
-
-/* "sm_80 SASS from CUDA 13.0", "compute_61 PTX of ISA 7.8", "sm_80 SASS". */
-static void pick_text(const md_code_pick *p, char *out, size_t size)
-{
-    char arch[24], version[16];
-    md_arch_format(arch, sizeof arch, p->how == MD_RUNS_PTX_JIT, p->sm, p->variant);
-    if (p->how == MD_RUNS_PTX_JIT)
-        snprintf(out, size, "%s PTX%s%s", arch, isa_text(p->ptx_isa, version, sizeof version) ? " of ISA " : "",
-                 version);
-    else
-        snprintf(out, size, "%s SASS%s%s", arch, cuda_text((int)p->toolkit, version, sizeof version) ? " from CUDA " : "",
-                 version);
-}
-
 static json_t *text_or_null(const char *text)
 {
     return text[0] ? json_string(text) : json_null();
@@ -271,7 +245,7 @@ static void print_entries(const md_binary *bin)
             printf(", CUDA %s", version);
         else if (isa_text(e->ptx_isa, version, sizeof version))
             printf(", ISA %s", version);
-        need_text(e->needs_cuda, need, sizeof need);
+        md_driver_need_text(e->needs_cuda, need, sizeof need);
         printf(", %s%s%s%s\n", need[0] ? "needs " : "driver need unknown", need, e->note[0] ? "; " : "", e->note);
         for (size_t k = 0; k < e->n_kernels; k++) {
             const md_kernel *kern = &e->kernels[k];
@@ -301,12 +275,12 @@ static void print_verdict(const md_gpu_target *gpu, const md_driver *driver, con
         snprintf(label, sizeof label, "%s", gpu->label);
     md_code_pick pick = { .how = v->how, .sm = v->code_sm, .variant = v->code_variant, .toolkit = v->code_toolkit,
                           .ptx_isa = v->code_ptx_isa, .needs_cuda = v->code_needs_cuda };
-    pick_text(&pick, chosen, sizeof chosen);
-    need_text(v->code_needs_cuda, need, sizeof need);
+    md_code_pick_text(&pick, chosen, sizeof chosen);
+    md_driver_need_text(v->code_needs_cuda, need, sizeof need);
     if (v->passed_over.how != MD_RUNS_NOT) {
         char what[96], over_need[96];
-        pick_text(&v->passed_over, what, sizeof what);
-        need_text(v->passed_over.needs_cuda, over_need, sizeof over_need);
+        md_code_pick_text(&v->passed_over, what, sizeof what);
+        md_driver_need_text(v->passed_over.needs_cuda, over_need, sizeof over_need);
         snprintf(passed, sizeof passed, "%s needs %s", what, over_need);
     }
     printf("  %s: ", label);

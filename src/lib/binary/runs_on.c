@@ -1,6 +1,7 @@
 #include "runs_on.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -168,4 +169,19 @@ void md_verdict_free(md_verdict *v)
 {
     free(v->kernels);
     memset(v, 0, sizeof *v);
+}
+
+void md_code_pick_text(const md_code_pick *p, char *out, size_t size)
+{
+    char arch[24];
+    const bool ptx = p->how == MD_RUNS_PTX_JIT;
+    md_arch_format(arch, sizeof arch, ptx, p->sm, p->variant);
+    if (ptx && p->ptx_isa)
+        snprintf(out, size, "%s PTX of ISA %u.%u", arch, p->ptx_isa / 10, p->ptx_isa % 10);
+    else if (ptx)
+        snprintf(out, size, "%s PTX", arch);
+    else if (p->toolkit)
+        snprintf(out, size, "%s SASS from CUDA %u.%u", arch, p->toolkit / 1000, (p->toolkit % 1000) / 10);
+    else
+        snprintf(out, size, "%s SASS", arch);
 }

@@ -78,6 +78,10 @@ unsigned long md_block_registers(unsigned registers, unsigned threads);
 /* Largest block (a multiple of 32, at most MAX_THREADS) whose registers fit LIMIT. */
 unsigned md_threads_that_fit(unsigned registers, unsigned limit, unsigned max_threads);
 
+/* "sm_80 SASS from CUDA 13.0", "compute_61 PTX of ISA 7.8", or "sm_80 SASS" where the headers
+ * do not say: the one wording of a piece of code, for inspect and diagnose. */
+void md_code_pick_text(const md_code_pick *p, char *out, size_t size);
+
 const char *md_runs_how_name(md_runs_how how);
 
 #endif

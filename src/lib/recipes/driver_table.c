@@ -108,6 +108,19 @@ bool md_driver_min_for_cuda(int cuda, char *out, size_t size)
     return false;
 }
 
+void md_driver_need_text(int needs_cuda, char *out, size_t size)
+{
+    char driver[24], cuda[16];
+    out[0] = '\0';
+    if (needs_cuda <= 0)
+        return;
+    md_cuda_version_text(needs_cuda, cuda, sizeof cuda);
+    if (md_driver_min_for_cuda(needs_cuda, driver, sizeof driver))
+        snprintf(out, size, "driver >= %s (CUDA %s)", driver, cuda);
+    else
+        snprintf(out, size, "a driver of CUDA %s or newer", cuda);
+}
+
 static md_status bad_driver(const char *text, md_error *err)
 {
     return md_fail(err, MD_ERR_ARGUMENT,

@@ -38,4 +38,9 @@ md_status md_driver_parse(const char *text, md_driver *out, md_error *err);
  * the table has one ("450.80.02"), else the first branch ("535"). False when no branch does. */
 bool md_driver_min_for_cuda(int cuda, char *out, size_t size);
 
+/* "driver >= 450.80.02 (CUDA 11.0)" for code that needs CUDA version NEEDS_CUDA ("a driver of
+ * CUDA 14.0 or newer" where no branch is known for it); "" when NEEDS_CUDA is 0, not known. The
+ * one wording of a driver need, for inspect and diagnose. */
+void md_driver_need_text(int needs_cuda, char *out, size_t size);
+
 #endif

@@ -121,17 +121,10 @@ static int half_kernels(const md_binary *bin)
  * machine's driver cannot load. */
 static void passed_over_text(const md_code_pick *p, char *out, size_t size)
 {
-    char arch[24], version[16], cuda[16], driver[24];
-    md_arch_format(arch, sizeof arch, p->how == MD_RUNS_PTX_JIT, p->sm, p->variant);
-    md_cuda_version_text(p->needs_cuda, cuda, sizeof cuda);
-    if (!md_driver_min_for_cuda(p->needs_cuda, driver, sizeof driver))
-        snprintf(driver, sizeof driver, "a newer one");
-    if (p->how == MD_RUNS_PTX_JIT)
-        snprintf(version, sizeof version, "%u.%u", p->ptx_isa / 10, p->ptx_isa % 10);
-    else
-        md_cuda_version_text((int)p->toolkit, version, sizeof version);
-    snprintf(out, size, "%s %s %s %s needs driver >= %s (CUDA %s)", arch, p->how == MD_RUNS_PTX_JIT ? "PTX" : "SASS",
-             p->how == MD_RUNS_PTX_JIT ? "of ISA" : "from CUDA", version, driver, cuda);
+    char what[64], need[64];
+    md_code_pick_text(p, what, sizeof what);
+    md_driver_need_text(p->needs_cuda, need, sizeof need);
+    snprintf(out, size, "%s needs %s", what, need[0] ? need : "a newer driver");
 }
 
 static void judge(md_machine *m, const md_binary *bin, md_binary_facts *f, md_check *c)
@@ -209,13 +202,11 @@ static void judge(md_machine *m, const md_binary *bin, md_binary_facts *f, md_ch
                          f->path, g, gpu->name, code);
             md_check_raise(c, MD_CHECK_WARN);
         } else {
-            char from[32] = "";
-            if (o->code_toolkit) {
-                char version[16];
-                md_cuda_version_text((int)o->code_toolkit, version, sizeof version);
-                snprintf(from, sizeof from, " from CUDA %s", version);
-            }
-            md_check_add(c, MD_LINE_DETAIL, "  runs on GPU %zu %s (%s SASS%s)", g, gpu->name, code, from);
+            const md_code_pick chosen = { .how = MD_RUNS_SASS, .sm = o->code_sm, .variant = o->code_variant,
+                                          .toolkit = o->code_toolkit };
+            char what[64];
+            md_code_pick_text(&chosen, what, sizeof what);
+            md_check_add(c, MD_LINE_DETAIL, "  runs on GPU %zu %s (%s)", g, gpu->name, what);
         }
         if (o->how != MD_RUNS_NOT && passed[0])
             md_check_add(c, MD_LINE_DETAIL, "  on GPU %zu%s: %s", g, driver, passed);
