@@ -34,11 +34,17 @@ PKG_LIBS   = $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 LIB_SRCS := $(sort $(wildcard src/lib/*/*.c src/lib/*/*/*.c))
 CLI_SRCS := $(sort $(wildcard src/cli/*.c))
 RECIPES  := $(sort $(wildcard recipes/*.json))
-GEN_SRCS := $(BUILD)/gen/recipes_data.c
+# What `build` reads from the project folder, embedded so that an installed msda-doctor builds
+# from anywhere (src/lib/build/embedded_source.h): the kernels' sources, recipe and scripts, and
+# the Python package's files as package.c collects them.
+BUILD_INPUTS := $(sort $(wildcard kernels/*.c kernels/*.h kernels/*.cu kernels/*.cuh kernels/*.sh \
+                  kernels/libmsda.json) $(filter-out %.pyc %/__pycache__,$(wildcard wheels/*.py \
+                  wheels/msda/* wheels/MultiScaleDeformableAttention/*)))
+GEN_SRCS := $(BUILD)/gen/recipes_data.c $(BUILD)/gen/sources_data.c
 MAN_PAGE := $(BUILD)/man/msda-doctor.1
 
-REL_OBJS := $(patsubst %.c,$(BUILD)/rel/%.o,$(LIB_SRCS) $(CLI_SRCS)) $(BUILD)/rel/gen/recipes_data.o
-SAN_LIB_OBJS := $(patsubst %.c,$(BUILD)/san/%.o,$(LIB_SRCS)) $(BUILD)/san/gen/recipes_data.o
+REL_OBJS := $(patsubst %.c,$(BUILD)/rel/%.o,$(LIB_SRCS) $(CLI_SRCS)) $(patsubst $(BUILD)/%.c,$(BUILD)/rel/%.o,$(GEN_SRCS))
+SAN_LIB_OBJS := $(patsubst %.c,$(BUILD)/san/%.o,$(LIB_SRCS)) $(patsubst $(BUILD)/%.c,$(BUILD)/san/%.o,$(GEN_SRCS))
 SAN_CLI_OBJS := $(patsubst %.c,$(BUILD)/san/%.o,$(CLI_SRCS))
 
 all: msda-doctor
@@ -59,6 +65,10 @@ $(BUILD)/host/embed: tools/embed.c | deps
 $(BUILD)/gen/recipes_data.c: $(BUILD)/host/embed $(RECIPES)
 	@mkdir -p $(@D)
 	$(BUILD)/host/embed $@ $(RECIPES)
+
+$(BUILD)/gen/sources_data.c: $(BUILD)/host/embed $(BUILD_INPUTS)
+	@mkdir -p $(@D)
+	$(BUILD)/host/embed --tree $@ $(BUILD_INPUTS)
 
 # ---- release build -----------------------------------------------------------------------------
 $(BUILD)/rel/%.o: %.c | deps $(GEN_SRCS)

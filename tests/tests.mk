@@ -122,7 +122,8 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 30
 FUZZ_TARGETS := devcode wheel recipe logscan probe arch manifest
 FUZZ_FLAGS   := -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-FUZZ_LIB_OBJS := $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(LIB_SRCS) tests/fuzz/fuzz_common.c) $(BUILD)/fuzz/obj/gen/recipes_data.o
+FUZZ_LIB_OBJS := $(patsubst %.c,$(BUILD)/fuzz/obj/%.o,$(LIB_SRCS) tests/fuzz/fuzz_common.c) \
+                 $(patsubst $(BUILD)/%.c,$(BUILD)/fuzz/obj/%.o,$(GEN_SRCS))
 # libmsda.json, embedded into fuzz_arch so that the binary runs away from the source tree
 FUZZ_KERNEL_DATA := $(BUILD)/fuzz/obj/gen/fuzz_kernels_data.o
 
@@ -131,7 +132,7 @@ $(BUILD)/fuzz/obj/%.o: %.c | deps $(GEN_SRCS)
 	$(FUZZ_CC) $(CSTD) $(filter-out -Wno-format-truncation,$(WARN)) -Wno-unused-command-line-argument $(FUZZ_FLAGS) -fsanitize=fuzzer-no-link \
 	  $(INCS) -Itests/fuzz $(DEFS) $(PKG_CFLAGS) -MMD -MP -c -o $@ $<
 
-$(BUILD)/fuzz/obj/gen/recipes_data.o: $(BUILD)/gen/recipes_data.c
+$(BUILD)/fuzz/obj/gen/%.o: $(BUILD)/gen/%.c
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(CSTD) $(FUZZ_FLAGS) $(INCS) -c -o $@ $<
 
@@ -210,3 +211,4 @@ CHECK_SUITES += layers
 .PHONY: check-layers
 check-layers: $(BUILD)/san/msda-doctor
 	@MSDA_OBJECTS=$(abspath $(BUILD)/san) $(RUN_SUITE) layers tap bats --tap tests/layers
+

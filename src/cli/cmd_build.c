@@ -108,8 +108,13 @@ static void print_driver_floors(const md_plan *plan)
     }
 }
 
-static void print_plan(const md_plan *plan)
+static void print_plan(const md_build_job *job)
 {
+    const md_plan *plan = &job->plan;
+    if (job->embedded_source)
+        printf("Sources: built into msda-doctor %s, unpacked in %s\n", MD_VERSION, job->source_dir);
+    else
+        printf("Sources: %s\n", job->source_dir);
     printf("Plan: %zu target%s\n", plan->n_targets, plan->n_targets == 1 ? "" : "s");
     for (size_t i = 0; i < plan->n_targets; i++) {
         const md_plan_target *t = &plan->targets[i];
@@ -149,7 +154,7 @@ static const md_option md_cli_build_options[] = {
     { 'D', "define", "NAME=VALUE", MD_OPT_REPEATABLE,
       "set a device-code macro for every target: a knob of kernels/libmsda.json, or another" },
     { 'j', "jobs", "N", MD_OPT_SHORT, "compilations at a time (default: the number of cores)" },
-    { 's', "source", "DIR", 0, "the project folder with kernels/ and wheels/ (default: " MD_BUILD_DEFAULT_SOURCE ")" },
+    { 's', "source", "DIR", 0, "build from the project folder DIR, with kernels/ and wheels/ (default: the sources built into msda-doctor)" },
     { 'o', "out", "DIR", 0, "where the wheels go (default: " MD_BUILD_DEFAULT_OUT ")" },
     { 'c', "cache", "DIR", 0, "compiled objects by content (default: " MD_BUILD_DEFAULT_CACHE ")" },
     { 'F', "fetch", NULL, 0,
@@ -258,7 +263,7 @@ static int cmd_build(int argc, char **argv)
     md_cli_progress_end(&progress);
     if (st == MD_OK) {
         if (!opt.json)
-            print_plan(&job->plan);
+            print_plan(job);
         fflush(stdout);
         st = md_build_run(&job->cfg, &result, &err);
     }
@@ -278,7 +283,8 @@ static int cmd_build(int argc, char **argv)
             json_array_append_new(outputs, json_pack("{s:s, s:s, s:s, s:s}", "platform", result.outputs[i].platform,
                                                      "library", result.outputs[i].library, "platform_tag",
                                                      result.outputs[i].platform_tag, "wheel", result.outputs[i].wheel));
-        rc = md_cli_print_json(json_pack("{s:b, s:o, s:o, s:o, s:i, s:i, s:o}", "dry_run", opt.req.dry_run, "plan",
+        rc = md_cli_print_json(json_pack("{s:b, s:{s:s, s:b}, s:o, s:o, s:o, s:i, s:i, s:o}", "dry_run", opt.req.dry_run,
+                                         "source", "dir", job->source_dir, "embedded", job->embedded_source, "plan",
                                          plan_json(plan), "steps", steps, "outputs", outputs, "compiled",
                                          (int)result.counts.n_compiled, "cached", (int)result.counts.n_cached, "error",
                                          st == MD_OK ? json_null()

@@ -19,6 +19,7 @@ int main(void)
     srunner_add_suite(sr, suite_redist_table());
     srunner_add_suite(sr, suite_fetch_index());
     srunner_add_suite(sr, suite_fetch_cache());
+    srunner_add_suite(sr, suite_fetch_ca());
     srunner_add_suite(sr, suite_knowledge());
     srunner_add_suite(sr, suite_regex_syntax());
     srunner_run_all(sr, CK_NORMAL);

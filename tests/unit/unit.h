@@ -19,6 +19,7 @@ Suite *suite_zip_members(void);
 Suite *suite_redist_table(void);
 Suite *suite_fetch_index(void);
 Suite *suite_fetch_cache(void);
+Suite *suite_fetch_ca(void);
 Suite *suite_knowledge(void);
 Suite *suite_regex_syntax(void);
 

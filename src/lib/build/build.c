@@ -113,7 +113,7 @@ static md_status add_device_steps(const md_build_config *cfg, md_step_list *s, m
             ok = strv_add(&v, "-D%s=%ld", t->defines[d].name, t->defines[d].value);
         ok = ok && strv_add(&v, "-o") && strv_add(&v, "OUTPUT") && strv_add(&v, "%s", source);
         char key[65];
-        if (!ok || !md_content_key(tk->version_text, v.items, v.n - 2, cfg->kernels_dir, source,
+        if (!ok || !md_content_key(tk->version_text, v.items, v.n - 2, cfg->source_dir, cfg->kernels_dir, source,
                                    t->lowered ? script : NULL, key)) {
             strv_free(v.items);
             return md_fail(err, ok ? MD_ERR_IO : MD_ERR_NOMEM, "cannot hash '%s' for the cache key", source);
@@ -199,7 +199,7 @@ static md_status add_host_object_steps(const md_build_config *cfg, const char *p
                   strv_add(&v, "-I%s", cuda_inc) && strv_add(&v, "-c") && strv_add(&v, "-o") &&
                   strv_add(&v, "OUTPUT") && strv_add(&v, "%s", sources[i]);
         char key[65];
-        if (ok && !md_content_key(cc_version, v.items, v.n - 2, cfg->kernels_dir, sources[i], pins, key)) {
+        if (ok && !md_content_key(cc_version, v.items, v.n - 2, cfg->source_dir, cfg->kernels_dir, sources[i], pins, key)) {
             strv_free(v.items);
             return md_fail(err, MD_ERR_IO, "cannot read '%s' or '%s' for the cache key", sources[i], pins);
         }

@@ -16,6 +16,7 @@
 typedef struct {
     const md_plan *plan;
     const md_libmsda_recipe *recipe;
+    const char *source_dir;       /* the project folder: left out of the cache keys */
     const char *kernels_dir;      /* sources: kernels/ */
     const char *package_dir;      /* the Python package sources: wheels/ */
     const char *out_dir;          /* where wheels land: wheels/dist */
@@ -74,7 +75,6 @@ const char *md_host_platform(void);
 /* What a build takes when the caller says nothing: the CLI's help states these, diagnose's fixes
  * name the folder the wheels land in. */
 #define MD_BUILD_DEFAULT_ARCH "all"
-#define MD_BUILD_DEFAULT_SOURCE "."
 #define MD_BUILD_DEFAULT_OUT "wheels/dist"
 #define MD_BUILD_DEFAULT_CACHE "build/msda-cache"
 #define MD_BUILD_DEFAULT_STEP_TIMEOUT_S 3600 /* a compiler that hangs must not hang the build */
@@ -85,7 +85,8 @@ typedef struct {
     size_t n_toolkit_dirs;
     const char *platforms;        /* --platform "x86_64,aarch64"; NULL: this machine's, and the
                                      other where its cross compiler is installed */
-    const char *source_dir;       /* the project folder with kernels/ and wheels/ */
+    const char *source_dir;       /* the project folder with kernels/ and wheels/; NULL: the sources
+                                     embedded in this msda-doctor, unpacked under cache_dir */
     const char *out_dir;
     const char *cache_dir;
     const char *const *defines;   /* --define, NULL-terminated or NULL */
@@ -112,6 +113,8 @@ typedef struct {
     size_t n_toolkits;
     md_host_compiler *compilers;
     size_t n_compilers;
+    char source_dir[PATH_MAX];    /* the project folder used: --source, or the embedded sources' */
+    bool embedded_source;         /* source_dir holds the embedded sources */
     char kernels_dir[PATH_MAX], package_dir[PATH_MAX], work_dir[PATH_MAX];
     char platform_names[MD_MAX_PLATFORMS][16];
 } md_build_job;

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "build.h"
+#include "embedded_source.h"
 #include "fetch/fetch_cache.h"
 #include "machine/gpu_probe.h"
 #include "recipes/platform.h"
@@ -78,8 +79,7 @@ static md_status native_sms(unsigned *sms, size_t *n, md_error *err)
 md_build_request md_build_request_defaults(void)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    return (md_build_request){ .arch = MD_BUILD_DEFAULT_ARCH, .source_dir = MD_BUILD_DEFAULT_SOURCE,
-                               .out_dir = MD_BUILD_DEFAULT_OUT, .cache_dir = MD_BUILD_DEFAULT_CACHE,
+    return (md_build_request){ .arch = MD_BUILD_DEFAULT_ARCH, .out_dir = MD_BUILD_DEFAULT_OUT, .cache_dir = MD_BUILD_DEFAULT_CACHE,
                                .jobs = cores > 0 ? (unsigned)cores : 1,
                                .step_timeout_s = MD_BUILD_DEFAULT_STEP_TIMEOUT_S };
 }
@@ -89,10 +89,19 @@ static md_status prepare(const md_build_request *req, const char *const *toolkit
 {
     memset(job, 0, sizeof *job);
     md_build_config *cfg = &job->cfg;
-    snprintf(job->kernels_dir, sizeof job->kernels_dir, "%s/kernels", req->source_dir);
-    snprintf(job->package_dir, sizeof job->package_dir, "%s/wheels", req->source_dir);
-    snprintf(job->work_dir, sizeof job->work_dir, "%s/build/msda", req->source_dir);
-    *cfg = (md_build_config){ .recipe = &job->recipe, .plan = &job->plan, .kernels_dir = job->kernels_dir,
+    if (req->source_dir) {
+        snprintf(job->source_dir, sizeof job->source_dir, "%s", req->source_dir);
+    } else {
+        md_status st = md_embedded_source_unpack(req->cache_dir, job->source_dir, sizeof job->source_dir, err);
+        if (st != MD_OK)
+            return st;
+        job->embedded_source = true;
+    }
+    snprintf(job->kernels_dir, sizeof job->kernels_dir, "%s/kernels", job->source_dir);
+    snprintf(job->package_dir, sizeof job->package_dir, "%s/wheels", job->source_dir);
+    snprintf(job->work_dir, sizeof job->work_dir, "%s/build/msda", job->source_dir);
+    *cfg = (md_build_config){ .recipe = &job->recipe, .plan = &job->plan, .source_dir = job->source_dir,
+                              .kernels_dir = job->kernels_dir,
                               .package_dir = job->package_dir, .work_dir = job->work_dir, .out_dir = req->out_dir,
                               .cache_dir = req->cache_dir, .jobs = req->jobs ? req->jobs : 1,
                               .step_timeout_s = req->step_timeout_s,

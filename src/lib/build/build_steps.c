@@ -75,8 +75,23 @@ static bool source_closure(const char *dir, const char *file, char (*list)[PATH_
     return ok;
 }
 
-bool md_content_key(const char *tool_version, char *const *argv, size_t skip_arg, const char *dir,
-                        const char *source, const char *extra_file, char key[65])
+/* ARG with every occurrence of ROOT replaced by one byte that no path holds, so that the same
+ * sources built in two folders (two checkouts, or the embedded sources unpacked under a hash of
+ * all of them, Python files included) share their cached objects. */
+static bool hash_arg(EVP_MD_CTX *ctx, const char *arg, const char *root)
+{
+    size_t root_len = root ? strlen(root) : 0;
+    const char *at;
+    bool ok = true;
+    while (ok && root_len && (at = strstr(arg, root)) != NULL) {
+        ok = EVP_DigestUpdate(ctx, arg, (size_t)(at - arg)) && EVP_DigestUpdate(ctx, "\x01", 1);
+        arg = at + root_len;
+    }
+    return ok && EVP_DigestUpdate(ctx, arg, strlen(arg) + 1);
+}
+
+bool md_content_key(const char *tool_version, char *const *argv, size_t skip_arg, const char *root,
+                    const char *dir, const char *source, const char *extra_file, char key[65])
 {
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     if (!ctx || !EVP_DigestInit_ex(ctx, EVP_sha256(), NULL)) {
@@ -84,12 +99,13 @@ bool md_content_key(const char *tool_version, char *const *argv, size_t skip_arg
         return false;
     }
     EVP_DigestUpdate(ctx, tool_version, strlen(tool_version) + 1);
-    for (size_t i = 0; argv[i]; i++)
+    bool ok = true;
+    for (size_t i = 0; ok && argv[i]; i++)
         if (i != skip_arg)
-            EVP_DigestUpdate(ctx, argv[i], strlen(argv[i]) + 1);
+            ok = hash_arg(ctx, argv[i], root);
     char (*files)[PATH_MAX] = malloc(MAX_SOURCES * sizeof *files);
     size_t n = 0;
-    bool ok = files != NULL;
+    ok = ok && files != NULL;
     if (ok)
         ok = source_closure(dir, source, files, &n);
     for (size_t i = 0; ok && i < n; i++)

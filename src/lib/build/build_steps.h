@@ -52,9 +52,10 @@ bool md_steps_move(md_step_list *s, md_build_step **steps, size_t *n_steps);
 
 void md_build_steps_free(md_build_step *steps, size_t n);
 
-/* sha256, as hex into KEY, over TOOL_VERSION, ARGV but its SKIP_ARG-th string (the output),
- * SOURCE with every local header it includes from DIR, and EXTRA_FILE when not NULL. */
-bool md_content_key(const char *tool_version, char *const *argv, size_t skip_arg, const char *dir,
+/* sha256, as hex into KEY, over TOOL_VERSION, ARGV but its SKIP_ARG-th string (the output) and
+ * with the folder ROOT (the project folder; NULL: none) left out of every argument, SOURCE with
+ * every local header it includes from DIR, and EXTRA_FILE when not NULL. */
+bool md_content_key(const char *tool_version, char *const *argv, size_t skip_arg, const char *root, const char *dir,
                     const char *source, const char *extra_file, char key[65]);
 
 /* mkdir -p. */

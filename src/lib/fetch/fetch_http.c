@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "fetch_ca.h"
 #include "recipes/product.h"
 
 #define LOW_SPEED_BYTES 1024L
@@ -132,7 +133,7 @@ static void wait_ms(long ms)
 }
 
 /* One request with the options every transfer shares. */
-static CURLcode perform(CURL *h, const char *url, sink *s, char *errbuf, long *http)
+static CURLcode perform(CURL *h, const char *url, const md_ca_store *ca, sink *s, char *errbuf, long *http)
 {
     const md_http_options *o = s->o;
     curl_easy_reset(h);
@@ -152,6 +153,9 @@ static CURLcode perform(CURL *h, const char *url, sink *s, char *errbuf, long *h
     curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, o->stall_timeout_s > 0 ? o->stall_timeout_s : 60L);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, s);
+    /* Both set, or neither (NULL): libcurl's built-in default is nothing in the static build. */
+    curl_easy_setopt(h, CURLOPT_CAINFO, ca->file[0] ? ca->file : NULL);
+    curl_easy_setopt(h, CURLOPT_CAPATH, ca->dir[0] ? ca->dir : NULL);
     if (s->file && s->offset)
         curl_easy_setopt(h, CURLOPT_RESUME_FROM_LARGE, (curl_off_t)s->offset);
     if (o->progress) {
@@ -195,6 +199,15 @@ static md_status transfer(const char *url, const char *part, sink *s, uint64_t *
     md_status st = md_http_url_allowed(url, s->o->allow_http, err);
     if (st != MD_OK)
         return st;
+    /* Plain http needs no store (a redirect to https then fails on its certificate); https
+     * cannot go on without one. */
+    md_ca_store ca;
+    bool https = strncmp(url, "https:", 6) == 0;
+    if ((st = md_ca_store_find("/", &ca, https ? err : NULL)) != MD_OK) {
+        if (https)
+            return st;
+        memset(&ca, 0, sizeof ca);
+    }
     CURL *h = curl_easy_init();
     if (!h)
         return md_fail(err, MD_ERR_NOMEM, "out of memory");
@@ -230,7 +243,7 @@ static md_status transfer(const char *url, const char *part, sink *s, uint64_t *
             }
         }
         long http = 0;
-        CURLcode cc = perform(h, url, s, errbuf, &http);
+        CURLcode cc = perform(h, url, &ca, s, errbuf, &http);
         bool closed = true;
         if (s->file) {
             closed = fclose(s->file) == 0;

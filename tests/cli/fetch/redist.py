@@ -162,10 +162,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-def serve(root, portfile):
+def serve(root, portfile, tls=None):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     server.root = root
+    if tls:
+        # https with the test's own self-signed certificate, for fetch's choice of CA store.
+        import ssl
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(tls[0], tls[1])
+        server.socket = context.wrap_socket(server.socket, server_side=True)
     tmp = portfile + ".tmp"
     with open(tmp, "w") as f:
         f.write(str(server.server_address[1]))
@@ -178,6 +184,6 @@ if __name__ == "__main__":
         evil = sys.argv[5] if len(sys.argv) > 5 and sys.argv[4] == "--evil" else None
         make(sys.argv[2], sys.argv[3], evil)
     elif sys.argv[1] == "serve":
-        serve(sys.argv[2], sys.argv[3])
+        serve(sys.argv[2], sys.argv[3], sys.argv[5:7] if len(sys.argv) > 6 and sys.argv[4] == "--tls" else None)
     else:
         sys.exit(__doc__)

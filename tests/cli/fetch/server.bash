@@ -17,17 +17,18 @@ FOREIGN_PLATFORM=$(redist_platform "$FOREIGN_CPU")
 # The manylinux machine of the host platform's compiler wheels.
 HOST_WHEEL_MACHINE=$(jq -r --arg p "$HOST_PLATFORM" '.wheels.platforms[$p]' "$ROOT/recipes/redist.json")
 
-# Starts the server on a free port (it picks one and writes it down) into $URL.
+# Starts the server on a free port (it picks one and writes it down) into $URL. serve --tls CERT
+# KEY serves https with that certificate instead.
 serve() {
   rm -f "$BATS_TEST_TMPDIR/port"
-  python3 "$REDIST" serve "$REPO" "$BATS_TEST_TMPDIR/port" 3>&- &
+  python3 "$REDIST" serve "$REPO" "$BATS_TEST_TMPDIR/port" "$@" 3>&- &
   SERVER_PID=$!
   for _ in $(seq 100); do
     [ -s "$BATS_TEST_TMPDIR/port" ] && break
     sleep 0.05
   done
   [ -s "$BATS_TEST_TMPDIR/port" ] || { echo "the server did not start" >&2; return 1; }
-  URL="http://127.0.0.1:$(cat "$BATS_TEST_TMPDIR/port")"
+  URL="http$([ "${1:-}" = --tls ] && echo s)://127.0.0.1:$(cat "$BATS_TEST_TMPDIR/port")"
 }
 
 teardown() {
