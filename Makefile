@@ -4,6 +4,7 @@
 #   make run          build, then run the main job on this machine
 #   make check        build the sanitizer variant and run every test
 #   make install      install the binary and the man page (PREFIX, DESTDIR)
+#   make release      the portable msda-doctor for x86_64 and aarch64: tarballs and wheels in dist/
 #   make clean
 #
 # Set MSDA_NO_INSTALL=1 to skip the package check (e.g. on a non-Debian system).
@@ -94,7 +95,9 @@ $(BUILD)/san/gen/%.o: $(BUILD)/gen/%.c
 $(BUILD)/san/msda-doctor: $(SAN_LIB_OBJS) $(SAN_CLI_OBJS)
 	$(CC) $(SAN) -o $@ $^ $(PKG_LIBS) -ldl -lm
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+# Only the object folders: build/ also holds whole root file systems (release/arm64-run), whose
+# etc/*.d folders are not dependency files.
+-include $(shell find $(addprefix $(BUILD)/,rel san release fuzz kernels) -name '*.d' -type f 2>/dev/null)
 
 # ---- tests -------------------------------------------------------------------------------------
 # Every suite writes its counts to $(RESULTS)/<suite>; `check` sums them and fails on any failure
@@ -102,6 +105,27 @@ $(BUILD)/san/msda-doctor: $(SAN_LIB_OBJS) $(SAN_CLI_OBJS)
 RESULTS := $(BUILD)/test-results
 RUN_SUITE := tests/run-suite $(RESULTS)
 CHECK_SUITES := unit cli
+
+# ---- the portable release: one msda-doctor per CPU that runs on any glibc from 2.17 ---------
+# release/release.mk links it (zig's cc, the static libraries of release/static-deps.list);
+# here it is checked and packed (tools/release-tool.c): a tarball and a wheel per CPU in dist/.
+DIST         ?= dist
+REL_LIB_OBJS := $(patsubst %.c,$(BUILD)/rel/%.o,$(LIB_SRCS)) $(patsubst $(BUILD)/%.c,$(BUILD)/rel/%.o,$(GEN_SRCS))
+include release/release.mk
+
+$(BUILD)/host/release-tool: tools/release-tool.c $(REL_LIB_OBJS) | deps
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(WARN) $(OPT) $(INCS) $(DEFS) $(PKG_CFLAGS) -o $@ $^ $(PKG_LIBS) -ldl -lm
+
+# dist/msda-doctor-VERSION-linux-CPU.tar.gz, and the tool's wheel beside it.
+$(DIST)/msda-doctor-$(VERSION)-linux-%.tar.gz: $(BUILD)/release/%/msda-doctor $(BUILD)/host/release-tool $(MAN_PAGE) \
+                                               release/NOTICE.md
+	@mkdir -p $(@D)
+	$(BUILD)/host/release-tool pack $< $* $(VERSION) $(DIST) $(MAN_PAGE) release/NOTICE.md $(BUILD)/static/$*/licenses
+
+.PHONY: release release-host
+release: $(foreach c,$(RELEASE_CPUS),$(DIST)/msda-doctor-$(VERSION)-linux-$(c).tar.gz)
+release-host: $(DIST)/msda-doctor-$(VERSION)-linux-$(shell uname -m).tar.gz
 
 # kernels.mk first: tests.mk's python suite takes its wheel from there.
 include kernels/kernels.mk
@@ -159,4 +183,4 @@ uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/msda-doctor $(DESTDIR)$(MANDIR)/man1/msda-doctor.1
 
 clean:
-	rm -rf $(BUILD) msda-doctor
+	rm -rf $(BUILD) msda-doctor $(DIST)

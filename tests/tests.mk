@@ -212,3 +212,12 @@ CHECK_SUITES += layers
 check-layers: $(BUILD)/san/msda-doctor
 	@MSDA_OBJECTS=$(abspath $(BUILD)/san) $(RUN_SUITE) layers tap bats --tap tests/layers
 
+# The portable release of this CPU (release/release.mk, tools/release-tool.c): its glibc floor
+# and libraries, the tarball, the tool's wheel through pip, build from outside the checkout.
+# After kernels in CHECK_SUITES, whose build cache its real build reuses.
+CHECK_SUITES += release
+.PHONY: check-release
+check-release: release-host $(BUILD)/host/release-tool msda-doctor
+	@MSDA_DIST=$(abspath $(DIST)) MSDA_RELEASE_TOOL=$(abspath $(BUILD)/host/release-tool) MSDA_VERSION=$(VERSION) \
+	  MSDA_BUILD_CACHE=$(abspath $(TEST_BUILD_CACHE)) MSDA_DOCTOR_DEBIAN=$(abspath msda-doctor) \
+	  $(RUN_SUITE) release tap bats --tap tests/release
