@@ -31,7 +31,9 @@ HOST_ARCH := $(shell uname -m)
 MSDA_ARCH ?= all
 MSDA_DEFINES ?=
 MSDA_WHEEL ?= $(firstword $(wildcard wheels/dist/msda-$(VERSION)-*_$(HOST_ARCH).whl))
-TEST_BUILD_CACHE := $(BUILD)/test-build-cache
+# The cache of make run's build: the keys leave the project folder out, so a compile that make
+# run did is not done again by make check, nor the other way round.
+TEST_BUILD_CACHE := $(BUILD)/msda-cache
 
 # cuda.h, for the tests that call the driver; nothing links against a CUDA library.
 MSDA_CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(realpath $(shell command -v $(NVCC) 2>/dev/null))))

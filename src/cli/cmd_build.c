@@ -1,6 +1,7 @@
 /* msda-doctor build: plan per architecture, compile in parallel with a cache, one library per
  * CPU platform with the device code embedded. */
 #include <getopt.h>
+#include <signal.h>
 #include <time.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ typedef struct {
     const char *defines[MAX_DEFINES + 1];
     size_t n_defines;
     bool json;
+    bool quiet;
 } build_options;
 
 static void target_name(const md_plan_target *t, char *buf, size_t size)
@@ -162,6 +164,8 @@ static const md_option md_cli_build_options[] = {
       "targets, then build with them" },
     { 'n', "dry-run", NULL, 0, "print the plan and the exact commands, run nothing (--fetch still fetches)" },
     { 'J', "json", NULL, 0, "print JSON instead of text" },
+    { 'q', "quiet", NULL, 0, "no progress on stderr (by default a live line on a terminal, else a line per step)" },
+    { 'W', "no-wait", NULL, 0, "fail at once when another build of the same folder is running, rather than wait" },
     MD_OPTION_HELP,
     MD_OPTION_END
 };
@@ -176,11 +180,83 @@ static void on_fetch(void *ctx, const char *release, size_t n_archs)
 
 /* Before waiting on another build of the same folder: a build can take minutes, and a silent
  * wait looks like a hang. */
-static void on_wait(void *ctx, const char *lock_path)
+static void on_wait(void *ctx, const char *lock_path, long holder)
 {
     md_cli_progress_end(ctx);
-    fprintf(stderr, MD_PROGRAM ": another build of this folder is running (it holds '%s'); waiting for it to end\n",
-            lock_path);
+    if (holder > 0)
+        fprintf(stderr, MD_PROGRAM ": another build of this folder is running (process %ld holds '%s'); waiting for "
+                "it to end\n", holder, lock_path);
+    else
+        fprintf(stderr, MD_PROGRAM ": another build of this folder is running (it holds '%s'); waiting for it to end\n",
+                lock_path);
+}
+
+/* SIGINT, SIGTERM or SIGHUP: the build stops its compilers, cleans up, and the signal is raised
+ * again once it has (so the exit status is the signal's, as a shell expects). */
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+    stop_signal = sig;
+}
+
+static const int stop_signals[] = { SIGINT, SIGTERM, SIGHUP };
+
+static void catch_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof stop_signals / sizeof *stop_signals; i++) {
+        /* One ignored (nohup's SIGHUP, a background job's SIGINT) stays ignored. */
+        struct sigaction old;
+        if (sigaction(stop_signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(stop_signals[i], &sa, NULL);
+    }
+}
+
+/* Progress of the steps on stderr: on a terminal one line rewritten in place (steps done of
+ * all, elapsed, an estimate of what is left, what runs); elsewhere one line per finished step,
+ * so that a CI log shows the build moving. */
+typedef struct {
+    bool shown;               /* not with --quiet, --json or --dry-run */
+    bool terminal;
+    bool line_shown;
+} step_progress;
+
+/* The callbacks' context: the download line first, as md_cli_progress_update takes it. */
+typedef struct {
+    md_cli_progress fetch;
+    step_progress steps;
+} build_progress;
+
+static void on_step(void *ctx, const md_step_event *ev)
+{
+    step_progress *p = &((build_progress *)ctx)->steps;
+    if (!p->shown)
+        return;
+    if (!p->terminal) {
+        if (ev->kind == MD_STEP_FINISHED)
+            fprintf(stderr, "[%zu/%zu] %s %.1f s%s\n", ev->done, ev->total, ev->what, ev->seconds,
+                    ev->ok ? "" : " (failed)");
+        return;
+    }
+    char left[32] = "";
+    if (ev->done > 0 && ev->done < ev->total)
+        snprintf(left, sizeof left, ", about %.0f s left", ev->elapsed / (double)ev->done * (double)(ev->total - ev->done));
+    char running[160] = "";
+    for (size_t i = 0; i < 3 && ev->running[i]; i++)
+        snprintf(running + strlen(running), sizeof running - strlen(running), "%s%s", i ? ", " : "", ev->running[i]);
+    fprintf(stderr, "\r\033[K[%zu/%zu] %.0f s%s  %s", ev->done, ev->total, ev->elapsed, left, running);
+    p->line_shown = true;
+}
+
+static void end_step_progress(step_progress *p)
+{
+    if (p->terminal && p->line_shown)
+        fputs("\r\033[K", stderr);
+    p->line_shown = false;
 }
 
 static int cmd_build(int argc, char **argv)
@@ -218,6 +294,8 @@ static int cmd_build(int argc, char **argv)
         case 'F': opt.req.fetch = true; break;
         case 'n': opt.req.dry_run = true; break;
         case 'J': opt.json = true; break;
+        case 'q': opt.quiet = true; break;
+        case 'W': opt.req.no_wait = true; break;
         case 'h': md_cli_print_help(stdout, &md_cmd_build); return MD_EXIT_OK;
         default: return md_cli_option_error("build", argv, c);
         }
@@ -253,19 +331,25 @@ static int cmd_build(int argc, char **argv)
         md_cli_error("out of memory");
         return MD_EXIT_INTERNAL;
     }
-    md_cli_progress progress = { .what = "" };
+    build_progress progress = { .fetch = { .what = "" },
+                                .steps = { .shown = !opt.quiet && !opt.json && !opt.req.dry_run,
+                                           .terminal = md_cli_progress_wanted() } };
     opt.req.on_fetch = on_fetch;
     opt.req.on_wait = on_wait;
+    opt.req.on_step = on_step;
+    opt.req.stop = &stop_signal;
     opt.req.ctx = &progress;
+    catch_stop_signals();
     if (md_cli_progress_wanted())
         opt.req.fetch_progress = md_cli_progress_update;
     md_status st = md_build_prepare(&opt.req, job, &err);
-    md_cli_progress_end(&progress);
+    md_cli_progress_end(&progress.fetch);
     if (st == MD_OK) {
         if (!opt.json)
             print_plan(job);
         fflush(stdout);
         st = md_build_run(&job->cfg, &result, &err);
+        end_step_progress(&progress.steps);
     }
     const md_plan *plan = &job->plan;
     if (st == MD_ERR_ARGUMENT) {
@@ -310,10 +394,17 @@ static int cmd_build(int argc, char **argv)
     md_build_result_free(&result);
     md_build_job_free(job);
     free(job);
+    if (st == MD_ERR_STOPPED && stop_signal) {
+        /* Everything is cleaned up: die of the signal, as the caller's shell expects. */
+        fflush(NULL);
+        signal(stop_signal, SIG_DFL);
+        raise(stop_signal);
+        rc = 128 + stop_signal;
+    }
     return rc;
 }
 
 const md_command md_cmd_build = { "build", cmd_build,
     "Compile the MSDA kernels for every architecture and package them per CPU platform",
-    "build [--json] [--dry-run] [--fetch] [--arch SPEC] [--platform LIST] [--toolkit DIR]... [--define NAME=VALUE]... [-j N] [--source DIR] [--out DIR] [--cache DIR]",
+    "build [--json] [--dry-run] [--fetch] [--quiet] [--no-wait] [--arch SPEC] [--platform LIST] [--toolkit DIR]... [--define NAME=VALUE]... [-j N] [--source DIR] [--out DIR] [--cache DIR]",
     md_cli_build_options };

@@ -50,6 +50,7 @@ static const char *status_name(md_status st)
     case MD_ERR_BUILD: return "build";
     case MD_ERR_NETWORK: return "network";
     case MD_ERR_CHECKSUM: return "checksum";
+    case MD_ERR_STOPPED: return "stopped";
     }
     return "internal";
 }

@@ -120,6 +120,7 @@ md_exit md_cli_exit_for(md_status st)
     case MD_ERR_NOMEM:
     case MD_ERR_INTERNAL: return MD_EXIT_INTERNAL;
     case MD_ERR_UNSUPPORTED:
+    case MD_ERR_STOPPED: /* build re-raises the signal that stopped it; this is for the rest */
     case MD_ERR_BUILD: return MD_EXIT_BUILD;
     case MD_ERR_NETWORK: return MD_EXIT_NETWORK;
     case MD_ERR_CHECKSUM: return MD_EXIT_CHECKSUM;

@@ -19,7 +19,7 @@ for v in "$@"; do
         args=()
         for d in $defs; do args+=(--define "$d"); done
         "$doctor" build --arch "sm_$arch" --platform "$(uname -m)" "${args[@]}" --out "$dir/dist" \
-            --cache build/test-build-cache >/dev/null
+            --cache build/msda-cache >/dev/null
     fi
     kernels/library-from-wheel "$(ls "$dir"/dist/*.whl | head -n 1)" "$dir/kernels/libmsda.so"
 done

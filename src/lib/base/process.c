@@ -23,15 +23,22 @@ static long long now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int start(char *const argv[], char *const envp[], int out_fd, pid_t *pid)
+static int start(char *const argv[], char *const envp[], int out_fd, bool own_group, pid_t *pid)
 {
     posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
     posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&attr);
     posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&fa, out_fd, STDOUT_FILENO);
     posix_spawn_file_actions_adddup2(&fa, out_fd, STDERR_FILENO);
-    int rc = strchr(argv[0], '/') ? posix_spawn(pid, argv[0], &fa, NULL, argv, envp ? envp : environ)
-                                  : posix_spawnp(pid, argv[0], &fa, NULL, argv, envp ? envp : environ);
+    if (own_group) {
+        posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+        posix_spawnattr_setpgroup(&attr, 0);
+    }
+    int rc = strchr(argv[0], '/') ? posix_spawn(pid, argv[0], &fa, &attr, argv, envp ? envp : environ)
+                                  : posix_spawnp(pid, argv[0], &fa, &attr, argv, envp ? envp : environ);
+    posix_spawnattr_destroy(&attr);
     posix_spawn_file_actions_destroy(&fa);
     return rc;
 }
@@ -43,7 +50,7 @@ md_status md_run_start(char *const argv[], char *const envp[], unsigned timeout_
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0)
         return md_fail(err, MD_ERR_IO, "pipe: %s", strerror(errno));
-    int rc = start(argv, envp, fds[1], &child->pid);
+    int rc = start(argv, envp, fds[1], false, &child->pid);
     close(fds[1]);
     if (rc != 0) {
         close(fds[0]);
@@ -132,33 +139,40 @@ md_status md_spawn_logged(char *const argv[], char *const envp[], const char *lo
     int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0)
         return md_fail(err, MD_ERR_IO, "cannot open '%s': %s", log_path, strerror(errno));
-    int rc = start(argv, envp, fd, pid);
+    int rc = start(argv, envp, fd, true, pid);
     close(fd);
     if (rc != 0)
         return md_fail(err, MD_ERR_IO, "cannot run '%s': %s", argv[0], strerror(rc));
     return MD_OK;
 }
 
-char **md_env_with_path(const char *path_value)
+char **md_env_with(char *const *base, const char *name, const char *value)
 {
-    size_t n = 0;
-    while (environ[n])
+    if (!base)
+        base = environ;
+    size_t n = 0, name_len = strlen(name);
+    while (base[n])
         n++;
     char **env = calloc(n + 2, sizeof *env);
     if (!env)
         return NULL;
     size_t j = 0;
     for (size_t i = 0; i < n; i++)
-        if (strncmp(environ[i], "PATH=", 5) != 0 && !(env[j++] = strdup(environ[i])))
+        if (!(strncmp(base[i], name, name_len) == 0 && base[i][name_len] == '=') && !(env[j++] = strdup(base[i])))
             goto fail;
-    size_t len = strlen(path_value) + 6;
+    size_t len = name_len + strlen(value) + 2;
     if (!(env[j] = malloc(len)))
         goto fail;
-    snprintf(env[j], len, "PATH=%s", path_value);
+    snprintf(env[j], len, "%s=%s", name, value);
     return env;
 fail:
     strv_free(env);
     return NULL;
+}
+
+char **md_env_with_path(const char *path_value)
+{
+    return md_env_with(NULL, "PATH", path_value);
 }
 
 

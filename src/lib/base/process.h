@@ -38,11 +38,17 @@ md_status md_run_start(char *const argv[], char *const envp[], unsigned timeout_
 md_status md_run_finish(md_child *child, size_t max_output, md_run_result *res, md_error *err);
 
 /* Starts ARGV with ENVP (NULL: ours), its stdout and stderr appended to LOG_PATH; *PID receives
- * the child. The caller waits for it (waitpid). */
+ * the child, which leads a process group of its own (its id is *PID), so that killpg reaches
+ * everything it starts (nvcc's cicc and ptxas) and a terminal's signals reach only the caller.
+ * The caller waits for it (waitpid). */
 md_status md_spawn_logged(char *const argv[], char *const envp[], const char *log_path, pid_t *pid,
                           md_error *err);
 
-/* A copy of our environment with PATH set to PATH_VALUE, NULL-terminated; free with strv_free. */
+/* A copy of BASE (NULL: our environment) with NAME set to VALUE, NULL-terminated; free with
+ * strv_free. NULL when out of memory. */
+char **md_env_with(char *const *base, const char *name, const char *value);
+
+/* md_env_with(NULL, "PATH", PATH_VALUE). */
 char **md_env_with_path(const char *path_value);
 
 /* The absolute path of NAME found on PATH into OUT (size SIZE); returns 0, or -1 if not found. */

@@ -16,7 +16,8 @@ typedef enum {
     MD_ERR_UNSUPPORTED, /* this machine cannot do it: no toolkit for an architecture, no GPU */
     MD_ERR_BUILD,       /* a compiler, linker or packaging step failed */
     MD_ERR_NETWORK,     /* a download failed: refused, timed out, an HTTP error, retries spent */
-    MD_ERR_CHECKSUM     /* a downloaded file does not match the checksum it was published with */
+    MD_ERR_CHECKSUM,    /* a downloaded file does not match the checksum it was published with */
+    MD_ERR_STOPPED      /* the caller asked the work to stop (a signal it relayed): stopped, cleaned up */
 } md_status;
 
 /* What the caller could give to get past an error, for the CLI to word as its own option: the

@@ -14,6 +14,7 @@
 #include "package.h"
 #include "recipes/platform.h"
 #include "base/process.h"
+#include "fetch/fetch_cache.h"
 #include "recipes/product.h"
 
 /* ---- platforms --------------------------------------------------------------------------------- */
@@ -331,12 +332,62 @@ static md_status plan_pack_steps(const md_build_config *cfg, const md_step_list 
     return MD_OK;
 }
 
-/* Stage 3: the compile steps in parallel, then the pack steps one at a time. */
+/* The work folder's lock, with this process's id written in it for a build that has to wait.
+ * MD_ERR_BUILD when another holds it and CFG->no_wait; MD_ERR_STOPPED when stopped waiting. */
+static md_status take_lock(const md_build_config *cfg, int *lock_fd, md_error *err)
+{
+    char lock_path[PATH_MAX + 8];
+    snprintf(lock_path, sizeof lock_path, "%s/.lock", cfg->work_dir);
+    int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return md_fail(err, MD_ERR_IO, "cannot open '%s': %s", lock_path, strerror(errno));
+    *lock_fd = fd;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK)
+            return md_fail(err, MD_ERR_IO, "cannot lock '%s': %s", lock_path, strerror(errno));
+        char text[32] = "";
+        ssize_t n = pread(fd, text, sizeof text - 1, 0);
+        long holder = n > 0 ? strtol(text, NULL, 10) : 0;
+        if (cfg->no_wait)
+            return md_fail(err, MD_ERR_BUILD, "another build of this folder is running (process %ld holds '%s')",
+                           holder, lock_path);
+        if (cfg->on_wait)
+            cfg->on_wait(cfg->wait_ctx, lock_path, holder);
+        while (flock(fd, LOCK_EX) != 0) {
+            if (errno != EINTR)
+                return md_fail(err, MD_ERR_IO, "cannot lock '%s': %s", lock_path, strerror(errno));
+            if (cfg->stop && *cfg->stop)
+                return md_fail(err, MD_ERR_STOPPED, "stopped while waiting for '%s'", lock_path);
+        }
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+        /* The id only helps a waiting build's message: a lock without it still locks. */
+    }
+    return MD_OK;
+}
+
+/* Stage 3: the compile steps in parallel, then the pack steps one at a time. Every step's
+ * temporary files (nvcc's) go to a folder of this build's own, removed at the end whatever
+ * happened, so that a stopped or failed build leaves none in /tmp. */
 static md_status run_steps(const md_build_config *cfg, md_step_list *compile, md_step_list *pack,
                            const char *log_dir, md_build_result *result, md_error *err)
 {
-    unsigned jobs = cfg->jobs ? cfg->jobs : 1;
-    md_status st = md_steps_run(compile, log_dir, jobs, cfg->step_timeout_s, &result->counts, err);
+    char tmp_dir[PATH_MAX];
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/tmp-%ld", cfg->work_dir, (long)getpid());
+    md_status st = md_ensure_dir(tmp_dir, err);
+    if (st != MD_OK)
+        return st;
+    size_t to_run = 0;
+    for (size_t i = 0; i < compile->n; i++)
+        to_run += !compile->steps[i].cached;
+    md_steps_options o = { .log_dir = log_dir, .tmp_dir = tmp_dir, .jobs = cfg->jobs ? cfg->jobs : 1,
+                           .timeout_s = cfg->step_timeout_s, .stop = cfg->stop, .on_step = cfg->on_step,
+                           .ctx = cfg->step_ctx, .started_ms = md_steps_now_ms(), .total = to_run + pack->n };
+    st = md_steps_run(compile, &o, &result->counts, err);
+    o.done_before = to_run;
+    o.jobs = 1;
     /* The generator, then each platform's assembly and link, in that order. */
     for (size_t i = 0; i < pack->n && st == MD_OK; i++) {
         md_step_list *one = calloc(1, sizeof *one);
@@ -346,9 +397,11 @@ static md_status run_steps(const md_build_config *cfg, md_step_list *compile, md
         }
         one->steps = &pack->steps[i];
         one->n = 1;
-        st = md_steps_run(one, log_dir, 1, cfg->step_timeout_s, &result->counts, err);
+        st = md_steps_run(one, &o, &result->counts, err);
+        o.done_before++;
         free(one);
     }
+    md_remove_tree(tmp_dir);
     return st;
 }
 
@@ -390,21 +443,10 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
         (!cfg->dry_run && (st = md_ensure_dir(cfg->out_dir, err)) != MD_OK))
         goto end;
     /* Two builds of one source folder share its work folder (the fatbin table, the pins, the
-     * linked libraries): the second waits for the first, then finds its objects cached. */
-    char lock_path[PATH_MAX + 8];
-    snprintf(lock_path, sizeof lock_path, "%s/.lock", cfg->work_dir);
-    if ((lock_fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644)) < 0) {
-        st = md_fail(err, MD_ERR_IO, "cannot open '%s': %s", lock_path, strerror(errno));
+     * linked libraries): the second waits for the first, then finds its objects cached. A dry
+     * run only writes the pins, each by rename, and takes no lock. */
+    if (!cfg->dry_run && (st = take_lock(cfg, &lock_fd, err)) != MD_OK)
         goto end;
-    }
-    if (flock(lock_fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK && cfg->on_wait)
-        cfg->on_wait(cfg->wait_ctx, lock_path);
-    while (flock(lock_fd, LOCK_EX) != 0) {
-        if (errno != EINTR) {
-            st = md_fail(err, MD_ERR_IO, "cannot lock '%s': %s", lock_path, strerror(errno));
-            goto end;
-        }
-    }
     if (!(sources = host_sources(cfg->kernels_dir))) {
         st = md_fail(err, MD_ERR_IO, "no C sources in '%s'", cfg->kernels_dir);
         goto end;

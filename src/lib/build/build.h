@@ -29,10 +29,17 @@ typedef struct {
     bool dry_run;                 /* plan the commands, run nothing */
     const char *version;          /* the wheel's and the library's version */
     time_t source_date_epoch;     /* the wheel members' time; 0: the writer's fixed default */
-    /* Told once, with the lock's path, when another build of the same folder holds it and this
-     * one waits for it to finish; optional. */
-    void (*on_wait)(void *ctx, const char *lock_path);
+    /* Told once, with the lock's path and the id of the process holding it (0: unknown), when
+     * another build of the same folder holds it and this one waits for it to finish; optional. */
+    void (*on_wait)(void *ctx, const char *lock_path, long holder);
+    bool no_wait;                 /* fail at once (MD_ERR_BUILD) rather than wait for the lock */
     void *wait_ctx;
+    /* Told as steps start and end, and about once a second (build_steps.h); optional. */
+    md_step_fn on_step;
+    void *step_ctx;
+    /* When it becomes non-zero (a signal the caller caught), the build stops its compilers and
+     * returns MD_ERR_STOPPED, leaving nothing partial; NULL: never. */
+    const volatile sig_atomic_t *stop;
 } md_build_config;
 
 typedef struct {
@@ -100,7 +107,10 @@ typedef struct {
      * release before its download starts; FETCH_PROGRESS, when set, of the bytes as they come. */
     bool fetch;
     void (*on_fetch)(void *ctx, const char *release, size_t n_archs);
-    void (*on_wait)(void *ctx, const char *lock_path); /* md_build_config's */
+    void (*on_wait)(void *ctx, const char *lock_path, long holder); /* md_build_config's */
+    bool no_wait;                 /* md_build_config's */
+    md_step_fn on_step;           /* md_build_config's */
+    const volatile sig_atomic_t *stop; /* md_build_config's */
     md_http_progress_fn fetch_progress;
     void *ctx;                    /* given to each of the callbacks */
 } md_build_request;

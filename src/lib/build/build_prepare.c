@@ -107,7 +107,8 @@ static md_status prepare(const md_build_request *req, const char *const *toolkit
                               .step_timeout_s = req->step_timeout_s,
                               .dry_run = req->dry_run, .version = MD_VERSION,
                               .source_date_epoch = req->source_date_epoch, .on_wait = req->on_wait,
-                              .wait_ctx = req->ctx };
+                              .wait_ctx = req->ctx, .on_step = req->on_step, .step_ctx = req->ctx,
+                              .stop = req->stop, .no_wait = req->no_wait };
     md_status st = choose_platforms(req->platforms, job, err);
     if (st == MD_OK)
         st = md_libmsda_recipe_load(job->kernels_dir, &job->recipe, err);

@@ -16,7 +16,7 @@
 #define MAX_SOURCES 64
 #define LOG_TAIL_BYTES 1500
 
-static long long now_ms(void)
+long long md_steps_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -217,16 +217,79 @@ static void describe_status(int status, char *out, size_t size)
         snprintf(out, size, "status %d", status);
 }
 
-md_status md_steps_run(md_step_list *s, const char *log_dir, unsigned jobs, unsigned timeout_s,
-                       md_step_counts *counts, md_error *err)
+/* Tells the caller about the run, when it listens. */
+static void tell(const md_steps_options *o, md_step_event_kind kind, const char *what, bool ok, double seconds,
+                 size_t done, size_t total, const md_step_list *s, const pid_t *pids, size_t next)
 {
-    pid_t pids[MD_MAX_STEPS];
+    if (!o->on_step)
+        return;
+    md_step_event ev = { .kind = kind, .what = what, .ok = ok, .seconds = seconds, .done = o->done_before + done,
+                         .total = o->total ? o->total : total,
+                         .elapsed = (double)(md_steps_now_ms() - o->started_ms) / 1000.0 };
+    size_t n = 0;
+    for (size_t k = 0; k < next && n < 3; k++)
+        if (!s->steps[k].cached && pids[k] > 0)
+            ev.running[n++] = s->steps[k].what;
+    o->on_step(o->ctx, &ev);
+}
+
+/* Stops every running step: SIGTERM to each one's process group (nvcc and the cicc, ptxas or
+ * cc1 it runs), SIGKILL after a grace period for whatever is left, each one reaped and its
+ * partial output removed. */
+static void stop_running(md_step_list *s, pid_t *pids, size_t next)
+{
+    for (size_t k = 0; k < next; k++)
+        if (!s->steps[k].cached && pids[k] > 0)
+            killpg(pids[k], SIGTERM);
+    long long deadline = md_steps_now_ms() + 5000;
+    bool killed = false;
+    for (;;) {
+        bool left = false;
+        for (size_t k = 0; k < next; k++) {
+            if (s->steps[k].cached || pids[k] <= 0)
+                continue;
+            int status;
+            pid_t r = waitpid(pids[k], &status, WNOHANG);
+            if (r == pids[k] || (r < 0 && errno == ECHILD)) {
+                /* What the group's other processes still write goes with the group's SIGKILL. */
+                killpg(pids[k], SIGKILL);
+                pids[k] = 0;
+                if (s->tmp[k][0])
+                    unlink(s->tmp[k]);
+            } else {
+                left = true;
+            }
+        }
+        if (!left)
+            return;
+        if (!killed && md_steps_now_ms() > deadline) {
+            for (size_t k = 0; k < next; k++)
+                if (!s->steps[k].cached && pids[k] > 0)
+                    killpg(pids[k], SIGKILL);
+            killed = true;
+        }
+        struct timespec pause = { 0, 20 * 1000 * 1000 };
+        nanosleep(&pause, NULL);
+    }
+}
+
+md_status md_steps_run(md_step_list *s, const md_steps_options *o, md_step_counts *counts, md_error *err)
+{
+    pid_t pids[MD_MAX_STEPS] = { 0 };
     long long started[MD_MAX_STEPS];
     bool timed_out[MD_MAX_STEPS] = { false };
-    size_t next = 0, running = 0;
+    size_t next = 0, running = 0, done = 0, total = 0;
+    unsigned jobs = o->jobs ? o->jobs : 1;
+    long long last_tick = md_steps_now_ms();
     md_status st = MD_OK;
     char log[PATH_MAX + 64];
+    for (size_t i = 0; i < s->n; i++)
+        total += !s->steps[i].cached;
     for (;;) {
+        if (o->stop && *o->stop) {
+            stop_running(s, pids, next);
+            return md_fail(err, MD_ERR_STOPPED, "stopped: every compile step was stopped and its partial output removed");
+        }
         while (st == MD_OK && running < jobs && next < s->n) {
             size_t i = next++;
             md_build_step *step = &s->steps[i];
@@ -243,48 +306,62 @@ md_status md_steps_run(md_step_list *s, const char *log_dir, unsigned jobs, unsi
                     if (!(step->argv[a] = strdup(s->tmp[i])))
                         return md_fail(err, MD_ERR_NOMEM, "out of memory");
                 }
-            snprintf(log, sizeof log, "%s/step-%zu.log", log_dir, i);
+            snprintf(log, sizeof log, "%s/step-%zu.log", o->log_dir, i);
             unlink(log);
-            st = md_spawn_logged(step->argv, s->envs[i], log, &pids[i], err);
+            char **env = o->tmp_dir ? md_env_with(s->envs[i], "TMPDIR", o->tmp_dir) : NULL;
+            if (o->tmp_dir && !env)
+                return md_fail(err, MD_ERR_NOMEM, "out of memory");
+            st = md_spawn_logged(step->argv, env ? env : s->envs[i], log, &pids[i], err);
+            strv_free(env);
             if (st == MD_OK) {
                 running++;
-                started[i] = now_ms();
+                started[i] = md_steps_now_ms();
+                tell(o, MD_STEP_STARTED, step->what, true, 0, done, total, s, pids, next);
             }
         }
         if (running == 0)
             break;
         int status;
-        pid_t done = waitpid(-1, &status, WNOHANG);
-        if (done < 0) {
+        pid_t finished = waitpid(-1, &status, WNOHANG);
+        if (finished < 0) {
             if (errno == EINTR)
                 continue;
             return md_fail(err, MD_ERR_INTERNAL, "waitpid: %s", strerror(errno));
         }
-        if (done == 0) {
-            /* A compiler that hangs is stopped; its step then fails like any other. */
-            for (size_t k = 0; timeout_s && k < next; k++)
+        if (finished == 0) {
+            /* A compiler that hangs is stopped, with all it started; its step then fails like any other. */
+            for (size_t k = 0; o->timeout_s && k < next; k++)
                 if (!s->steps[k].cached && pids[k] > 0 && !timed_out[k] &&
-                    now_ms() - started[k] > (long long)timeout_s * 1000) {
+                    md_steps_now_ms() - started[k] > (long long)o->timeout_s * 1000) {
                     timed_out[k] = true;
-                    kill(pids[k], SIGKILL);
+                    killpg(pids[k], SIGKILL);
                 }
+            if (md_steps_now_ms() - last_tick >= 1000) {
+                last_tick = md_steps_now_ms();
+                tell(o, MD_STEP_TICK, NULL, true, 0, done, total, s, pids, next);
+            }
             struct timespec pause = { 0, 50 * 1000 * 1000 };
             nanosleep(&pause, NULL);
             continue;
         }
         size_t i = 0;
-        while (i < next && (s->steps[i].cached || pids[i] != done))
+        while (i < next && (s->steps[i].cached || pids[i] != finished))
             i++;
         if (i == next)
             continue;
         running--;
+        done++;
+        /* Whatever the step's compiler left running in its group (it exited, they may not have). */
+        killpg(pids[i], SIGKILL);
         pids[i] = 0;
         md_build_step *step = &s->steps[i];
-        snprintf(log, sizeof log, "%s/step-%zu.log", log_dir, i);
+        snprintf(log, sizeof log, "%s/step-%zu.log", o->log_dir, i);
         bool exited_ok = !timed_out[i] && WIFEXITED(status) && WEXITSTATUS(status) == 0;
         int rename_errno = 0;
         if (exited_ok && s->tmp[i][0] && rename(s->tmp[i], step->output) != 0)
             rename_errno = errno;
+        tell(o, MD_STEP_FINISHED, step->what, exited_ok && !rename_errno,
+             (double)(md_steps_now_ms() - started[i]) / 1000.0, done, total, s, pids, next);
         if (exited_ok && !rename_errno) {
             counts->n_compiled += step->cacheable;
             continue;
@@ -305,7 +382,7 @@ md_status md_steps_run(md_step_list *s, const char *log_dir, unsigned jobs, unsi
                              step->output, strerror(full), log, tail);
             else {
                 if (timed_out[i])
-                    snprintf(how, sizeof how, "did not finish in %u s (MSDA_BUILD_STEP_TIMEOUT)", timeout_s);
+                    snprintf(how, sizeof how, "did not finish in %u s (MSDA_BUILD_STEP_TIMEOUT)", o->timeout_s);
                 else
                     describe_status(status, how, sizeof how);
                 st = md_fail(err, MD_ERR_BUILD, "%s failed, %s (log: %s): %s", step->what, how, log, tail);

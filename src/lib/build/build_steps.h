@@ -5,6 +5,7 @@
 #define MD_BUILD_STEPS_H
 
 #include <limits.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include "base/status.h"
@@ -38,13 +39,50 @@ typedef struct {
 md_build_step *md_steps_add(md_step_list *s, strv *argv, char **env, const char *what, const char *output,
                             bool cacheable, md_error *err);
 
-/* Runs the steps that are not cached, JOBS at a time, logging each to LOG_DIR/step-N.log. The
- * argument after "-o" is rewritten to OUTPUT.tmp<pid>, renamed to OUTPUT only when the step
- * succeeds, so the cache never holds a partial entry, also with two builds sharing it. A step
- * still running after TIMEOUT_S seconds (0: no limit) is killed. MD_ERR_BUILD naming the first
- * failed step, how it failed (exit status, signal, timeout) and the end of its log. */
-md_status md_steps_run(md_step_list *s, const char *log_dir, unsigned jobs, unsigned timeout_s,
-                       md_step_counts *counts, md_error *err);
+/* What a run of steps tells its caller as it goes. */
+typedef enum {
+    MD_STEP_STARTED,   /* WHAT started */
+    MD_STEP_FINISHED,  /* WHAT ended: OK, after SECONDS */
+    MD_STEP_TICK       /* about once a second while steps run */
+} md_step_event_kind;
+
+typedef struct {
+    md_step_event_kind kind;
+    const char *what;         /* the step; NULL for a tick */
+    bool ok;
+    double seconds;           /* FINISHED: how long the step ran */
+    size_t done, total;       /* steps ended and steps to run (the cached ones are not run) */
+    const char *running[4];   /* some of the steps running now, NULL-terminated */
+    double elapsed;           /* seconds since the first step of the build started */
+} md_step_event;
+
+typedef void (*md_step_fn)(void *ctx, const md_step_event *ev);
+
+typedef struct {
+    const char *log_dir;      /* LOG_DIR/step-N.log */
+    const char *tmp_dir;      /* every step's TMPDIR (nvcc's temporary files); the caller makes
+                                 and removes it; NULL: the environment's */
+    unsigned jobs;            /* steps at a time, at least 1 */
+    unsigned timeout_s;       /* a step running longer is killed; 0: no limit */
+    const volatile sig_atomic_t *stop; /* when it becomes non-zero: stop; NULL: never */
+    md_step_fn on_step;       /* optional */
+    void *ctx;
+    long long started_ms;     /* the build's start (CLOCK_MONOTONIC ms) for ELAPSED; 0: this run's */
+    size_t done_before, total; /* the count of steps ended in earlier runs, and of all runs' steps */
+} md_steps_options;
+
+/* Runs the steps that are not cached, O->JOBS at a time, each leading its own process group,
+ * logging each to LOG_DIR/step-N.log. The argument after "-o" is rewritten to OUTPUT.tmp<pid>,
+ * renamed to OUTPUT only when the step succeeds, so the cache never holds a partial entry, also
+ * with two builds sharing it. A step still running after TIMEOUT_S seconds is killed, with
+ * everything it started. When *O->STOP becomes non-zero, every running step's process group
+ * gets SIGTERM (SIGKILL 5 s later for what is left), their partial outputs are removed, and the
+ * run returns MD_ERR_STOPPED once all are reaped. MD_ERR_BUILD naming the first failed step, how
+ * it failed (exit status, signal, timeout) and the end of its log. */
+md_status md_steps_run(md_step_list *s, const md_steps_options *o, md_step_counts *counts, md_error *err);
+
+/* CLOCK_MONOTONIC in milliseconds. */
+long long md_steps_now_ms(void);
 
 /* Hands the steps' argument vectors to *STEPS (grown) and empties S. False when *STEPS could
  * not grow (out of memory): S's steps are then freed, not handed over. */

@@ -188,7 +188,11 @@ static md_status pick_compiler(const md_toolkit *tk, const md_host_compiler *ccs
         return md_fail(err, MD_ERR_UNSUPPORTED,
                        "CUDA %s needs g++ %u or older, found g++ %u: install one (apt-get install g++-%u)",
                        tk->version, tk->max_gcc, def->major, tk->max_gcc);
-    return md_fail(err, MD_ERR_UNSUPPORTED, "CUDA %s needs a host g++ (%u or older): apt-get install g++-%u",
+    /* The distribution's own g++ first: g++-N exists only where the distribution packages that
+     * version (Debian 12 has no g++-15), and its default is often old enough. */
+    return md_fail(err, MD_ERR_UNSUPPORTED,
+                   "CUDA %s needs a host g++ (%u or older) and none is installed: apt-get install g++ (or g++-%u "
+                   "where the default is newer)",
                    tk->version, tk->max_gcc, tk->max_gcc);
 }
 

@@ -21,6 +21,8 @@ case "${FAKE_NVCC_MODE:-ok}" in
   kill) kill -9 $$ ;;
   # part of the output first: a compiler stopped mid-write, and a sign for the tests that it runs
   hang) printf 'partial' > "$out"; exec sleep 600 ;;
+  # the same, as a compiler driver waiting on a child (nvcc on cicc); both pids into FAKE_PIDS
+  hang-tree) printf 'partial' > "$out"; sleep 600 & echo "$! $$" >> "$FAKE_PIDS"; wait; exit 1 ;;
   slow) sleep 3 ;;
 esac
 # the same bytes whatever the (temporary) output name, so that wheels from two runs compare
@@ -32,8 +34,9 @@ NVCC
   mkdir -p "$SRC" && ln -sfn "$ROOT/kernels" "$SRC/kernels" && ln -sfn "$ROOT/wheels" "$SRC/wheels"
 }
 
+# --quiet: the tests read stderr for the one error line (signals.bats tests the progress lines).
 build() {
-  env MSDA_TOOLKIT_PATHS="$FAKE" "$@" "$MSDA_DOCTOR" build --arch sm_90 --platform "$HOST_CPU" \
+  env MSDA_TOOLKIT_PATHS="$FAKE" "$@" "$MSDA_DOCTOR" build --quiet --arch sm_90 --platform "$HOST_CPU" \
       --source "$SRC" --cache "$CACHE" --out "$OUT"
 }
 

@@ -18,7 +18,7 @@ needs_injector() {
 
 # The release msda-doctor with the injector; children (the fake nvcc) inherit the full disk.
 build_on_full_disk() {
-  env MSDA_TOOLKIT_PATHS="$FAKE" LD_PRELOAD="$MSDA_INJECT" "$@" "$MSDA_DOCTOR_RELEASE" build --arch sm_90 \
+  env MSDA_TOOLKIT_PATHS="$FAKE" LD_PRELOAD="$MSDA_INJECT" "$@" "$MSDA_DOCTOR_RELEASE" build --quiet --arch sm_90 \
       --platform "$HOST_CPU" --source "$SRC" --cache "$CACHE" --out "$OUT"
 }
 

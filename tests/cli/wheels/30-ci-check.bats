@@ -7,7 +7,7 @@ ROOT="$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)"
 CHECK="$ROOT/tests/ci/check-wheels"
 
 setup_file() {
-  export DIST="$BATS_FILE_TMPDIR/dist" CACHE="$ROOT/build/test-build-cache"
+  export DIST="$BATS_FILE_TMPDIR/dist" CACHE="$ROOT/build/msda-cache"
   # On failure, the error (the log's end) rather than the plan's 30 lines before it: CI shows
   # only part of a long output.
   ( cd "$ROOT" && "$MSDA_DOCTOR" build --arch all --platform x86_64,aarch64 --out "$DIST" --cache "$CACHE" \

@@ -9,7 +9,7 @@ load ../host-cpu
 
 setup_file() {
   export OUT1="$BATS_FILE_TMPDIR/dist1" OUT2="$BATS_FILE_TMPDIR/dist2"
-  export CACHE="$ROOT/build/test-build-cache"
+  export CACHE="$ROOT/build/msda-cache"
   ( cd "$ROOT" && "$MSDA_DOCTOR" build --arch all --platform x86_64,aarch64 --out "$OUT1" --cache "$CACHE" \
       > "$BATS_FILE_TMPDIR/build1.log" 2>&1 ) || { cat "$BATS_FILE_TMPDIR/build1.log" >&2; return 1; }
   ( cd "$ROOT" && "$MSDA_DOCTOR" build --arch all --platform x86_64,aarch64 --out "$OUT2" --cache "$CACHE" \
