@@ -124,9 +124,10 @@ static json_t *json_entry(const md_code_entry *e)
     isa_text(e->ptx_isa, isa, sizeof isa);
     cuda_text(e->needs_cuda, needs, sizeof needs);
     min_driver_text(e->needs_cuda, driver, sizeof driver);
-    return json_pack("{s:s, s:s, s:i, s:o, s:i, s:b, s:o, s:I, s:I, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+    return json_pack("{s:s, s:s, s:i, s:o, s:o, s:i, s:b, s:o, s:I, s:I, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
                      "kind", e->kind == MD_CODE_SASS ? "sass" : "ptx", "arch", arch, "sm", (int)e->sm,
                      "variant", e->variant ? json_string(variant) : json_null(),
+                     "section", e->section ? json_string(e->section) : json_null(),
                      "container", (int)e->container, "compressed", e->compression != MD_COMPRESS_NONE,
                      "compression", comp ? json_string(comp) : json_null(), "size", (json_int_t)e->size,
                      "uncompressed_size", (json_int_t)e->uncompressed_size, "kernels_read", e->kernels_read,
@@ -232,7 +233,9 @@ static void print_entries(const md_binary *bin)
         char arch[24];
         md_arch_format(arch, sizeof arch, e->kind == MD_CODE_PTX, e->sm, e->variant);
         const char *comp = compression_name(e->compression);
-        if (bin->type != MD_FILE_CUBIN)
+        if (e->section)
+            printf("  %s container %u: ", e->section, e->container);
+        else if (bin->type != MD_FILE_CUBIN)
             printf("  container %u: ", e->container);
         else
             printf("  ");

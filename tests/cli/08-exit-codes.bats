@@ -97,7 +97,7 @@ exit 2
 NVCC
   chmod +x "$tk/bin/nvcc"
   ln -s "$ROOT/kernels" "$src/kernels" && ln -s "$ROOT/wheels" "$src/wheels"
-  expect_exit 4 env MSDA_TOOLKIT_PATHS="$tk" "$MSDA_DOCTOR" build --arch sm_90 --platform "$(uname -m)" \
+  expect_exit 4 env MSDA_TOOLKIT_PATHS="$tk" "$MSDA_DOCTOR" build --quiet --arch sm_90 --platform "$(uname -m)" \
     --source "$src" --cache "$BATS_TEST_TMPDIR/cache" --out "$BATS_TEST_TMPDIR/out"
   assert_one_line_error
   [[ "$stderr" == *" failed, "* ]]

@@ -108,6 +108,68 @@ PY
   expect_input_error "$(t bad.so)"
 }
 
+@test "an ELF whose .nv_fatbin section is a 4 GiB hole of zeros is refused at once (issue 44)" {
+  cp "$(fix f13-sm80.so)" "$(t hole.so)"
+  python3 - "$(t hole.so)" <<'PY'
+import os, struct, sys
+p = sys.argv[1]
+d = bytearray(open(p, "rb").read())
+shoff, = struct.unpack_from("<Q", d, 0x28)
+shentsize, shnum, shstrndx = struct.unpack_from("<HHH", d, 0x3a)
+stroff, = struct.unpack_from("<Q", d, shoff + shstrndx * shentsize + 0x18)
+hole = (len(d) + 4095) // 4096 * 4096
+for i in range(shnum):
+    h = shoff + i * shentsize
+    name, = struct.unpack_from("<I", d, h)
+    if d[stroff + name:stroff + name + 11] == b".nv_fatbin\0":
+        struct.pack_into("<QQ", d, h + 0x18, hole, 4 << 30)   # sh_offset, sh_size
+open(p, "wb").write(d)
+os.truncate(p, hole + (4 << 30))   # sparse: no disk, and zeros when read
+PY
+  # Before: 20 s and 4.2 GB of memory, then exit 0. Now the reader stops 64 KiB into the hole.
+  start=$SECONDS
+  run --separate-stderr timeout 20 "$MSDA_DOCTOR" inspect "$(t hole.so)"
+  [ "$status" -eq 3 ] || { echo "status $status, stderr: $stderr" >&2; return 1; }
+  assert_one_line_error
+  [[ "$stderr" == *"more than 65536 zero bytes at offset 0 where a fatbin container should start (4294967296 bytes declared)"* ]]
+  [ $((SECONDS - start)) -lt 10 ]
+}
+
+@test "a zip whose central directory declares more entries than it holds is corrupt (issue 44)" {
+  python3 - "$BATS_TEST_TMPDIR" <<'PY'
+import io, struct, sys, zipfile
+b = io.BytesIO()
+with zipfile.ZipFile(b, "w") as z:
+    z.writestr("a.txt", "x")
+    z.writestr("b.txt", "y")
+good = bytes(b.getvalue())
+end = good.rfind(b"PK\x05\x06")
+for n in (3, 1000, 65535):
+    d = bytearray(good)
+    struct.pack_into("<HH", d, end + 8, n, n)
+    open(f"{sys.argv[1]}/count{n}.whl", "wb").write(d)
+# zip64: a record declaring 2**63 entries and its locator before the classic record, whose
+# counts are saturated to say "see zip64"
+cd_size, cd_off = struct.unpack_from("<II", good, end + 12)
+rec = struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, 1 << 63, 1 << 63, cd_size, cd_off)
+loc = struct.pack("<IIQI", 0x07064B50, 0, end, 1)
+classic = bytearray(good[end:])
+struct.pack_into("<HH", classic, 8, 0xFFFF, 0xFFFF)
+open(f"{sys.argv[1]}/count-zip64.whl", "wb").write(good[:end] + rec + loc + classic)
+open(f"{sys.argv[1]}/count2.whl", "wb").write(good)
+PY
+  for n in 3 1000 65535 9223372036854775808; do
+    f=$(t count$n.whl)
+    [ "$n" = 9223372036854775808 ] && f=$(t count-zip64.whl)
+    expect_input_error "$f"
+    [[ "$stderr" == *"'$f' is a corrupt zip archive: its central directory declares $n entries, 2 found"* ]] ||
+      { echo "$stderr" >&2; return 1; }
+  done
+  # the same archive with its true count is read
+  run --separate-stderr "$MSDA_DOCTOR" inspect "$(t count2.whl)"
+  [ "$status" -eq 0 ] && [[ "$output" == *"no CUDA device code"* ]]
+}
+
 @test "a corrupt wheel" {
   head -c 300 /dev/urandom > "$(t junk)"
   { printf 'PK\x03\x04'; cat "$(t junk)"; } > "$(t bad.whl)"

@@ -28,6 +28,8 @@ typedef struct {
     unsigned sm;             /* 90 for sm_90 / compute_90 */
     char variant;            /* 'a' (arch-specific, runs only on exactly this CC), 'f' (family), 0 */
     unsigned container;      /* index of the fatbin container, from 0, within its section */
+    const char *section;     /* the host ELF section holding it (".nv_fatbin", "__nv_relfatbin"); NULL
+                              * in a .fatbin file or a cubin */
     md_compression compression;
     uint64_t size;           /* payload bytes as stored */
     uint64_t uncompressed_size;
@@ -69,10 +71,15 @@ void md_binary_free(md_binary *bin);
 /* Appends a zeroed entry; returns NULL when out of memory. */
 md_code_entry *md_binary_add_entry(md_binary *bin);
 
+/* The longest run of zero bytes taken as padding between two fatbin containers: nvcc pads them
+ * to a few bytes; a longer run (a section that is a hole of zeros) is refused as soon as it is
+ * seen, without reading the rest. */
+#define MD_FATBIN_MAX_PADDING 65536u
+
 /* Reads a fatbin region (one or more containers back to back, as in a .nv_fatbin section or a
  * .fatbin file) of SIZE bytes at DATA, appending its entries to BIN. Never reads outside
  * [DATA, DATA+SIZE). Malformed data gives MD_ERR_FORMAT with the offset in the message, and so
- * does an entry past MD_MAX_CODE_ENTRIES. */
+ * do an entry past MD_MAX_CODE_ENTRIES and zeros past MD_FATBIN_MAX_PADDING. */
 md_status md_fatbin_read(const uint8_t *data, size_t size, md_binary *bin, md_error *err);
 
 /* Reads a cubin (ELF, e_machine EM_CUDA) of SIZE bytes into ENTRY: sm, variant, kernels.

@@ -154,9 +154,19 @@ md_status md_fatbin_read(const uint8_t *data, size_t size, md_binary *bin, md_er
     size_t off = 0;
     unsigned container = 0;
     while (off < size) {
-        /* Containers may be padded apart with zeros; anything else is corruption. */
+        /* Containers may be padded apart with a few zeros; anything else is corruption. */
         if (data[off] == 0 && (size - off < 4 || md_rd32(data + off) != FATBIN_MAGIC)) {
-            off++;
+            size_t run = 0;
+            while (off + run < size && data[off + run] == 0 && run <= MD_FATBIN_MAX_PADDING)
+                run++;
+            if (off + run == size && run <= MD_FATBIN_MAX_PADDING)
+                break;
+            if (run > MD_FATBIN_MAX_PADDING)
+                return md_fail(err, MD_ERR_FORMAT,
+                               "more than %u zero bytes at offset %zu where a fatbin container should start "
+                               "(%zu bytes declared)",
+                               MD_FATBIN_MAX_PADDING, off, size);
+            off += run;
             continue;
         }
         if (size - off < CONTAINER_HEADER_MIN || md_rd32(data + off) != FATBIN_MAGIC)

@@ -89,9 +89,12 @@ static md_status read_host_elf(const uint8_t *data, size_t size, md_binary *bin,
             continue;
         if (shdr.sh_type == SHT_NOBITS || shdr.sh_size == 0)
             continue;
+        size_t first = bin->n_entries;
         st = md_fatbin_read(data + shdr.sh_offset, shdr.sh_size, bin, err);
         if (st != MD_OK)
             goto end;
+        for (size_t i = first; i < bin->n_entries; i++)
+            bin->entries[i].section = strcmp(name, ".nv_fatbin") == 0 ? ".nv_fatbin" : "__nv_relfatbin";
     }
 end:
     if (elf)

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "base/write_all.h"
 
@@ -18,7 +19,54 @@ struct md_zip {
     char *path;
     char *member;     /* the current member's name, for messages after the entry is gone */
     void *block;      /* what the read callback hands libarchive */
+    bool has_declared;
+    uint64_t declared; /* the entries the end of the central directory declares */
+    uint64_t seen;     /* the members libarchive gave */
 };
+
+static uint16_t le16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static uint32_t le32(const unsigned char *p) { return (uint32_t)le16(p) | (uint32_t)le16(p + 2) << 16; }
+static uint64_t le64(const unsigned char *p) { return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32; }
+
+/* The entry count that the end-of-central-directory record declares (zip64's when the classic
+ * record defers to it), read from the file's tail: libarchive lists the members it finds and
+ * never compares their number with this one, so a zip claiming more than it holds would pass
+ * as whole. False when no such record is found (libarchive then refuses the file anyway). */
+static bool declared_entries(int fd, uint64_t *count)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || st.st_size < 22)
+        return false;
+    /* The record is 22 bytes plus a comment of at most 65535. */
+    size_t tail = st.st_size < 22 + 65535 ? (size_t)st.st_size : 22 + 65535;
+    unsigned char *buf = malloc(tail);
+    if (!buf)
+        return false;
+    off_t base = st.st_size - (off_t)tail;
+    bool found = pread(fd, buf, tail, base) == (ssize_t)tail;
+    size_t at = tail - 22;
+    for (; found; at--) {
+        if (le32(buf + at) == 0x06054b50 && at + 22 + le16(buf + at + 20) == tail)
+            break;
+        if (at == 0)
+            found = false;
+    }
+    if (found) {
+        *count = le16(buf + at + 10);
+        unsigned char loc[20], rec[56];
+        /* zip64: the classic fields are saturated and a locator sits just before the record. */
+        if (*count == 0xFFFF && base + (off_t)at >= 20 && pread(fd, loc, 20, base + (off_t)at - 20) == 20 &&
+            le32(loc) == 0x07064b50) {
+            uint64_t rec_off = le64(loc + 8);
+            found = rec_off <= (uint64_t)st.st_size - 56 && pread(fd, rec, 56, (off_t)rec_off) == 56 &&
+                    le32(rec) == 0x06064b50;
+            if (found)
+                *count = le64(rec + 32);
+        }
+    }
+    free(buf);
+    return found;
+}
 
 static const char *why(struct archive *ar, const char *fallback)
 {
@@ -135,6 +183,7 @@ static md_status open_taken_fd(int fd, const char *path, md_zip **out, md_error 
         md_zip_close(zip);
         return st;
     }
+    zip->has_declared = declared_entries(zip->fd, &zip->declared);
     *out = zip;
     return MD_OK;
 }
@@ -172,6 +221,10 @@ md_status md_zip_next(md_zip *zip, md_zip_member *member, bool *end, md_error *e
     int r = archive_read_next_header2(zip->ar, entry);
     if (r == ARCHIVE_EOF) {
         *end = true;
+        if (zip->has_declared && zip->seen != zip->declared)
+            return md_fail(err, MD_ERR_FORMAT, "'%s' is a corrupt zip archive: its central directory declares %llu "
+                           "entries, %llu found", zip->path, (unsigned long long)zip->declared,
+                           (unsigned long long)zip->seen);
         return MD_OK;
     }
     /* a warning ends the walk too: a member libarchive doubts is not one to check or load */
@@ -184,6 +237,7 @@ md_status md_zip_next(md_zip *zip, md_zip_member *member, bool *end, md_error *e
         return md_fail(err, MD_ERR_FORMAT, "'%s': a member has no readable name", zip->path);
     if (!(zip->member = strdup(name)))
         return md_fail(err, MD_ERR_NOMEM, "out of memory");
+    zip->seen++;
     mode_t type = archive_entry_filetype(entry);
     member->name = zip->member;
     member->type = type == AE_IFREG ? MD_ZIP_FILE : type == AE_IFDIR ? MD_ZIP_DIRECTORY : MD_ZIP_OTHER;
