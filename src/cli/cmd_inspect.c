@@ -309,9 +309,7 @@ static void print_verdict(const md_gpu_target *gpu, const md_driver *driver, con
             printf("runs only through PTX JIT (%s compiled by the driver at load time)", chosen);
             break;
         case MD_RUNS_NOT:
-            printf("cannot run: no SASS sm_%ux up to sm_%u, no PTX up to compute_%u "
-                   "(\"no kernel image is available for execution on the device\")",
-                   gpu->arch->major, gpu->arch->sm, gpu->arch->sm);
+            printf("cannot run: %s (\"no kernel image is available for execution on the device\")", v->cannot_run);
             break;
         }
         if (v->how != MD_RUNS_NOT && need[0])

@@ -99,6 +99,21 @@ archs_json() { doctor inspect --json "$1" | jq -r '.files[0] | "sass:" + (.sass 
   [ "$(jq -r '.files[0].gpus | map(.runs) | join(",")' <<<"$output")" = "sass,cannot-run" ]
 }
 
+@test "code that is there but does not apply is named with its rule, not denied (issue 44)" {
+  # sm_90a: arch-specific, runs only on sm_90; on sm_89 and sm_100 the text says it is there and why
+  run --separate-stderr doctor inspect --gpu sm_89 --gpu sm_100 --gpu sm_90 "$(fix f13-sm90a.cubin)"
+  [ "$status" -eq 1 ]
+  [[ "${lines[1]}" == "  sm_89: cannot run: no SASS that runs here (sm_8x up to sm_89), no PTX up to compute_89; sm_90a SASS is there, but arch-specific code runs only on sm_90 "* ]]
+  [[ "${lines[2]}" == "  sm_100: cannot run: no SASS that runs here (sm_10x up to sm_100), no PTX up to compute_100; sm_90a SASS is there, but arch-specific code runs only on sm_90 "* ]]
+  [[ "${lines[3]}" == "  sm_90: runs (sm_90a SASS"* ]]
+  # sm_100f: family code, on sm_10x from sm_100
+  run --separate-stderr doctor inspect --gpu sm_120 "$(fix f13-sm100f.cubin)"
+  [[ "${lines[1]}" == *"; sm_100f SASS is there, but family code runs only on sm_10x from sm_100 "* ]]
+  # plain code keeps the plain wording
+  run --separate-stderr doctor inspect --gpu sm_75 "$(fix f13-sm80.so)"
+  [[ "$output" == *"sm_75: cannot run: no SASS sm_7x up to sm_75, no PTX up to compute_75 ("* ]]
+}
+
 @test "an unknown --gpu is a usage error" {
   run --separate-stderr doctor inspect --gpu p41 "$(fix f13-sm80.so)"
   [ "$status" -eq 2 ]

@@ -109,6 +109,39 @@ static bool chosen_sass(const md_code_entry *e, const md_code_pick *c)
     return e->kind == MD_CODE_SASS && e->sm == c->sm && e->variant == c->variant && e->toolkit == c->toolkit;
 }
 
+/* The verdict's cannot_run text: what is missing, then each arch-specific or family entry that is
+ * there but does not run on ARCH, with the rule that keeps it out (sass_runs, ptx_runs). */
+static void cannot_run_text(const md_binary *bin, const md_arch *arch, char *out, size_t size)
+{
+    bool variants = false;
+    for (size_t i = 0; i < bin->n_entries && !variants; i++)
+        variants = bin->entries[i].variant != 0;
+    /* With arch-specific or family code there, "no SASS sm_10x" would read as a denial of it. */
+    int n = snprintf(out, size, "no SASS %ssm_%ux up to sm_%u%s, no PTX up to compute_%u",
+                     variants ? "that runs here (" : "", arch->major, arch->sm, variants ? ")" : "", arch->sm);
+    unsigned listed = 0;
+    for (size_t i = 0; i < bin->n_entries && listed < 3 && n > 0 && (size_t)n < size; i++) {
+        const md_code_entry *e = &bin->entries[i];
+        if (!e->variant)
+            continue;
+        bool seen = false; /* one line per code, not per copy */
+        for (size_t k = 0; k < i && !seen; k++)
+            seen = bin->entries[k].variant == e->variant && bin->entries[k].sm == e->sm &&
+                   bin->entries[k].kind == e->kind;
+        if (seen)
+            continue;
+        char name[24];
+        md_arch_format(name, sizeof name, e->kind == MD_CODE_PTX, e->sm, e->variant);
+        if (e->variant == 'a')
+            n += snprintf(out + n, size - (size_t)n, "; %s %s is there, but arch-specific code runs only on sm_%u",
+                          name, e->kind == MD_CODE_PTX ? "PTX" : "SASS", e->sm);
+        else
+            n += snprintf(out + n, size - (size_t)n, "; %s %s is there, but family code runs only on sm_%ux from sm_%u",
+                          name, e->kind == MD_CODE_PTX ? "PTX" : "SASS", e->sm / 10, e->sm);
+        listed++;
+    }
+}
+
 md_status md_runs_on(const md_binary *bin, const md_arch *arch, int driver_cuda, md_verdict *out, md_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -121,8 +154,10 @@ md_status md_runs_on(const md_binary *bin, const md_arch *arch, int driver_cuda,
             out->passed_over = unlimited;
     }
     out->how = chosen.how;
-    if (chosen.how == MD_RUNS_NOT)
+    if (chosen.how == MD_RUNS_NOT) {
+        cannot_run_text(bin, arch, out->cannot_run, sizeof out->cannot_run);
         return MD_OK;
+    }
     out->code_sm = chosen.sm;
     out->code_variant = chosen.variant;
     out->code_toolkit = chosen.toolkit;

@@ -50,6 +50,11 @@ typedef struct {
      * old for it (how is MD_RUNS_NOT otherwise): it is why the verdict is PTX JIT, older SASS, or
      * nothing. */
     md_code_pick passed_over;
+    /* How NOT being able to run reads, when how is MD_RUNS_NOT: "no SASS sm_10x up to sm_103, no
+     * PTX up to compute_103", and for arch-specific or family code that is there but does not
+     * apply, what it is and where it runs ("; sm_100a SASS is there, but arch-specific code runs
+     * only on sm_100"): the one wording inspect and diagnose give. */
+    char cannot_run[320];
     /* The chosen SASS was written by a newer toolkit than the driver's CUDA version: it loads
      * through minor-version compatibility, which NVIDIA documents for discrete GPUs only. */
     bool minor_version_compat;

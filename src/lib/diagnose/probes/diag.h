@@ -124,6 +124,7 @@ typedef struct {
     unsigned code_toolkit;           /* the CUDA release that wrote the chosen SASS; 0: not known */
     int code_needs_cuda;             /* the driver CUDA version the chosen code needs; 0: not known */
     md_code_pick passed_over;        /* better code this machine's driver cannot load (how MD_RUNS_NOT: none) */
+    char cannot_run[320];            /* md_verdict's, when how is MD_RUNS_NOT */
 } md_binary_on_gpu;
 
 typedef struct {

@@ -158,6 +158,7 @@ static void judge(md_machine *m, const md_binary *bin, md_binary_facts *f, md_ch
         o->code_toolkit = v.code_toolkit;
         o->code_needs_cuda = v.code_needs_cuda;
         o->passed_over = v.passed_over;
+        snprintf(o->cannot_run, sizeof o->cannot_run, "%s", v.cannot_run);
         for (size_t k = 0; k < v.n_kernels; k++) {
             const md_kernel_fit *kf = &v.kernels[k];
             if (!kf->fits && (o->max_threads_that_fit == 0 || kf->max_threads_that_fit < o->max_threads_that_fit))
@@ -188,8 +189,8 @@ static void judge(md_machine *m, const md_binary *bin, md_binary_facts *f, md_ch
                          driver, passed);
             md_check_raise(c, MD_CHECK_FAIL);
         } else if (o->how == MD_RUNS_NOT) {
-            md_check_add(c, MD_LINE_PROBLEM, "%s cannot run on GPU %zu %s (sm_%u): no SASS sm_%ux up to sm_%u, no PTX "
-                         "up to compute_%u", f->path, g, gpu->name, gpu->sm, gpu->sm / 10, gpu->sm, gpu->sm);
+            md_check_add(c, MD_LINE_PROBLEM, "%s cannot run on GPU %zu %s (sm_%u): %s", f->path, g, gpu->name, gpu->sm,
+                         o->cannot_run);
             md_check_raise(c, MD_CHECK_FAIL);
         } else if (o->n_not_fitting) {
             md_check_add(c, MD_LINE_PROBLEM, "%s on GPU %zu %s (sm_%u): %s needs %u registers x %u threads = %lu of %u "
