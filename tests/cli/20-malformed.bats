@@ -89,11 +89,12 @@ PY
   [[ "$stderr" == *"runs past its container"* ]]
 }
 
-@test "an ELF whose .nv_fatbin section points outside the file" {
-  cp "$(fix f13-sm80.so)" "$(t bad.so)"
-  python3 - "$(t bad.so)" <<'PY'
-import struct, sys
-p = sys.argv[1]
+# set_fatbin_section FILE OFFSET SIZE: points FILE's .nv_fatbin section header at OFFSET, SIZE
+# bytes (OFFSET "-": kept), and extends FILE sparsely to cover it when OFFSET is given.
+set_fatbin_section() {
+  python3 - "$@" <<'PY'
+import os, struct, sys
+p, offset, size = sys.argv[1], sys.argv[2], int(sys.argv[3])
 d = bytearray(open(p, "rb").read())
 shoff, = struct.unpack_from("<Q", d, 0x28)
 shentsize, shnum, shstrndx = struct.unpack_from("<HHH", d, 0x3a)
@@ -102,30 +103,26 @@ for i in range(shnum):
     h = shoff + i * shentsize
     name, = struct.unpack_from("<I", d, h)
     if d[stroff + name:stroff + name + 11] == b".nv_fatbin\0":
-        struct.pack_into("<Q", d, h + 0x20, 1 << 40)   # sh_size
+        if offset != "-":
+            struct.pack_into("<Q", d, h + 0x18, int(offset))   # sh_offset
+        struct.pack_into("<Q", d, h + 0x20, size)              # sh_size
 open(p, "wb").write(d)
+if offset != "-":
+    os.truncate(p, int(offset) + size)   # sparse: no disk, and zeros when read
 PY
+}
+
+@test "an ELF whose .nv_fatbin section points outside the file" {
+  cp "$(fix f13-sm80.so)" "$(t bad.so)"
+  set_fatbin_section "$(t bad.so)" - $((1 << 40))
   expect_input_error "$(t bad.so)"
 }
 
 @test "an ELF whose .nv_fatbin section is a 4 GiB hole of zeros is refused at once (issue 44)" {
   cp "$(fix f13-sm80.so)" "$(t hole.so)"
-  python3 - "$(t hole.so)" <<'PY'
-import os, struct, sys
-p = sys.argv[1]
-d = bytearray(open(p, "rb").read())
-shoff, = struct.unpack_from("<Q", d, 0x28)
-shentsize, shnum, shstrndx = struct.unpack_from("<HHH", d, 0x3a)
-stroff, = struct.unpack_from("<Q", d, shoff + shstrndx * shentsize + 0x18)
-hole = (len(d) + 4095) // 4096 * 4096
-for i in range(shnum):
-    h = shoff + i * shentsize
-    name, = struct.unpack_from("<I", d, h)
-    if d[stroff + name:stroff + name + 11] == b".nv_fatbin\0":
-        struct.pack_into("<QQ", d, h + 0x18, hole, 4 << 30)   # sh_offset, sh_size
-open(p, "wb").write(d)
-os.truncate(p, hole + (4 << 30))   # sparse: no disk, and zeros when read
-PY
+  local size
+  size=$(stat -c %s "$(t hole.so)")
+  set_fatbin_section "$(t hole.so)" $(((size + 4095) / 4096 * 4096)) $((4 << 30))
   # Before: 20 s and 4.2 GB of memory, then exit 0. Now the reader stops 64 KiB into the hole.
   start=$SECONDS
   run --separate-stderr timeout 20 "$MSDA_DOCTOR" inspect "$(t hole.so)"
