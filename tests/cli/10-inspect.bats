@@ -99,6 +99,28 @@ archs_json() { doctor inspect --json "$1" | jq -r '.files[0] | "sass:" + (.sass 
   [ "$(jq -r '.files[0].gpus | map(.runs) | join(",")' <<<"$output")" = "sass,cannot-run" ]
 }
 
+@test "a cubin's arch-specific bit in e_flags makes its a, in both ABIs (issue 44)" {
+  # What cuobjdump reads, and all that NVIDIA's own assembler records (flashinfer's fmhaSm100a
+  # cubins; CUDA 12.9's ABI-7 sm_90a ones in sgl-kernel): bit 0x8 from ABI 8, 0x800 up to ABI 7,
+  # the latter with the e_flags of a real ABI-7 sm_90a cubin (0x005a0d5a) and its plain sm_90
+  # twin (0x005a055a).
+  python3 - "$(fix f13-sm90.cubin)" "$BATS_TEST_TMPDIR" <<'PY'
+import struct, sys
+d = bytearray(open(sys.argv[1], "rb").read())
+flags, = struct.unpack_from("<I", d, 0x30)
+for name, abi, f in (("abi8a", 8, flags | 0x8), ("abi7a", 7, 0x005A0D5A), ("abi7", 7, 0x005A055A)):
+    x = bytearray(d)
+    x[8] = abi                      # EI_ABIVERSION
+    struct.pack_into("<I", x, 0x30, f)
+    open(f"{sys.argv[2]}/{name}.cubin", "wb").write(x)
+PY
+  for want in abi8a:sm_90a abi7a:sm_90a abi7:sm_90; do
+    run --separate-stderr doctor inspect --json "$BATS_TEST_TMPDIR/${want%%:*}.cubin"
+    [ "$status" -eq 0 ] || { echo "$stderr" >&2; return 1; }
+    [ "$(jq -r '.files[0].sass | join(",")' <<<"$output")" = "${want#*:}" ] || { echo "$want: $output" >&2; return 1; }
+  done
+}
+
 @test "code that is there but does not apply is named with its rule, not denied (issue 44)" {
   # sm_90a: arch-specific, runs only on sm_90; on sm_89 and sm_100 the text says it is there and why
   run --separate-stderr doctor inspect --gpu sm_89 --gpu sm_100 --gpu sm_90 "$(fix f13-sm90a.cubin)"

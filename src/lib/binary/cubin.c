@@ -238,6 +238,11 @@ md_status md_cubin_read(const uint8_t *data, size_t size, md_code_entry *e, md_e
     unsigned sm = ehdr.e_ident[EI_ABIVERSION] >= 8 ? (ehdr.e_flags >> 8) & 0xff : ehdr.e_flags & 0xff;
     if (e->sm == 0)
         e->sm = sm;
+    /* Arch-specific code (sm_90a) is a bit of e_flags, where cuobjdump reads it: 0x800 up to ABI 7
+     * (CUDA 12), 0x8 from ABI 8 (CUDA 13). Cubins written by NVIDIA's own assembler record it
+     * nowhere else. Family code (sm_100f) has no bit: only ptxas's -arch in .note.nv.tkinfo. */
+    if (!e->variant && (ehdr.e_flags & (ehdr.e_ident[EI_ABIVERSION] >= 8 ? 0x8u : 0x800u)))
+        e->variant = 'a';
     e->cubin_abi = ehdr.e_ident[EI_ABIVERSION];
     /* 30 to 129: CUDA 3.0 to 12.9, the releases that wrote their version there. */
     if (e->cubin_abi < 8 && ehdr.e_version >= 30 && ehdr.e_version <= 129)
