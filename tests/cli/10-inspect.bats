@@ -136,6 +136,21 @@ PY
   [[ "$output" == *"sm_75: cannot run: no SASS sm_7x up to sm_75, no PTX up to compute_75 ("* ]]
 }
 
+@test "entries name the section that holds them: .nv_fatbin in a library, __nv_relfatbin in an -rdc object (issue 44)" {
+  run --separate-stderr doctor inspect --json "$(fix f13-sm80.so)"
+  [ "$(jq -r '[.files[0].entries[].section] | unique | join(",")' <<<"$output")" = ".nv_fatbin" ]
+  run --separate-stderr doctor inspect -v "$(fix f13-sm80.so)"
+  [[ "${lines[1]}" == "  .nv_fatbin container 0: "* ]]
+  command -v nvcc >/dev/null || skip "no nvcc to make an -rdc object"
+  printf '__global__ void k(float *x) { x[threadIdx.x] *= 2.f; }\n' > "$BATS_TEST_TMPDIR/k.cu"
+  nvcc -rdc=true -arch=sm_90 -c "$BATS_TEST_TMPDIR/k.cu" -o "$BATS_TEST_TMPDIR/k.o"
+  run --separate-stderr doctor inspect --json "$BATS_TEST_TMPDIR/k.o"
+  [ "$(jq -r '[.files[0].entries[].section] | unique | join(",")' <<<"$output")" = "__nv_relfatbin" ]
+  # a fatbin file has no section
+  run --separate-stderr doctor inspect --json "$(fix f13-compressed.fatbin)"
+  [ "$(jq -r '[.files[0].entries[].section] | unique | join(",")' <<<"$output")" = "" ]
+}
+
 @test "an unknown --gpu is a usage error" {
   run --separate-stderr doctor inspect --gpu p41 "$(fix f13-sm80.so)"
   [ "$status" -eq 2 ]
