@@ -25,7 +25,9 @@ long long md_steps_now_ms(void)
 
 /* ---- content keys ------------------------------------------------------------------------------ */
 
-static bool hash_file(EVP_MD_CTX *ctx, const char *path)
+/* The file's bytes, then its path with ROOT (the project folder) left out, as hash_arg does:
+ * the same sources in two folders give the same key. */
+static bool hash_file(EVP_MD_CTX *ctx, const char *path, const char *root)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -36,7 +38,9 @@ static bool hash_file(EVP_MD_CTX *ctx, const char *path)
         EVP_DigestUpdate(ctx, buf, n);
     bool ok = !ferror(f);
     fclose(f);
-    EVP_DigestUpdate(ctx, path, strlen(path) + 1);
+    size_t root_len = root ? strlen(root) : 0;
+    const char *name = root_len && strncmp(path, root, root_len) == 0 ? path + root_len : path;
+    EVP_DigestUpdate(ctx, name, strlen(name) + 1);
     return ok;
 }
 
@@ -109,9 +113,9 @@ bool md_content_key(const char *tool_version, char *const *argv, size_t skip_arg
     if (ok)
         ok = source_closure(dir, source, files, &n);
     for (size_t i = 0; ok && i < n; i++)
-        ok = hash_file(ctx, files[i]);
+        ok = hash_file(ctx, files[i], root);
     if (ok && extra_file)
-        ok = hash_file(ctx, extra_file);
+        ok = hash_file(ctx, extra_file, root);
     free(files);
     unsigned char md[32];
     unsigned len = 0;

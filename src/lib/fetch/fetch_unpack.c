@@ -122,9 +122,14 @@ static md_status unpack_entry(struct archive *in, struct archive *out, struct ar
                               md_unpack_kind kind, const char *top, const char *root, bool *taken, md_error *err)
 {
     *taken = false;
-    const char *name = archive_entry_pathname(e);
-    if (!name)
+    /* A copy: archive_entry_set_pathname below frees the string libarchive hands out, and the
+     * messages after it still name the member. */
+    const char *stored = archive_entry_pathname(e);
+    if (!stored)
         return md_fail(err, MD_ERR_FORMAT, "'%s': a member without a name", path);
+    char name[PATH_MAX];
+    if (snprintf(name, sizeof name, "%s", stored) >= (int)sizeof name)
+        return md_fail(err, MD_ERR_FORMAT, "'%s': a member name longer than %d bytes", path, PATH_MAX - 1);
     char target[PATH_MAX];
     const char *rest;
     if (kind == MD_UNPACK_WHEEL && name[0] != '/' && !has_dotdot(name) && !under_top(name, top, &rest))

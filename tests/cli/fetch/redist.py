@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
 """A synthetic NVIDIA redist repository and a loopback HTTP server for it (tests/cli/fetch).
 
-  redist.py make ROOT VERSION [--evil dotdot|absolute|symlink|hardlink]
+  redist.py make ROOT VERSION [--evil dotdot|absolute|symlink|hardlink] [--link NAME=TARGET]...
       writes ROOT/redistrib_VERSION.json and the tar.xz archives it names, as NVIDIA lays them
       out, for each platform that some host fetches by default (recipes/redist.json's
       host_platforms: linux-x86_64 and linux-sbsa, never linux-aarch64), so that the fetch's
       default works on any host and the other host's platform can be asked for by name; --evil
-      puts an unsafe member into the cuda_cudart archives.
+      puts an unsafe member into the cuda_cudart archives; --link adds to them a symlink NAME
+      (under the archive's top folder, as lib/alias) pointing to TARGET, as it is written.
   redist.py serve ROOT PORTFILE
       serves ROOT on 127.0.0.1 at a free port (written to PORTFILE), with Range requests. Faults
       come from ROOT/faults.json, read at each request: {"PATH": "404" | "500:N" | "cut:N" |
-      "stall" | "norange"}: N requests answered 500, or cut after half the body, before the
-      file is served whole; "stall" sends a few bytes and then nothing. Each request is logged
+      "stall" | "norange" | "redirect:URL"}: N requests answered 500, or cut after half the
+      body, before the file is served whole; "stall" sends a few bytes and then nothing;
+      "redirect:URL" answers every request with a 302 to URL. Each request is logged
       to ROOT/requests.log as "PATH RANGE". A folder is answered with its index.json when the
       request accepts PEP 691 JSON and there is one, else with its index.html (index.py).
 """
@@ -49,7 +51,7 @@ def add(tar, name, data=b"", mode=0o644, kind=tarfile.REGTYPE, link=""):
     tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
 
 
-def make(root, version, evil=None):
+def make(root, version, evil=None, links=()):
     mm = ".".join(version.split(".")[:2])
     full = mm + ".89"
     rng = __import__("random").Random(42)
@@ -72,6 +74,8 @@ def make(root, version, evil=None):
         members["cuda_cudart"].append(("lib/escape", b"", 0o777, tarfile.SYMTYPE, "../../../../etc"))
     elif evil == "hardlink":
         members["cuda_cudart"].append(("lib/passwd", b"", 0o644, tarfile.LNKTYPE, "/etc/passwd"))
+    for name, target in links:
+        members["cuda_cudart"].append((name, b"", 0o777, tarfile.SYMTYPE, target))
     manifest = {"release_date": "2022-10-03", "release_label": version, "release_product": "cuda"}
     for name, files in members.items():
         manifest[name] = {"name": name, "license": "CUDA Toolkit", "version": full}
@@ -114,6 +118,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except (OSError, ValueError):
             fault = ""
         kind, _, times = fault.partition(":")
+        if kind == "redirect":
+            self.send_response(302)
+            self.send_header("Location", times)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         times = int(times or 0)
         if kind == "404":
             return self.fail(404)
@@ -181,8 +191,16 @@ def serve(root, portfile, tls=None):
 
 if __name__ == "__main__":
     if sys.argv[1] == "make":
-        evil = sys.argv[5] if len(sys.argv) > 5 and sys.argv[4] == "--evil" else None
-        make(sys.argv[2], sys.argv[3], evil)
+        evil, links, args = None, [], sys.argv[4:]
+        while args:
+            if args[0] == "--evil" and len(args) > 1:
+                evil = args[1]
+            elif args[0] == "--link" and len(args) > 1 and "=" in args[1]:
+                links.append(tuple(args[1].split("=", 1)))
+            else:
+                sys.exit(__doc__)
+            args = args[2:]
+        make(sys.argv[2], sys.argv[3], evil, links)
     elif sys.argv[1] == "serve":
         serve(sys.argv[2], sys.argv[3], sys.argv[5:7] if len(sys.argv) > 6 and sys.argv[4] == "--tls" else None)
     else:
