@@ -29,17 +29,6 @@ fetch() {
     -u MSDA_CUDA_MIRROR "$MSDA_DOCTOR" fetch --cuda "$V" --mirror "$URL" --dest "$DEST" --timeout 2 "$@"
 }
 
-# Exit CODE, one error line holding TEXT, and no toolkit folder (nor a temporary one) in DEST.
-assert_failed() {
-  local code=$1 text=$2
-  assert_clean_stderr
-  [ "$status" -eq "$code" ] || { echo "exit $status, want $code; stderr: $stderr" >&2; return 1; }
-  [ "$(grep -c . <<<"$stderr")" -eq 1 ] || { echo "stderr: $stderr" >&2; return 1; }
-  [[ "$stderr" == "msda-doctor: error: "*"$text"* ]] || { echo "stderr '$stderr' lacks '$text'" >&2; return 1; }
-  if compgen -G "$DEST/cuda/*/*" >/dev/null; then echo "a toolkit folder was left" >&2; return 1; fi
-  if compgen -G "$DEST/cuda/*/.*.tmp-*" >/dev/null; then echo "a temporary folder was left" >&2; return 1; fi
-}
-
 @test "fetch: the components are downloaded, checked and merged into DEST/cuda/MAJOR.MINOR/PLATFORM" {
   repo && serve
   fetch --json
