@@ -186,3 +186,13 @@ LOG
   run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/a100.log"
   [ "$(finding no-kernel-image | jq -r '.fix[1]')" = "python3 -m pip install --force-reinstall $(wheel_for wheels/dist "$HOST_CPU")" ]
 }
+
+@test "a Jetson's nvidia-smi -L line, 'GPU 0: Orin (nvgpu)', names the GPU and its architecture" {
+  # The name pattern wanted a character after "Orin" before " (", so the log gave no GPU at all.
+  printf 'GPU 0: Orin (nvgpu)\nRuntimeError: CUDA error: no kernel image is available for execution on the device\n' \
+    > "$BATS_TEST_TMPDIR/orin.log"
+  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/orin.log"
+  [ "$status" -eq 1 ] || { echo "exit $status: $stderr" >&2; return 1; }
+  [ "$(jq -r '.logs[0].facts.gpu_name' <<<"$output")" = "Orin" ]
+  [ "$(jq -r '.logs[0].facts.compute_capability' <<<"$output")" = "8.7" ]
+}
