@@ -63,7 +63,7 @@ static bool is_glibc_library(const char *soname)
 }
 
 /* The check; the platform tag into TAG when it passes. */
-static int check(const char *binary, const char *cpu, bool quiet, char *tag, size_t tag_size)
+static int check(const char *binary, const char *cpu, char *tag, size_t tag_size)
 {
     md_elf_glibc info;
     md_error err;
@@ -87,7 +87,7 @@ static int check(const char *binary, const char *cpu, bool quiet, char *tag, siz
             rc = fail("%s: links %s, which is not one of glibc's libraries", binary, info.needed[i].soname);
     if (rc == 0 && md_wheel_platform_tag(cpu, info.glibc.major, info.glibc.minor, tag, tag_size, &err) != MD_OK)
         rc = fail("%s: %s", binary, err.message);
-    if (rc == 0 && !quiet) {
+    if (rc == 0) {
         printf("%s: %s, highest glibc symbol version %s, needs", binary, cpu,
                info.glibc_name[0] ? info.glibc_name : "none");
         for (size_t i = 0; i < info.n_needed; i++)
@@ -238,7 +238,7 @@ static int pack(int argc, char **argv)
 {
     const char *binary = argv[0], *cpu = argv[1], *version = argv[2], *dir = argv[3], *man = argv[4];
     char tag[MD_WHEEL_TAG_MAX];
-    int rc = check(binary, cpu, false, tag, sizeof tag);
+    int rc = check(binary, cpu, tag, sizeof tag);
     if (rc)
         return rc;
     members m = { 0 };
@@ -268,7 +268,7 @@ int main(int argc, char **argv)
 {
     if (argc == 4 && strcmp(argv[1], "check") == 0) {
         char tag[MD_WHEEL_TAG_MAX];
-        return check(argv[2], argv[3], false, tag, sizeof tag);
+        return check(argv[2], argv[3], tag, sizeof tag);
     }
     if (argc >= 7 && strcmp(argv[1], "pack") == 0)
         return pack(argc - 2, argv + 2);

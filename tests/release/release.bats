@@ -55,7 +55,9 @@ setup() {
 }
 
 @test "release: the wheel carries the binary as an executable script; pip installs it and it runs" {
-  run zipinfo "$WHEEL" "msda_doctor-$MSDA_VERSION.data/scripts/msda-doctor"
+  # the zip entry's Unix mode (the high 16 bits of its external attributes), as zipinfo shows it
+  run python3 -c 'import stat, sys, zipfile; print(stat.filemode(zipfile.ZipFile(sys.argv[1]).getinfo(sys.argv[2]).external_attr >> 16))' \
+      "$WHEEL" "msda_doctor-$MSDA_VERSION.data/scripts/msda-doctor"
   [ "$status" -eq 0 ] && [[ "$output" == -rwxr-xr-x* ]]
   python3 -m venv "$BATS_TEST_TMPDIR/venv"
   run "$BATS_TEST_TMPDIR/venv/bin/pip" install --no-index --no-cache-dir -q "$WHEEL"

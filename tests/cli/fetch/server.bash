@@ -47,8 +47,10 @@ assert_failed() {
   [ "$status" -eq "$code" ] || { echo "exit $status, want $code; stderr: $stderr" >&2; return 1; }
   [ "$(grep -c . <<<"$stderr")" -eq 1 ] || { echo "stderr: $stderr" >&2; return 1; }
   [[ "$stderr" == "msda-doctor: error: "*"$text"* ]] || { echo "stderr '$stderr' lacks '$text'" >&2; return 1; }
-  if compgen -G "$DEST/cuda/*/*" >/dev/null; then echo "a toolkit folder was left" >&2; return 1; fi
-  if compgen -G "$DEST/cuda/*/.*.tmp-*" >/dev/null; then echo "a temporary folder was left" >&2; return 1; fi
+  if compgen -G "$DEST/cuda/*/*" >/dev/null || compgen -G "$DEST/cuda/*/.*.tmp-*" >/dev/null; then
+    echo "a toolkit or temporary folder was left: $(ls -AR "$DEST")" >&2
+    return 1
+  fi
 }
 
 assert_clean_stderr() {

@@ -35,19 +35,6 @@ wheels() {
     --timeout 2 --retries 0 "$@"
 }
 
-# Exit CODE, one error line holding TEXT, and no toolkit folder (nor a temporary one) in DEST.
-assert_failed() {
-  local code=$1 text=$2
-  assert_clean_stderr
-  [ "$status" -eq "$code" ] || { echo "exit $status, want $code; stderr: $stderr" >&2; return 1; }
-  [ "$(grep -c . <<<"$stderr")" -eq 1 ] || { echo "stderr: $stderr" >&2; return 1; }
-  [[ "$stderr" == "msda-doctor: error: "*"$text"* ]] || { echo "stderr '$stderr' lacks '$text'" >&2; return 1; }
-  if compgen -G "$DEST/cuda/*/*" >/dev/null || compgen -G "$DEST/cuda/*/.*.tmp-*" >/dev/null; then
-    echo "a toolkit folder was left: $(ls -AR "$DEST")" >&2
-    return 1
-  fi
-}
-
 # The components as "name version" lines.
 components() { jq -r '.components[] | "\(.name) \(.version)"' <<<"$output"; }
 

@@ -34,7 +34,8 @@ build_here() {
   # The wheel is written, with the Python package of the checkout.
   local wheel
   wheel=$(compgen -G "$OUT/msda-*.whl")
-  [ "$(unzip -p "$wheel" msda/__init__.py | sha256sum)" = "$(sha256sum < "$ROOT/wheels/msda/__init__.py")" ]
+  [ "$(python3 -c 'import sys, zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read("msda/__init__.py"))' \
+       "$wheel" | sha256sum)" = "$(sha256sum < "$ROOT/wheels/msda/__init__.py")" ]
   # Nothing is written into the folder the build ran in.
   [ -z "$(ls -A "$BATS_TEST_TMPDIR/elsewhere")" ]
 }

@@ -6,32 +6,14 @@ bats_require_minimum_version 1.5.0
 ROOT="$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)"
 load ../host-cpu
 CASES="$BATS_TEST_DIRNAME/cases"
-
-# The real --list-gpu-code of each toolkit version (10.2 has no such option).
-gpu_codes() {
-  case $1 in
-    11.8) echo "sm_35 sm_37 sm_50 sm_52 sm_53 sm_60 sm_61 sm_62 sm_70 sm_72 sm_75 sm_80 sm_86 sm_87 sm_89 sm_90" ;;
-    12.6) echo "sm_50 sm_52 sm_53 sm_60 sm_61 sm_62 sm_70 sm_72 sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a" ;;
-    12.9) echo "sm_50 sm_52 sm_53 sm_60 sm_61 sm_62 sm_70 sm_72 sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a sm_100 sm_100a sm_101 sm_101a sm_103 sm_103a sm_120 sm_120a sm_121 sm_121a" ;;
-    13.0) echo "sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 sm_90 sm_100 sm_110 sm_103 sm_120 sm_121" ;;
-  esac
-}
+load fake-nvcc
 
 make_fakes() {
   local toolkits=$1 gccs=$2 v dirs=""
   FAKE="$BATS_TEST_TMPDIR/fake"
   mkdir -p "$FAKE/bin"
   for v in $toolkits; do
-    mkdir -p "$FAKE/cuda-$v/bin"
-    cat > "$FAKE/cuda-$v/bin/nvcc" <<NVCC
-#!/bin/sh
-case "\$1" in
-  --version) echo "nvcc: NVIDIA (R) Cuda compiler driver"; echo "Cuda compilation tools, release $v, V$v.0" ;;
-  --list-gpu-code) for c in $(gpu_codes "$v"); do echo \$c; done ;;
-  *) exit 1 ;;
-esac
-NVCC
-    chmod +x "$FAKE/cuda-$v/bin/nvcc"
+    fake_nvcc "$FAKE/cuda-$v" "$v"
     dirs="$dirs${dirs:+:}$FAKE/cuda-$v"
   done
   TOOLKIT_PATHS=${dirs:-/nonexistent}

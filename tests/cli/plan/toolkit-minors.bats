@@ -8,15 +8,7 @@ bats_require_minimum_version 1.5.0
 
 ROOT="$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)"
 load ../host-cpu
-
-# The real --list-gpu-code of each version (plan.bats's list).
-gpu_codes() {
-  case $1 in
-    12.6) echo "sm_50 sm_52 sm_53 sm_60 sm_61 sm_62 sm_70 sm_72 sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a" ;;
-    12.9) echo "sm_50 sm_52 sm_53 sm_60 sm_61 sm_62 sm_70 sm_72 sm_75 sm_80 sm_86 sm_87 sm_89 sm_90 sm_90a sm_100 sm_100a sm_101 sm_101a sm_103 sm_103a sm_120 sm_120a sm_121 sm_121a" ;;
-    13.0) echo "sm_75 sm_80 sm_86 sm_87 sm_88 sm_89 sm_90 sm_100 sm_110 sm_103 sm_120 sm_121" ;;
-  esac
-}
+load fake-nvcc
 
 # Fake toolkits 12.6, 12.9 and 13.0, each in its own folder; a default g++ 12 that each accepts.
 setup() {
@@ -24,16 +16,7 @@ setup() {
   mkdir -p "$FAKE/bin"
   local v
   for v in 12.6 12.9 13.0; do
-    mkdir -p "$FAKE/cuda-$v/bin"
-    cat > "$FAKE/cuda-$v/bin/nvcc" <<NVCC
-#!/bin/sh
-case "\$1" in
-  --version) echo "nvcc: NVIDIA (R) Cuda compiler driver"; echo "Cuda compilation tools, release $v, V$v.0" ;;
-  --list-gpu-code) for c in $(gpu_codes "$v"); do echo \$c; done ;;
-  *) exit 1 ;;
-esac
-NVCC
-    chmod +x "$FAKE/cuda-$v/bin/nvcc"
+    fake_nvcc "$FAKE/cuda-$v" "$v"
   done
   printf '#!/bin/sh\necho 12.1.0\n' > "$FAKE/bin/g++"
   printf '#!/bin/sh\necho "cc (fake) 12.2.0"\n' > "$FAKE/bin/cc"
