@@ -169,6 +169,11 @@ run: msda-doctor test-deps
 bench-build: msda-doctor test-deps
 	@tests/bench/build-time.sh ./msda-doctor
 
+# kernels/libmsda.json's same_ptx still true: each group's PTX the same (minutes; not in check).
+.PHONY: check-same-ptx
+check-same-ptx: msda-doctor
+	@tests/kernels/check-same-ptx ./msda-doctor
+
 # ---- install -----------------------------------------------------------------------------------
 # The man page with the version of the VERSION file in its header.
 $(MAN_PAGE): man/msda-doctor.1 VERSION

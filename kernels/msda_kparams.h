@@ -76,7 +76,8 @@ typedef struct msda_kparams {
 typedef struct msda_device_config {
     int32_t abi;               /* MSDA_DEVICE_ABI: layout of msda_kparams and this struct, and
                                   the kernels the module holds (msda_module.c) */
-    int32_t arch;              /* __CUDA_ARCH__ / 10 of the code that was loaded */
+    int32_t arch;              /* __CUDA_ARCH__ / 10 of the PTX the loaded code was made from
+                                  (the lowest of its same_ptx group: kernels/libmsda.json) */
     int32_t max_threads;       /* MSDA_MAX_THREADS */
     int32_t f16_enabled;
     int32_t bf16_enabled;

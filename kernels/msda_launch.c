@@ -156,7 +156,7 @@ static msda_status prepare(const msda_problem *pb, const msda_driver **drv, cons
                         : pb->dtype == MSDA_BF16 ? (*mod)->config.bf16_enabled
                                                  : 1;
     if (!enabled)
-        return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code for sm_%d has no %s kernels",
+        return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code loaded here (from compute_%d PTX) has no %s kernels",
                          (*mod)->config.arch, msda_dtype_name(pb->dtype));
     return MSDA_OK;
 }

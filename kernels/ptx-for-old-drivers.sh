@@ -6,27 +6,17 @@
 # PTX is compressed as CUDA 10.2's own nvcc compresses it (LZ4-style, fatbin flag 0x2000: seen in
 # cupy-cuda102's libraries), which 10.2 drivers therefore read.
 # ptxas and fatbinary are the toolkit's own, found on PATH (build puts its bin folder first).
-# Usage: kernels/ptx-for-old-drivers.sh ISA SM NVCC NVCC-ARGS... -o OUT.fatbin SOURCE
-#   NVCC-ARGS make PTX for compute_SM (-ptx -gencode arch=compute_SM,code=compute_SM ...).
+# Usage: kernels/ptx-for-old-drivers.sh ISA SM -o OUT.fatbin IN.ptx
+#   IN.ptx: the toolkit's PTX for compute_SM (build's PTX step, shared with that SASS).
 set -eu
-[ $# -ge 6 ] || { echo "ptx-for-old-drivers.sh: usage: ISA SM NVCC ARGS... -o OUT SOURCE" >&2; exit 2; }
-isa=$1 sm=$2
-shift 2
+[ $# -eq 5 ] && [ "$3" = "-o" ] || { echo "ptx-for-old-drivers.sh: usage: ISA SM -o OUT IN.ptx" >&2; exit 2; }
+isa=$1 sm=$2 out=$4 in=$5
 case $isa in [0-9]*.[0-9]*) ;; *) echo "ptx-for-old-drivers.sh: bad ISA '$isa'" >&2; exit 2;; esac
 case $sm in *[!0-9]*|'') echo "ptx-for-old-drivers.sh: bad SM '$sm'" >&2; exit 2;; esac
-# The nvcc command again, its output renamed to OUT.ptx; OUT is what this script makes.
-out= prev= n=$#
-for a in "$@"; do
-    if [ "$prev" = "-o" ]; then out=$a; set -- "$@" "$out.ptx"; else set -- "$@" "$a"; fi
-    prev=$a
-done
-shift "$n"
-[ -n "$out" ] || { echo "ptx-for-old-drivers.sh: no -o OUT given" >&2; exit 2; }
-trap 'rm -f "$out.ptx" "$out.lowered.ptx" "$out.check.cubin"' EXIT
-"$@"
-own=$(sed -n 's/^\.version \([0-9][0-9]*\.[0-9][0-9]*\)$/\1/p' "$out.ptx" | head -n 1)
-[ -n "$own" ] || { echo "ptx-for-old-drivers.sh: no .version line in the PTX nvcc wrote" >&2; exit 1; }
-sed "s/^\.version $own\$/.version $isa/" "$out.ptx" > "$out.lowered.ptx"
+trap 'rm -f "$out.lowered.ptx" "$out.check.cubin"' EXIT
+own=$(sed -n 's/^\.version \([0-9][0-9]*\.[0-9][0-9]*\)$/\1/p' "$in" | head -n 1)
+[ -n "$own" ] || { echo "ptx-for-old-drivers.sh: no .version line in '$in'" >&2; exit 1; }
+sed "s/^\.version $own\$/.version $isa/" "$in" > "$out.lowered.ptx"
 ptxas -arch="sm_$sm" "$out.lowered.ptx" -o "$out.check.cubin" || {
     echo "ptx-for-old-drivers.sh: the compute_$sm PTX needs a newer ISA than $isa (see ptxas above)" >&2
     exit 1

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
+#include "device_steps.h"
 #include "package.h"
 #include "recipes/platform.h"
 #include "base/process.h"
@@ -45,106 +46,6 @@ static md_status compiler_version(const char *cc, char *out, size_t size, md_err
     int code = res.exit_code;
     md_run_result_free(&res);
     return code == 0 ? MD_OK : md_fail(err, MD_ERR_UNSUPPORTED, "'%s --version' failed", cc);
-}
-
-/* Debian puts CUDA 11's headers in /usr/include, behind any CUDA copy in /usr/local/include on
- * the default search path; a folder of links to them, given with -I, puts them first. */
-static md_status header_shim(const md_toolkit *tk, const md_build_config *cfg, char *out, size_t size,
-                             md_error *err)
-{
-    out[0] = '\0';
-    if (strcmp(tk->include_dir, "/usr/include") != 0)
-        return MD_OK;
-    snprintf(out, size, "%s/cuda-%s-include", cfg->work_dir, tk->version);
-    md_status st = md_ensure_dir(out, err);
-    if (st != MD_OK || cfg->dry_run)
-        return st;
-    DIR *d = opendir("/usr/include");
-    if (!d)
-        return md_fail(err, MD_ERR_IO, "cannot read /usr/include: %s", strerror(errno));
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char from[PATH_MAX], to[PATH_MAX + 300];
-        snprintf(from, sizeof from, "/usr/include/%s", e->d_name);
-        snprintf(to, sizeof to, "%s/%s", out, e->d_name);
-        if (symlink(from, to) != 0 && errno != EEXIST) {
-            closedir(d);
-            return md_fail(err, MD_ERR_IO, "cannot link '%s': %s", to, strerror(errno));
-        }
-    }
-    closedir(d);
-    return MD_OK;
-}
-
-/* The kernels' script that writes PTX for old drivers (kernels/ptx-for-old-drivers.sh). */
-#define MD_OLD_PTX_SCRIPT "ptx-for-old-drivers.sh"
-
-/* One nvcc per target: the recipe's flags, the target's -gencode and knobs, the kernels' folder. */
-static md_status add_device_steps(const md_build_config *cfg, md_step_list *s, md_error *err)
-{
-    char source[PATH_MAX];
-    snprintf(source, sizeof source, "%s/%s", cfg->kernels_dir, cfg->recipe->device_source);
-    if (access(source, R_OK) != 0)
-        return md_fail(err, MD_ERR_IO, "cannot read '%s': %s", source, strerror(errno));
-    for (size_t i = 0; i < cfg->plan->n_targets; i++) {
-        const md_plan_target *t = &cfg->plan->targets[i];
-        const md_toolkit *tk = t->toolkit;
-        char shim[PATH_MAX];
-        md_status st = header_shim(tk, cfg, shim, sizeof shim, err);
-        if (st != MD_OK)
-            return st;
-        strv v = { 0 };
-        /* PTX for old drivers goes through the kernels' own script (lowered, checked, packed);
-         * every other image is one nvcc writing a compressed fatbin. */
-        char script[PATH_MAX];
-        snprintf(script, sizeof script, "%s/%s", cfg->kernels_dir, MD_OLD_PTX_SCRIPT);
-        bool ok = t->lowered ? strv_add(&v, "sh") && strv_add(&v, "%s", script) &&
-                                   strv_add(&v, "%u.%u", t->ptx_isa / 10, t->ptx_isa % 10) &&
-                                   strv_add(&v, "%u", t->sm) && strv_add(&v, "%s", tk->nvcc) && strv_add(&v, "-ptx")
-                             : strv_add(&v, "%s", tk->nvcc) && strv_add(&v, "-fatbin") &&
-                                   strv_add_all(&v, cfg->recipe->fatbin_compress_flags);
-        ok = ok && strv_add(&v, "-gencode") &&
-                  strv_add(&v, "arch=compute_%u,code=%s_%u", t->sm, t->ptx ? "compute" : "sm", t->sm) &&
-                  strv_add_all(&v, cfg->recipe->nvcc_flags) &&
-                  (!t->ccbin[0] || (strv_add(&v, "-ccbin") && strv_add(&v, "%s", t->ccbin))) &&
-                  (!shim[0] || strv_add(&v, "-I%s", shim)) && strv_add(&v, "-I%s", cfg->kernels_dir);
-        for (size_t d = 0; ok && d < t->n_defines; d++)
-            ok = strv_add(&v, "-D%s=%ld", t->defines[d].name, t->defines[d].value);
-        ok = ok && strv_add(&v, "-o") && strv_add(&v, "OUTPUT") && strv_add(&v, "%s", source);
-        char key[65];
-        if (!ok || !md_content_key(tk->version_text, v.items, v.n - 2, cfg->source_dir, cfg->kernels_dir, source,
-                                   t->lowered ? script : NULL, key)) {
-            strv_free(v.items);
-            return md_fail(err, ok ? MD_ERR_IO : MD_ERR_NOMEM, "cannot hash '%s' for the cache key", source);
-        }
-        char output[PATH_MAX], what[96];
-        snprintf(output, sizeof output, "%s/%s.fatbin", cfg->cache_dir, key);
-        char *output_arg = strdup(output);
-        if (output_arg) {
-            free(v.items[v.n - 2]);
-            v.items[v.n - 2] = output_arg;
-        }
-        if (t->lowered)
-            snprintf(what, sizeof what, "compute_%u (CUDA %s, ISA %u.%u)", t->sm, tk->version, t->ptx_isa / 10,
-                     t->ptx_isa % 10);
-        else
-            snprintf(what, sizeof what, "%s_%u (CUDA %s)", t->ptx ? "compute" : "sm", t->sm, tk->version);
-        char path_value[PATH_MAX + 32];
-        snprintf(path_value, sizeof path_value, "%s:/usr/bin:/bin", tk->bin_dir);
-        char **env = output_arg ? md_env_with_path(path_value) : NULL;
-        if (!env) {
-            strv_free(v.items);
-            return md_fail(err, MD_ERR_NOMEM, "out of memory");
-        }
-        if (!md_steps_add(s, &v, env, what, output, true, err)) {
-            strv_free(v.items);
-            strv_free(env);
-            return err->code;
-        }
-    }
-    return MD_OK;
 }
 
 /* ---- the host library per platform ------------------------------------------------------------- */
@@ -242,9 +143,9 @@ static int compare_targets_for_loader(const void *a, const void *b)
 
 /* Stage 1: every nvcc and every host object, to run in parallel. */
 static md_status plan_compile_steps(const md_build_config *cfg, char **sources, char (*compilers)[PATH_MAX],
-                                    strv *objects, md_step_list *compile, md_error *err)
+                                    strv *objects, md_step_list *compile, size_t *image_step, md_error *err)
 {
-    md_status st = add_device_steps(cfg, compile, err);
+    md_status st = md_device_steps_add(cfg, compile, image_step, err);
     if (st != MD_OK)
         return st;
     for (size_t p = 0; p < cfg->n_platforms; p++) {
@@ -273,8 +174,8 @@ static md_status plan_compile_steps(const md_build_config *cfg, char **sources, 
 /* Stage 2: the fatbins, in the loader's order, embedded by the kernels' own generator; then per
  * platform, the fatbins assembled and the library linked. Run one after another, in that order. */
 static md_status plan_pack_steps(const md_build_config *cfg, const md_step_list *compile,
-                                 char (*compilers)[PATH_MAX], strv *objects, md_step_list *pack,
-                                 md_build_result *result, md_error *err)
+                                 const size_t *image_step, char (*compilers)[PATH_MAX], strv *objects,
+                                 md_step_list *pack, md_build_result *result, md_error *err)
 {
     const md_plan_target *order[MD_MAX_STEPS];
     size_t n_order = 0;
@@ -292,7 +193,7 @@ static md_status plan_pack_steps(const md_build_config *cfg, const md_step_list 
         const md_plan_target *t = order[i];
         ok = strv_add(&gen, "%d", t->needs_cuda) &&
              strv_add(&gen, "%u", t->toolkit->major * 1000 + t->toolkit->minor * 10) &&
-             strv_add(&gen, "%u", t->ptx_isa) && strv_add(&gen, "%s", compile->steps[t - cfg->plan->targets].output);
+             strv_add(&gen, "%u", t->ptx_isa) && strv_add(&gen, "%s", compile->steps[image_step[t - cfg->plan->targets]].output);
     }
     if (!ok || !md_steps_add(pack, &gen, NULL, "embedding the fatbins", asm_path, false, err)) {
         strv_free(gen.items);
@@ -375,7 +276,7 @@ static md_status run_steps(const md_build_config *cfg, md_step_list *compile, md
                            const char *log_dir, md_build_result *result, md_error *err)
 {
     char tmp_dir[PATH_MAX];
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/tmp-%ld", cfg->work_dir, (long)getpid());
+    md_build_tmp_dir(cfg->work_dir, tmp_dir, sizeof tmp_dir);
     md_status st = md_ensure_dir(tmp_dir, err);
     if (st != MD_OK)
         return st;
@@ -429,6 +330,7 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
     md_error_clear(err);
     md_step_list *compile = calloc(1, sizeof *compile), *pack = calloc(1, sizeof *pack);
     char **sources = NULL;
+    size_t *image_step = NULL; /* per target: the compile step that writes its fatbin */
     strv objects[MD_MAX_PLATFORMS] = { { 0 } };
     char compilers[MD_MAX_PLATFORMS][PATH_MAX];
     char log_dir[PATH_MAX];
@@ -452,8 +354,13 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
         goto end;
     }
 
-    if ((st = plan_compile_steps(cfg, sources, compilers, objects, compile, err)) != MD_OK ||
-        (st = plan_pack_steps(cfg, compile, compilers, objects, pack, result, err)) != MD_OK || cfg->dry_run)
+    if (!(image_step = calloc(cfg->plan->n_targets + 1, sizeof *image_step))) {
+        st = md_fail(err, MD_ERR_NOMEM, "out of memory");
+        goto end;
+    }
+    if ((st = plan_compile_steps(cfg, sources, compilers, objects, compile, image_step, err)) != MD_OK ||
+        (st = plan_pack_steps(cfg, compile, image_step, compilers, objects, pack, result, err)) != MD_OK ||
+        cfg->dry_run)
         goto end;
     if ((st = run_steps(cfg, compile, pack, log_dir, result, err)) == MD_OK)
         st = package_outputs(cfg, result, err);
@@ -467,6 +374,7 @@ end:
         st = md_fail(err, MD_ERR_NOMEM, "out of memory");
     free(compile);
     free(pack);
+    free(image_step);
     strv_free(sources);
     for (size_t p = 0; p < MD_MAX_PLATFORMS; p++)
         strv_free(objects[p].items);

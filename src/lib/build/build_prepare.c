@@ -62,14 +62,17 @@ static md_status choose_platforms(const char *spec, md_build_job *job, md_error 
     return MD_OK;
 }
 
-static md_status native_sms(unsigned *sms, size_t *n, md_error *err)
+/* The GPUs here and the driver's CUDA version (0 when it did not say). */
+static md_status native_sms(unsigned *sms, size_t *n, int *driver_cuda, md_error *err)
 {
     md_gpu_probe probe = { 0 };
     md_error probe_err;
     md_status st = md_gpu_probe_run(&probe, &probe_err);
-    if (st == MD_OK)
+    if (st == MD_OK) {
         for (size_t i = 0; i < probe.n_gpus && *n < MAX_NATIVE; i++)
             sms[(*n)++] = probe.gpus[i].sm;
+        *driver_cuda = probe.driver_version;
+    }
     else
         st = md_fail(err, MD_ERR_UNSUPPORTED, "native: %s", probe_err.message);
     md_gpu_probe_free(&probe);
@@ -118,11 +121,13 @@ static md_status prepare(const md_build_request *req, const char *const *toolkit
         st = md_host_compilers_find(&job->compilers, &job->n_compilers, err);
     unsigned native[MAX_NATIVE];
     size_t n_native = 0;
+    int driver_cuda = 0;
     md_arch_spec_kind kind = md_arch_spec_kind_of(req->arch);
     if (st == MD_OK && kind == MD_ARCH_SPEC_NATIVE)
-        st = native_sms(native, &n_native, err);
+        st = native_sms(native, &n_native, &driver_cuda, err);
     if (st == MD_OK) {
         md_plan_request plan_req = { .arch_spec = req->arch, .kind = kind, .native_sms = native, .n_native = n_native,
+                                     .native_driver_cuda = driver_cuda,
                                      .toolkits = job->toolkits, .n_toolkits = job->n_toolkits,
                                      .compilers = job->compilers, .n_compilers = job->n_compilers,
                                      .recipe = &job->recipe, .defines = req->defines };

@@ -110,7 +110,7 @@ bool md_content_key(const char *tool_version, char *const *argv, size_t skip_arg
     char (*files)[PATH_MAX] = malloc(MAX_SOURCES * sizeof *files);
     size_t n = 0;
     ok = ok && files != NULL;
-    if (ok)
+    if (ok && source)
         ok = source_closure(dir, source, files, &n);
     for (size_t i = 0; ok && i < n; i++)
         ok = hash_file(ctx, files[i], root);
@@ -150,9 +150,15 @@ md_build_step *md_steps_add(md_step_list *s, strv *argv, char **env, const char 
     snprintf(st->output, sizeof st->output, "%s", output);
     st->cacheable = cacheable;
     st->cached = cacheable && access(output, R_OK) == 0;
+    st->after = -1;
     s->envs[s->n] = env;
     s->n++;
     return st;
+}
+
+void md_build_tmp_dir(const char *work_dir, char *out, size_t size)
+{
+    snprintf(out, size, "%s/tmp-%ld", work_dir, (long)getpid());
 }
 
 md_status md_ensure_dir(const char *path, md_error *err)
@@ -223,7 +229,7 @@ static void describe_status(int status, char *out, size_t size)
 
 /* Tells the caller about the run, when it listens. */
 static void tell(const md_steps_options *o, md_step_event_kind kind, const char *what, bool ok, double seconds,
-                 size_t done, size_t total, const md_step_list *s, const pid_t *pids, size_t next)
+                 size_t done, size_t total, const md_step_list *s, const pid_t *pids)
 {
     if (!o->on_step)
         return;
@@ -231,7 +237,7 @@ static void tell(const md_steps_options *o, md_step_event_kind kind, const char 
                          .total = o->total ? o->total : total,
                          .elapsed = (double)(md_steps_now_ms() - o->started_ms) / 1000.0 };
     size_t n = 0;
-    for (size_t k = 0; k < next && n < 3; k++)
+    for (size_t k = 0; k < s->n && n < 3; k++)
         if (!s->steps[k].cached && pids[k] > 0)
             ev.running[n++] = s->steps[k].what;
     o->on_step(o->ctx, &ev);
@@ -240,16 +246,16 @@ static void tell(const md_steps_options *o, md_step_event_kind kind, const char 
 /* Stops every running step: SIGTERM to each one's process group (nvcc and the cicc, ptxas or
  * cc1 it runs), SIGKILL after a grace period for whatever is left, each one reaped and its
  * partial output removed. */
-static void stop_running(md_step_list *s, pid_t *pids, size_t next)
+static void stop_running(md_step_list *s, pid_t *pids)
 {
-    for (size_t k = 0; k < next; k++)
+    for (size_t k = 0; k < s->n; k++)
         if (!s->steps[k].cached && pids[k] > 0)
             killpg(pids[k], SIGTERM);
     long long deadline = md_steps_now_ms() + 5000;
     bool killed = false;
     for (;;) {
         bool left = false;
-        for (size_t k = 0; k < next; k++) {
+        for (size_t k = 0; k < s->n; k++) {
             if (s->steps[k].cached || pids[k] <= 0)
                 continue;
             int status;
@@ -267,7 +273,7 @@ static void stop_running(md_step_list *s, pid_t *pids, size_t next)
         if (!left)
             return;
         if (!killed && md_steps_now_ms() > deadline) {
-            for (size_t k = 0; k < next; k++)
+            for (size_t k = 0; k < s->n; k++)
                 if (!s->steps[k].cached && pids[k] > 0)
                     killpg(pids[k], SIGKILL);
             killed = true;
@@ -282,7 +288,10 @@ md_status md_steps_run(md_step_list *s, const md_steps_options *o, md_step_count
     pid_t pids[MD_MAX_STEPS] = { 0 };
     long long started[MD_MAX_STEPS];
     bool timed_out[MD_MAX_STEPS] = { false };
-    size_t next = 0, running = 0, done = 0, total = 0;
+    /* Per step: not started, running, ended well (or cached); a step that failed stays running
+     * here, which is harmless: nothing starts after a failure. */
+    enum { WAITING, RUNNING, ENDED } state[MD_MAX_STEPS] = { WAITING };
+    size_t running = 0, done = 0, total = 0;
     unsigned jobs = o->jobs ? o->jobs : 1;
     long long last_tick = md_steps_now_ms();
     md_status st = MD_OK;
@@ -291,16 +300,19 @@ md_status md_steps_run(md_step_list *s, const md_steps_options *o, md_step_count
         total += !s->steps[i].cached;
     for (;;) {
         if (o->stop && *o->stop) {
-            stop_running(s, pids, next);
+            stop_running(s, pids);
             return md_fail(err, MD_ERR_STOPPED, "stopped: every compile step was stopped and its partial output removed");
         }
-        while (st == MD_OK && running < jobs && next < s->n) {
-            size_t i = next++;
+        for (size_t i = 0; st == MD_OK && running < jobs && i < s->n; i++) {
             md_build_step *step = &s->steps[i];
+            if (state[i] != WAITING || (step->after >= 0 && state[step->after] != ENDED))
+                continue;
             if (step->cached) {
+                state[i] = ENDED;
                 counts->n_cached++;
                 continue;
             }
+            state[i] = RUNNING;
             /* Named by process, so that two builds sharing a cache never write one file. */
             s->tmp[i][0] = '\0';
             for (size_t a = 1; step->argv[a]; a++)
@@ -320,7 +332,7 @@ md_status md_steps_run(md_step_list *s, const md_steps_options *o, md_step_count
             if (st == MD_OK) {
                 running++;
                 started[i] = md_steps_now_ms();
-                tell(o, MD_STEP_STARTED, step->what, true, 0, done, total, s, pids, next);
+                tell(o, MD_STEP_STARTED, step->what, true, 0, done, total, s, pids);
             }
         }
         if (running == 0)
@@ -334,7 +346,7 @@ md_status md_steps_run(md_step_list *s, const md_steps_options *o, md_step_count
         }
         if (finished == 0) {
             /* A compiler that hangs is stopped, with all it started; its step then fails like any other. */
-            for (size_t k = 0; o->timeout_s && k < next; k++)
+            for (size_t k = 0; o->timeout_s && k < s->n; k++)
                 if (!s->steps[k].cached && pids[k] > 0 && !timed_out[k] &&
                     md_steps_now_ms() - started[k] > (long long)o->timeout_s * 1000) {
                     timed_out[k] = true;
@@ -342,16 +354,16 @@ md_status md_steps_run(md_step_list *s, const md_steps_options *o, md_step_count
                 }
             if (md_steps_now_ms() - last_tick >= 1000) {
                 last_tick = md_steps_now_ms();
-                tell(o, MD_STEP_TICK, NULL, true, 0, done, total, s, pids, next);
+                tell(o, MD_STEP_TICK, NULL, true, 0, done, total, s, pids);
             }
             struct timespec pause = { 0, 50 * 1000 * 1000 };
             nanosleep(&pause, NULL);
             continue;
         }
         size_t i = 0;
-        while (i < next && (s->steps[i].cached || pids[i] != finished))
+        while (i < s->n && (s->steps[i].cached || pids[i] != finished))
             i++;
-        if (i == next)
+        if (i == s->n)
             continue;
         running--;
         done++;
@@ -365,8 +377,9 @@ md_status md_steps_run(md_step_list *s, const md_steps_options *o, md_step_count
         if (exited_ok && s->tmp[i][0] && rename(s->tmp[i], step->output) != 0)
             rename_errno = errno;
         tell(o, MD_STEP_FINISHED, step->what, exited_ok && !rename_errno,
-             (double)(md_steps_now_ms() - started[i]) / 1000.0, done, total, s, pids, next);
+             (double)(md_steps_now_ms() - started[i]) / 1000.0, done, total, s, pids);
         if (exited_ok && !rename_errno) {
+            state[i] = ENDED;
             counts->n_compiled += step->cacheable;
             continue;
         }

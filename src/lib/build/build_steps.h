@@ -18,7 +18,11 @@ typedef struct {
     char what[96];                /* "sm_86 (CUDA 13.0)", "x86_64 msda_cpu.c", ... */
     char output[PATH_MAX];        /* the file it makes (in the cache) */
     bool cached;                  /* already there: not run */
-    bool cacheable;               /* a compilation kept in the cache (not a pack or link step) */
+    bool cacheable;               /* a compilation (not a pack or link step): done already when
+                                     OUTPUT exists (a cache entry; the PTX, in the build's own
+                                     temporary folder, never does) */
+    long after;                   /* the index of the step whose output it reads, which must end
+                                     well before it starts; -1: none (md_steps_add's default) */
 } md_build_step;
 
 typedef struct {
@@ -71,7 +75,8 @@ typedef struct {
     size_t done_before, total; /* the count of steps ended in earlier runs, and of all runs' steps */
 } md_steps_options;
 
-/* Runs the steps that are not cached, O->JOBS at a time, each leading its own process group,
+/* Runs the steps that are not cached, O->JOBS at a time (a step once the step it comes after
+ * has ended well, the first such in the list first), each leading its own process group,
  * logging each to LOG_DIR/step-N.log. The argument after "-o" is rewritten to OUTPUT.tmp<pid>,
  * renamed to OUTPUT only when the step succeeds, so the cache never holds a partial entry, also
  * with two builds sharing it. A step still running after TIMEOUT_S seconds is killed, with
@@ -92,9 +97,14 @@ void md_build_steps_free(md_build_step *steps, size_t n);
 
 /* sha256, as hex into KEY, over TOOL_VERSION, ARGV but its SKIP_ARG-th string (the output) and
  * with the folder ROOT (the project folder; NULL: none) left out of every argument, SOURCE with
- * every local header it includes from DIR, and EXTRA_FILE when not NULL. */
+ * every local header it includes from DIR (none when SOURCE is NULL), and EXTRA_FILE when not
+ * NULL. */
 bool md_content_key(const char *tool_version, char *const *argv, size_t skip_arg, const char *root, const char *dir,
                     const char *source, const char *extra_file, char key[65]);
+
+/* This build's own temporary folder in WORK_DIR (named by process id): every step's TMPDIR and
+ * where the PTX of the device steps goes, removed when the build ends, however it ends. */
+void md_build_tmp_dir(const char *work_dir, char *out, size_t size);
 
 /* mkdir -p. */
 md_status md_ensure_dir(const char *path, md_error *err);

@@ -311,6 +311,22 @@ static const md_toolkit *lowest_driver_toolkit(const md_plan *plan, unsigned sm)
     return best;
 }
 
+/* For "native" with the driver's version known: the newest toolkit of the plan that targets SM
+ * and whose SASS that driver loads. NULL otherwise (then the plan is that of a list: the newest
+ * toolkit's SASS and the oldest drivers'), also when no toolkit's SASS loads on the driver. */
+static const md_toolkit *native_loader(const md_plan *plan, const md_plan_request *req, unsigned sm)
+{
+    if (req->kind != MD_ARCH_SPEC_NATIVE || req->native_driver_cuda <= 0)
+        return NULL;
+    for (size_t t = 0; t < plan->n_toolkits; t++) { /* newest first */
+        const md_toolkit *tk = &plan->toolkits[t];
+        int needs = md_sass_needs_cuda(tk->major, tk->minor);
+        if (md_toolkit_supports(tk, sm) && needs > 0 && needs <= req->native_driver_cuda)
+            return tk;
+    }
+    return NULL;
+}
+
 /* The PTX ISA nvcc TK writes (recipes/toolkits.json), major * 10 + minor; 0 when unknown. */
 static unsigned toolkit_ptx_isa(const md_toolkit *tk)
 {
@@ -420,6 +436,14 @@ md_status md_plan_make(const md_plan_request *req, md_plan *out, md_error *err)
         for (size_t t = 0; t < out->n_toolkits && !tk; t++) /* newest first */
             if (md_toolkit_supports(&out->toolkits[t], list[i].sm))
                 tk = &out->toolkits[t];
+        const md_toolkit *loads = native_loader(out, req, list[i].sm);
+        if (loads) { /* native: the one image this machine's driver runs, no second toolkit's */
+            if ((st = add_target(out, req, list[i].sm, false, loads, 0, err)) != MD_OK) {
+                md_plan_free(out);
+                return st;
+            }
+            continue;
+        }
         if (!tk) {
             char who[64], found[128] = "";
             md_toolkits_supporting(list[i].sm, who, sizeof who);

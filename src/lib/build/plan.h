@@ -73,6 +73,9 @@ typedef struct {
     md_arch_spec_kind kind;     /* md_arch_spec_kind_of(arch_spec), read once by the caller */
     const unsigned *native_sms; /* the GPUs here, for "native" */
     size_t n_native;
+    int native_driver_cuda;     /* for "native": the driver's CUDA version (13000 for 13.0), 0
+                                   when unknown; each GPU then gets only the SASS this driver
+                                   loads, from the newest toolkit whose SASS it loads */
     const md_toolkit *toolkits;
     size_t n_toolkits;
     const md_host_compiler *compilers;

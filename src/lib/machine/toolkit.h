@@ -20,6 +20,8 @@ typedef struct {
     unsigned sms[MD_MAX_SMS];   /* real architectures, ascending, from nvcc --list-gpu-code */
     size_t n_sms;
     unsigned max_gcc;           /* newest host gcc major it accepts (recipes/toolkits.json); 0 unknown */
+    bool split_compile;         /* its nvcc takes --split-compile N (its --help says so): given
+                                   PTX, ptxas then compiles the kernels on N threads */
 } md_toolkit;
 
 typedef struct {

@@ -110,6 +110,74 @@ static md_status read_old_ptx(json_t *doc, const char *path, md_libmsda_recipe *
     return MD_OK;
 }
 
+/* same_ptx: {"13.0": [[80, 86, 87, 89], ...], ...}; optional. An architecture in two groups of
+ * one toolkit would make the choice depend on the order, so it is refused. */
+static md_status read_same_ptx(json_t *doc, const char *path, md_libmsda_recipe *out, md_error *err)
+{
+    json_t *spec = json_object_get(doc, "same_ptx"), *groups;
+    if (!spec)
+        return MD_OK;
+    if (!json_is_object(spec))
+        return md_fail(err, MD_ERR_FORMAT, "%s: same_ptx is not an object of toolkit versions", path);
+    const char *version;
+    json_object_foreach(spec, version, groups) {
+        unsigned major, minor;
+        int used = 0;
+        if (sscanf(version, "%3u.%3u%n", &major, &minor, &used) != 2 || version[used] || !json_is_array(groups))
+            return md_fail(err, MD_ERR_FORMAT, "%s: same_ptx '%s' is not a toolkit version (\"13.0\") with a list of groups",
+                           path, version);
+        size_t g;
+        json_t *group;
+        json_array_foreach(groups, g, group) {
+            if (out->n_same_ptx == MD_MAX_PTX_GROUPS)
+                return md_fail(err, MD_ERR_FORMAT, "%s: more than %d same_ptx groups", path, MD_MAX_PTX_GROUPS);
+            if (!json_is_array(group) || json_array_size(group) < 2 || json_array_size(group) > MD_MAX_PTX_GROUP_SMS)
+                return md_fail(err, MD_ERR_FORMAT, "%s: same_ptx '%s' group %zu needs 2 to %d architecture numbers", path,
+                               version, g, MD_MAX_PTX_GROUP_SMS);
+            md_ptx_group *pg = &out->same_ptx[out->n_same_ptx];
+            *pg = (md_ptx_group){ .major = major, .minor = minor };
+            size_t i;
+            json_t *item;
+            json_array_foreach(group, i, item) {
+                long sm = json_is_integer(item) ? (long)json_integer_value(item) : 0;
+                if (sm < 10 || sm > 999)
+                    return md_fail(err, MD_ERR_FORMAT, "%s: same_ptx '%s' group %zu item %zu is not an architecture number",
+                                   path, version, g, i);
+                /* every group of this toolkit so far, this one included (the last, not yet counted) */
+                for (size_t k = 0; k <= out->n_same_ptx; k++) {
+                    const md_ptx_group *o = &out->same_ptx[k];
+                    if (o->major != major || o->minor != minor)
+                        continue;
+                    for (size_t j = 0; j < o->n_sms; j++)
+                        if (o->sms[j] == (unsigned)sm)
+                            return md_fail(err, MD_ERR_FORMAT, "%s: same_ptx '%s' names %ld twice", path, version, sm);
+                }
+                pg->sms[pg->n_sms++] = (unsigned)sm;
+            }
+            out->n_same_ptx++;
+        }
+    }
+    return MD_OK;
+}
+
+unsigned md_libmsda_ptx_arch(const md_libmsda_recipe *recipe, unsigned major, unsigned minor, unsigned sm)
+{
+    for (size_t g = 0; g < recipe->n_same_ptx; g++) {
+        const md_ptx_group *pg = &recipe->same_ptx[g];
+        if (pg->major != major || pg->minor != minor)
+            continue;
+        unsigned lowest = sm;
+        bool member = false;
+        for (size_t i = 0; i < pg->n_sms; i++) {
+            member = member || pg->sms[i] == sm;
+            lowest = pg->sms[i] < lowest ? pg->sms[i] : lowest;
+        }
+        if (member)
+            return lowest;
+    }
+    return sm;
+}
+
 /* The kernel's own constants a knob's value may name instead of a number, so that the recipe
  * restates none of them (kernels/msda_kparams.h owns the values). */
 static const struct {
@@ -192,6 +260,12 @@ md_status md_libmsda_recipe_load(const char *kernels_dir, md_libmsda_recipe *out
         st = md_fail(err, MD_ERR_FORMAT, "%s: host.version_define must name a macro", path);
         goto end;
     }
+    json_t *threads = json_object_get(device, "ptxas_threads");
+    if (!json_is_integer(threads) || json_integer_value(threads) < 1 || json_integer_value(threads) > 64) {
+        st = md_fail(err, MD_ERR_FORMAT, "%s: device.ptxas_threads must be an integer from 1 to 64", path);
+        goto end;
+    }
+    out->ptxas_threads = (unsigned)json_integer_value(threads);
     snprintf(out->device_source, sizeof out->device_source, "%s", source);
     snprintf(out->version_define, sizeof out->version_define, "%s", version_define);
     if ((st = string_list(device, "nvcc_flags", path, &out->nvcc_flags, err)) != MD_OK ||
@@ -225,7 +299,7 @@ md_status md_libmsda_recipe_load(const char *kernels_dir, md_libmsda_recipe *out
         st = md_fail(err, MD_ERR_FORMAT, "%s: sass must include 'newest'", path);
         goto end;
     }
-    if ((st = read_old_ptx(doc, path, out, err)) != MD_OK)
+    if ((st = read_old_ptx(doc, path, out, err)) != MD_OK || (st = read_same_ptx(doc, path, out, err)) != MD_OK)
         goto end;
     st = string_list(doc, "fatbin_compress_flags", path, &out->fatbin_compress_flags, err);
 end:

@@ -43,10 +43,23 @@ typedef enum {
 } md_sass_choice;
 
 #define MD_MAX_OLD_PTX 8
+#define MD_MAX_PTX_GROUPS 16
+#define MD_MAX_PTX_GROUP_SMS 8
+
+/* Architectures for which one toolkit's cicc writes the same PTX from the kernels (but for the
+ * .target line and msda_config's architecture): their SASS is compiled from one PTX, the
+ * lowest's (libmsda.json same_ptx, checked by kernels/check-same-ptx). */
+typedef struct {
+    unsigned major, minor;        /* the toolkit */
+    unsigned sms[MD_MAX_PTX_GROUP_SMS];
+    size_t n_sms;
+} md_ptx_group;
 
 typedef struct {
     char device_source[256];      /* in kernels/: "msda_kernels.cu" */
     char **nvcc_flags;            /* NULL-terminated, owned */
+    unsigned ptxas_threads;       /* ptxas's threads for one SASS image, where nvcc has
+                                     --split-compile; a constant: the SASS bytes depend on it */
     char **host_cflags;
     char **link_flags;
     char **libs;
@@ -59,7 +72,13 @@ typedef struct {
     unsigned old_ptx_sms[MD_MAX_OLD_PTX]; /* the architectures it is written for */
     size_t n_old_ptx_sms;
     char **fatbin_compress_flags; /* nvcc flags for every fatbin but the old drivers' PTX */
+    md_ptx_group same_ptx[MD_MAX_PTX_GROUPS];
+    size_t n_same_ptx;
 } md_libmsda_recipe;
+
+/* The architecture whose PTX toolkit MAJOR.MINOR compiles SM's SASS from: the lowest of SM's
+ * same_ptx group for that toolkit, else SM itself. */
+unsigned md_libmsda_ptx_arch(const md_libmsda_recipe *recipe, unsigned major, unsigned minor, unsigned sm);
 
 /* Reads KERNELS_DIR/libmsda.json. MD_ERR_IO when it cannot be read, MD_ERR_FORMAT naming the
  * field when it is malformed (an unknown fact or PTX choice included). Free with

@@ -7,8 +7,9 @@
 #   tests/bench/peers/build-peers.sh extract [DEST]        here; sources into DEST/src
 #   tests/bench/peers/build-peers.sh build [DEST] [ARCH]   GPU machine; DEST/ext/{orig,dcnv4}
 # DEST defaults to build/peers, ARCH to 9.0 (TORCH_CUDA_ARCH_LIST syntax). MAX_JOBS (default:
-# the cores) compilations at a time, through ninja. Git mirrors: PEERS_GIT_DDETR and
-# PEERS_GIT_DCNV4 (bare repositories).
+# the cores) compilations at a time, through ninja; PEERS (default orig,dcnv4) which to build;
+# PEERS_NO_SPLIT=1 compiles them as their own setup.py does (build_peers.py). Git mirrors:
+# PEERS_GIT_DDETR and PEERS_GIT_DCNV4 (bare repositories).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 here=tests/bench/peers
@@ -31,8 +32,11 @@ extract() {
 
 build() {
     local arch=${3:-9.0}
-    [ -d "$dest/src/deformable-detr" ] && [ -d "$dest/src/dcnv4" ] ||
-        { echo "build-peers: no sources in $dest/src: run '$0 extract' where the mirrors are" >&2; exit 1; }
+    local peer
+    for peer in $(echo "${PEERS:-orig,dcnv4}" | tr , ' '); do
+        [ -d "$dest/src/$([ "$peer" = orig ] && echo deformable-detr || echo "$peer")" ] ||
+            { echo "build-peers: no $peer sources in $dest/src: run '$0 extract' where the mirrors are" >&2; exit 1; }
+    done
     # Patched once: a second build on the same machine then only relinks (ninja sees no change).
     if [ ! -d "$dest/patched" ]; then
         cp -r "$dest/src" "$dest/patched.tmp"
@@ -51,7 +55,7 @@ patch_sources() {
         "$d/deformable-detr/src/cuda/ms_deform_attn_cuda.cu"
     ! grep -n 'AT_DISPATCH[A-Z_0-9]*(value\.type()' -r "$d" ||
         { echo "build-peers: a dispatch on value.type() is left" >&2; exit 1; }
-    cp "$here/dcnv4_flash_binding.cpp" "$d/dcnv4/src/"
+    [ ! -d "$d/dcnv4" ] || cp "$here/dcnv4_flash_binding.cpp" "$d/dcnv4/src/"
 }
 
 case ${1:-} in

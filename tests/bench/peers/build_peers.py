@@ -17,7 +17,9 @@ HALF_FLAGS = ["-DCUDA_HAS_FP16=1", "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_
 # without it took 41 minutes of wall time (cicc, then ptxas, one thread each) on a shared 2-core
 # machine, the original op 3. Split compilation spreads a file's kernels over every core, "with
 # minimal (if any) impact on performance of the compiled binary" (nvcc --help).
-SPLIT = ["-split-compile=0"]
+# PEERS_NO_SPLIT=1: as their setup.py files build them (tests/bench/build-speed.sh, which times
+# the original op's build as its users make it).
+SPLIT = [] if os.environ.get("PEERS_NO_SPLIT") == "1" else ["-split-compile=0"]
 PEERS = {
     "orig": dict(name="msda_peer_orig", root=src / "deformable-detr" / "src",
                  sources=["vision.cpp", "cpu/ms_deform_attn_cpu.cpp", "cuda/ms_deform_attn_cuda.cu"],

@@ -13,6 +13,7 @@ setup() {
 case "$1" in
   --version) echo "nvcc: NVIDIA (R) Cuda compiler driver"; echo "Cuda compilation tools, release 13.0, V13.0.0"; exit 0 ;;
   --list-gpu-code) echo sm_80; echo sm_90; exit 0 ;;
+  --help) exit 0 ;;
 esac
 out=
 while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
@@ -40,8 +41,10 @@ build() {
       --source "$SRC" --cache "$CACHE" --out "$OUT"
 }
 
-# Nothing a failed step made is in the cache: no entry, no temporary file.
+# Nothing a failed step made is in the cache: no entry, no temporary file (a fatbin, or the PTX
+# it is made from).
 cache_has_no_fatbin() {
-  [ -z "$(find "$CACHE" -name '*.fatbin*' 2>/dev/null)" ] || { find "$CACHE" -name '*.fatbin*' >&2; return 1; }
+  [ -z "$(find "$CACHE" -name '*.fatbin*' -o -name '*.ptx*' 2>/dev/null)" ] ||
+    { find "$CACHE" -name '*.fatbin*' -o -name '*.ptx*' >&2; return 1; }
 }
 

@@ -1,5 +1,6 @@
 # A fake CUDA toolkit for the planner's tests (plan.bats, toolkit-minors.bats): an nvcc that
-# answers --version and --list-gpu-code as the real release does, and fails anything else.
+# answers --version and --list-gpu-code as the real release does, --help with 13.0's
+# --split-compile line (the others' say nothing of it), and fails anything else.
 
 # The real --list-gpu-code of each version.
 gpu_codes() {
@@ -20,6 +21,7 @@ fake_nvcc() {
 case "\$1" in
   --version) echo "nvcc: NVIDIA (R) Cuda compiler driver"; echo "Cuda compilation tools, release $v, V$v.0" ;;
   --list-gpu-code) for c in $(gpu_codes "$v"); do echo \$c; done ;;
+  --help) [ "$v" = 13.0 ] && echo "--split-compile <number>                            (-split-compile)" ; exit 0 ;;
   *) exit 1 ;;
 esac
 NVCC

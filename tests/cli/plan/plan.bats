@@ -61,11 +61,25 @@ run_case() {
     jq -e --arg n "$note" 'any(.plan.notes[]; contains($n))' <<<"$output" >/dev/null ||
       { echo "no note '$note'" >&2; return 1; }
   done < <(sed -n 's/^note: *//p' "$file")
-  # A dry run plans every step and runs none: one nvcc command per target (the old drivers' PTX
-  # through the kernels' script, which runs nvcc itself).
-  [ "$(jq '[.steps[] | select((.command[0] | endswith("/nvcc")) or ((.command[1] // "") | endswith("/ptx-for-old-drivers.sh")))] | length' <<<"$output")" -eq "$(jq '.plan.targets | length' <<<"$output")" ]
-  [ "$(jq '[.steps[] | select((.command[1] // "") | endswith("/ptx-for-old-drivers.sh"))] | length' <<<"$output")" -eq "$(jq '[.plan.targets[] | select(.lowered)] | length' <<<"$output")" ]
+  # A dry run plans every step and runs none: one image step per target (nvcc -fatbin, or the
+  # kernels' script for the old drivers' PTX), each made from the PTX of a PTX step listed before
+  # it, and no more PTX steps than targets.
+  check_device_steps
   [ "$(jq '.compiled' <<<"$output")" -eq 0 ]
+}
+
+# The device steps of build --json's OUTPUT against its plan (see run_case).
+check_device_steps() {
+  local images ptx
+  images=$(jq '[.steps[] | select(((.command[0] | endswith("/nvcc")) and (.command | index("-fatbin"))) or ((.command[1] // "") | endswith("/ptx-for-old-drivers.sh")))] | length' <<<"$output")
+  ptx=$(jq '[.steps[] | select((.command[0] | endswith("/nvcc")) and (.command | index("-ptx")))] | length' <<<"$output")
+  [ "$images" -eq "$(jq '.plan.targets | length' <<<"$output")" ] || { echo "$images image steps" >&2; return 1; }
+  [ "$(jq '[.steps[] | select((.command[1] // "") | endswith("/ptx-for-old-drivers.sh"))] | length' <<<"$output")" -eq "$(jq '[.plan.targets[] | select(.lowered)] | length' <<<"$output")" ]
+  [ "$ptx" -ge 1 ] && [ "$ptx" -le "$images" ] || { echo "$ptx PTX steps for $images images" >&2; return 1; }
+  # Each image's input is the output of a PTX step before it.
+  jq -e '.steps as $s | [range(0; $s | length) as $i | $s[$i] | select((.command[-1] | endswith(".ptx")))
+         | .command[-1] as $in | any($s[0:$i][]; .output == $in)] | all' <<<"$output" >/dev/null ||
+    { echo "an image whose PTX no earlier step writes" >&2; return 1; }
 }
 
 @test "all with CUDA 13.0: every architecture it targets (sm_88 with safe defaults), PTX of the newest and of the oldest" { run_case all-cuda13; }
@@ -80,6 +94,10 @@ run_case() {
 @test "only +PTX may follow an architecture" { run_case bad-ptx-suffix; }
 @test "native: the P40 of this machine (fake driver)" { run_case native-p40; }
 @test "native: two different GPUs (fake driver)" { run_case native-two-gpus; }
+@test "native: only the SASS the driver loads, the newest toolkit's it loads (13.0 on 580, 11.8 on 550)" {
+  run_case native-h100-driver-580
+  run_case native-h100-driver-550
+}
 @test "native without a GPU" { run_case native-no-gpu; }
 @test "no toolkit at all" { run_case no-toolkit; }
 
@@ -90,10 +108,15 @@ run_case() {
   [ "$status" -eq 0 ]
   [[ "$output" == *"sm_62        CUDA 11.8  driver >= 450.80.02          threads 128"*"-ccbin $FAKE/bin/g++-11"* ]]
   [[ "$output" == *"compute_62   CUDA 11.8  ISA 6.5, driver >= 440.33"* ]]
-  [[ "$output" == *"sh $SRC/kernels/ptx-for-old-drivers.sh 6.5 62 $FAKE/cuda-11.8/bin/nvcc -ptx -gencode arch=compute_62,code=compute_62 "* ]]
+  # One PTX step for compute_62, which the SASS and the old drivers' lowered PTX are both made from.
+  [ "$(grep -c -- "-ptx -arch=compute_62 " <<<"$output")" -eq 1 ]
+  local ptx
+  ptx=$(grep -- "-ptx -arch=compute_62 " <<<"$output" | sed 's/.* -o \([^ ]*\.ptx\) .*/\1/')
+  [[ "$output" == *"sh $SRC/kernels/ptx-for-old-drivers.sh 6.5 62 -o "*".fatbin $ptx"* ]]
   # The floor of each architecture, from its images.
   [[ "$output" == *"Drivers: each architecture runs on"*"sm_62            CUDA 11.8 SASS from driver 450.80.02 (CUDA 11.0); PTX ISA 6.5 from driver 440.33 (CUDA 10.2)"* ]]
-  [[ "$output" == *"$FAKE/cuda-11.8/bin/nvcc -fatbin -Xfatbin=-compress-all -gencode arch=compute_62,code=sm_62 "*"-DMSDA_MAX_THREADS=128"*"msda_kernels.cu"* ]]
+  [[ "$output" == *"$FAKE/cuda-11.8/bin/nvcc -ptx -arch=compute_62 "*"-DMSDA_MAX_THREADS=128"*"msda_kernels.cu"* ]]
+  [[ "$output" == *"$FAKE/cuda-11.8/bin/nvcc -fatbin -Xfatbin=-compress-all -gencode arch=compute_62,code=sm_62 "*" $ptx"* ]]
 }
 
 @test "an architecture the table lacks, named alone, is built with the safe defaults and a note" {
@@ -188,7 +211,7 @@ recipe_source() {
   [ "$(jq -r '[.plan.targets[] | "\(.arch)/\(.toolkit)/\(.needs_cuda)/\(.needs_driver)/\(.ptx_isa)"] | join(" ")' <<<"$output")" = \
     "sm_62/11.8/11.0/450.80.02/null sm_86/13.0/13.0/580.65.06/null sm_86/11.8/11.0/450.80.02/null compute_62/11.8/10.2/440.33/6.5" ]
   # SASS compressed as PTX is; the old drivers' PTX goes through the script (fatbinary's own PTX compression).
-  jq -e '[.steps[] | select(.command[0] | endswith("/nvcc"))] | all(.command | index("-Xfatbin=-compress-all"))' <<<"$output" >/dev/null
+  jq -e '[.steps[] | select((.command[0] | endswith("/nvcc")) and (.command | index("-fatbin")))] | all(.command | index("-Xfatbin=-compress-all"))' <<<"$output" >/dev/null
   jq -e '[.steps[] | select((.command[1] // "") | endswith("/ptx-for-old-drivers.sh"))][0].command | index("-Xfatbin=-compress-all") == null' <<<"$output" >/dev/null
   recipe_source '.sass = ["newest"] | del(.old_driver_ptx)'
   dry_all sm_86,sm_62
@@ -213,6 +236,60 @@ recipe_source() {
   [ "$status" -eq 3 ]
   [[ "$stderr" == *"kernels/libmsda.json: per_arch 'MSDA_MAX_THREADS' follows an unknown fact 'colour'"* ]]
   [ "$(printf '%s\n' "$stderr" | grep -c .)" -eq 1 ]
+  for bad in 0 65 '"four"'; do
+    recipe_source ".device.ptxas_threads = $bad"
+    run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
+        --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90
+    [ "$status" -eq 3 ] && [[ "$stderr" == *"kernels/libmsda.json: device.ptxas_threads must be an integer from 1 to 64"* ]] ||
+      { echo "ptxas_threads $bad: exit $status: $stderr" >&2; return 1; }
+  done
+}
+
+@test "same_ptx: a group's SASS made from its lowest architecture's PTX, one PTX step; a SASS whose own PTX is planned uses that" {
+  make_fakes "13.0 11.8" "12 11"
+  dry() {
+    run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run --json \
+        --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch "$1"
+    [ "$status" -eq 0 ] || { echo "exit $status: $stderr" >&2; return 1; }
+    check_device_steps
+  }
+  made_from() { jq -r --arg w "$1" '.steps[] | select(.what == $w) | .command as $c | $c[($c | indices("-gencode")[0]) + 1]' <<<"$output"; }
+  recipe_source '.same_ptx = {"13.0": [[80, 86, 89], [103, 121]]}'
+  dry sm_80,sm_86,sm_89,sm_103,sm_121+PTX
+  [ "$(made_from "sm_86 (CUDA 13.0)")" = "arch=compute_80,code=sm_86" ]
+  [ "$(made_from "sm_89 (CUDA 13.0)")" = "arch=compute_80,code=sm_89" ]
+  [ "$(made_from "sm_103 (CUDA 13.0)")" = "arch=compute_103,code=sm_103" ]
+  # sm_121's own PTX is compiled anyway, for its PTX image
+  [ "$(made_from "sm_121 (CUDA 13.0)")" = "arch=compute_121,code=sm_121" ]
+  [ "$(made_from "compute_121 (CUDA 13.0)")" = "arch=compute_121,code=compute_121" ]
+  # 13.0: compute_80 for three SASS, compute_103, compute_121; 11.8 has no group here, so its
+  # SASS are each made from their own PTX
+  [ "$(jq -r '[.steps[] | select(.command | index("-ptx")) | .what] | sort | join(",")' <<<"$output")" = \
+    "compute_103 PTX (CUDA 13.0),compute_121 PTX (CUDA 13.0),compute_80 PTX (CUDA 11.8),compute_80 PTX (CUDA 13.0),compute_86 PTX (CUDA 11.8),compute_89 PTX (CUDA 11.8)" ]
+  [ "$(made_from "sm_86 (CUDA 11.8)")" = "arch=compute_86,code=sm_86" ]
+  for bad in '{"13.0": [[80]]}' '{"13.0": [[80, 86], [86, 89]]}' '{"thirteen": [[80, 86]]}' '[[80, 86]]'; do
+    recipe_source ".same_ptx = $bad"
+    run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
+        --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90
+    [ "$status" -eq 3 ] && [[ "$stderr" == *"kernels/libmsda.json: same_ptx"* ]] ||
+      { echo "same_ptx $bad: exit $status: $stderr" >&2; return 1; }
+  done
+}
+
+@test "ptxas's threads: libmsda.json's ptxas_threads on the SASS steps of a toolkit whose nvcc has --split-compile, on no other step" {
+  make_fakes "13.0 11.8" "12 11"
+  dry() {
+    run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run --json \
+        --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_80+PTX
+    [ "$status" -eq 0 ] || { echo "exit $status: $stderr" >&2; return 1; }
+  }
+  dry
+  # sm_80 from 13.0 (whose --help offers it), sm_80 from 11.8, compute_80 from 13.0
+  [ "$(jq -r '[.steps[] | select(.command | index("--split-compile=4")) | .what] | join(",")' <<<"$output")" = "sm_80 (CUDA 13.0)" ]
+  [ "$(jq '[.steps[] | select(.command | any(startswith("--split-compile")))] | length' <<<"$output")" -eq 1 ]
+  recipe_source '.device.ptxas_threads = 2'
+  dry
+  [ "$(jq -r '[.steps[] | select(.command | index("--split-compile=2")) | .what] | join(",")' <<<"$output")" = "sm_80 (CUDA 13.0)" ]
 }
 
 @test "a missing cross compiler names Debian's package for it" {

@@ -24,7 +24,7 @@ setup() {
   cat > "$FAKE/bin/nvcc" <<'NVCC'
 #!/bin/sh
 [ "${FAKE_NVCC_MODE:-}" = meet ] || exec "$(dirname "$0")/nvcc-fake" "$@"
-case "$1" in --version|--list-gpu-code) exec "$(dirname "$0")/nvcc-fake" "$@" ;; esac
+case "$1" in --version|--list-gpu-code|--help) exec "$(dirname "$0")/nvcc-fake" "$@" ;; esac
 out=
 for a; do [ "$prev" = -o ] && out=$a; prev=$a; done
 printf 'fatbin bytes\n' > "$out"

@@ -84,7 +84,8 @@ setup_tmp() { mkdir -p "$BATS_TEST_TMPDIR/tmp"; }
   local total
   total=$(grep -c '^\[' <<<"$stderr")
   [ "$total" -ge 3 ]
-  grep -q "^\[1/$total\] sm_90 (CUDA 13.0) [0-9.]* s$" <<<"$stderr" || { echo "$stderr" >&2; return 1; }
+  grep -q "^\[1/$total\] compute_90 PTX (CUDA 13.0) [0-9.]* s$" <<<"$stderr" || { echo "$stderr" >&2; return 1; }
+  grep -q "^\[2/$total\] sm_90 (CUDA 13.0) [0-9.]* s$" <<<"$stderr" || { echo "$stderr" >&2; return 1; }
   grep -q "^\[$total/$total\] " <<<"$stderr"
   rm -rf "$CACHE" "$OUT"
   run --separate-stderr env MSDA_TOOLKIT_PATHS="$FAKE" "$MSDA_DOCTOR" build --quiet --arch sm_90 \
