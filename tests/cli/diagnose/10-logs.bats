@@ -89,10 +89,18 @@ load diag_helpers
   [[ "$(finding im2col-step-divisibility | jq -r '.fix[0]')" == *"self.im2col_step = 48/"* ]]
 }
 
-@test "a value neither the log nor the machine gives stays a visible <placeholder>" {
+@test "a value neither the log nor the machine gives leaves its command out, and a note says so" {
   printf 'RuntimeError: CUDA error: no kernel image is available for execution on the device\n' > "$BATS_TEST_TMPDIR/bare.log"
   run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/bare.log"
-  [ "$(finding no-kernel-image | jq -r '.fix[0]')" = "msda-doctor build --arch <gpu_arch>" ]
+  # {gpu_arch|arch}: no GPU known, so every architecture
+  [ "$(finding no-kernel-image | jq -r '.fix[0]')" = "msda-doctor build --arch all" ]
+  # TORCH_CUDA_ARCH_LIST="{gpu_cc}+PTX" has no value: left out, said in words
+  ! finding no-kernel-image | jq -r '.fix[]' | grep -q TORCH_CUDA_ARCH_LIST
+  finding no-kernel-image | jq -e '.notes | any(. == "Left out: a command that needs the GPU'"'"'s compute capability: the log does not give it (it is judged without this machine).")'
+  ! grep -qE '<[a-z_]+>' <<<"$output"
+  run --separate-stderr diagnose --no-probe "$BATS_TEST_TMPDIR/bare.log"
+  ! grep -qE '<[a-z_]+>' <<<"$output"
+  [[ "$output" == *"! Left out: a command that needs the GPU's compute capability"* ]]
 }
 
 @test "the GPU a log names fills the placeholders when nothing is probed" {
