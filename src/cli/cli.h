@@ -1,10 +1,12 @@
-/* The command-line layer: the only code that prints or exits. Rooms, bottom up: output.c (errors,
+/* The command-line layer: the only code that prints or exits. Rooms, bottom up: bytes.c (file
+ * bytes shown as valid UTF-8 JSON and as escaped text), output.c (errors,
  * JSON, exit statuses), options.c (option tables), help.c (one command's usage), cmd_<name>.c (a
  * command and its row), commands.c (the table, `help`), main.c. None calls one above it. */
 #ifndef MD_CLI_H
 #define MD_CLI_H
 
 #include <getopt.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -95,7 +97,28 @@ extern const md_command md_cmd_inspect, md_cmd_build, md_cmd_verify, md_cmd_diag
 /* The options before a command; the man page's OPTIONS section. */
 extern const md_option md_cli_global_options[];
 
-/* Prints "msda-doctor: error: MESSAGE" on stderr. */
+/* Bytes from files (names, log lines, kernel and section names) need not be UTF-8 (bytes.c). */
+
+/* A JSON string of TEXT's bytes as they are, UTF-8 or not (null for NULL): for every string taken
+ * from a file or its name. md_cli_print_json makes the document valid (md_cli_json_utf8). */
+json_t *md_cli_json_bytes(const char *text);
+
+/* Makes every string in DOC valid UTF-8: each byte outside a UTF-8 sequence becomes U+FFFD, and
+ * the object holding the string gets a sibling KEY_base64 with the raw bytes (RFC 4648 base64);
+ * for an array of strings, KEY_base64 is an array of the same length, null where a string was
+ * UTF-8. A sibling exists only where a string was not UTF-8. */
+void md_cli_json_utf8(json_t *doc);
+
+/* TEXT for a terminal into OUT (SIZE bytes), which it returns: UTF-8 as it is; each byte outside
+ * a UTF-8 sequence, and control characters other than the tab (C0, DEL, C1), as \xNN. Cut at
+ * SIZE. */
+const char *md_cli_shown(const char *text, char *out, size_t size);
+
+/* md_cli_shown into a buffer of the enclosing block, for one printf argument. */
+#define MD_SHOWN_MAX (4 * PATH_MAX + 1)
+#define MD_SHOWN(text) md_cli_shown((text), (char[MD_SHOWN_MAX]){ 0 }, MD_SHOWN_MAX)
+
+/* Prints "msda-doctor: error: MESSAGE" on stderr, MESSAGE shown as md_cli_shown shows it. */
 void md_cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The CLI's words for a library hint: its own option ("" for none). */
@@ -126,7 +149,8 @@ void md_cli_print_overview(FILE *out);
 /* Routes jansson's allocations through md_cli_print_json's check; called once, first. */
 void md_cli_json_init(void);
 
-/* Writes DOC to stdout as JSON with a newline, drops the reference; MD_EXIT_INTERNAL on failure. */
+/* Writes DOC to stdout as JSON with a newline, its strings made UTF-8 first (md_cli_json_utf8),
+ * drops the reference; MD_EXIT_INTERNAL on failure. */
 int md_cli_print_json(json_t *doc);
 
 /* Maps a library status to the exit status it means. */

@@ -54,13 +54,13 @@ static void print_check(const md_check *c, const marks *mk, bool verbose)
     case MD_CHECK_SKIPPED: mark = mk->skip; colour = ""; break;
     }
     printf("%s%s%s %s: %s%s\n", colour, mark, *colour ? mk->reset : "", c->name,
-           c->status == MD_CHECK_ERROR ? "the check itself failed: " : "", c->summary);
+           c->status == MD_CHECK_ERROR ? "the check itself failed: " : "", MD_SHOWN(c->summary));
     for (size_t i = 0; i < c->n_lines; i++) {
         const md_check_line *l = &c->lines[i];
         if (l->kind == MD_LINE_DETAIL && !verbose)
             continue;
         const char *lm = l->kind == MD_LINE_PROBLEM ? mk->problem : l->kind == MD_LINE_HINT ? mk->hint : mk->detail;
-        printf("    %s %s\n", lm, l->text);
+        printf("    %s %s\n", lm, MD_SHOWN(l->text));
     }
     if (c->hint)
         printf("    %s %s\n", mk->hint, md_cli_hint_words(c->hint));
@@ -83,42 +83,43 @@ static void print_finding(const md_diagnosis *d, const md_finding *f, const mark
                         : f->on_machine ? "" : " (judged by the log alone)";
     printf("%s%s%s %s: %s%s\n", error ? mk->red : mk->yellow, error ? mk->fail : mk->warn,
            *mk->red ? mk->reset : "", f->sig->id, f->sig->title, where);
-    printf("    Cause: %s\n", f->cause);
+    printf("    Cause: %s\n", MD_SHOWN(f->cause));
     if (f->n_causes > 1) {
         printf("    The message has %zu readings, most likely first:\n", f->n_causes);
         for (size_t i = 0; i < f->n_causes; i++) {
             const md_finding_cause *c = &f->causes[i];
-            printf("      %zu. %s: %s\n", i + 1, c->sig->id, c->text);
+            printf("      %zu. %s: %s\n", i + 1, c->sig->id, MD_SHOWN(c->text));
             print_keys("   for", c->pro, c->n_pro);
             print_keys("   against", c->con, c->n_con);
         }
     }
     printf("    Evidence:\n");
     for (size_t i = 0; i < f->n_evidence; i++)
-        printf("      %s\n", f->evidence[i]);
+        printf("      %s\n", MD_SHOWN(f->evidence[i]));
     print_keys(f->on_machine ? "confirmed on this machine" : "confirmed by the log", f->confirmed, f->n_confirmed);
     print_keys(f->on_machine ? "this machine argues against it" : "the log argues against it", f->ruled_out,
                f->n_ruled_out);
     if (f->n_fix) {
         printf("    Fix:\n");
         for (size_t i = 0; i < f->n_fix; i++)
-            printf("      %s\n", f->fix[i]);
+            printf("      %s\n", MD_SHOWN(f->fix[i]));
     }
     for (size_t i = 0; i < f->n_notes; i++)
-        printf("    %s %s\n", mk->hint, f->notes[i]);
+        printf("    %s %s\n", mk->hint, MD_SHOWN(f->notes[i]));
     if (verbose && f->from_log)
         for (size_t i = 1; i < f->hits.n_hits; i++)
-            printf("    %s %s:%llu: %s\n", mk->detail, d->logs[f->log_index].name, f->hits.hits[i].line,
-                   f->hits.hits[i].text);
+            printf("    %s %s:%llu: %s\n", mk->detail, MD_SHOWN(d->logs[f->log_index].name), f->hits.hits[i].line,
+                   MD_SHOWN(f->hits.hits[i].text));
 }
 
 static void print_log(const md_log_info *l, const marks *mk)
 {
-    printf("%s Log %s: %llu lines", mk->detail, l->name, l->lines);
+    const char *name = MD_SHOWN(l->name);
+    printf("%s Log %s: %llu lines", mk->detail, name, l->lines);
     if (l->long_lines)
         printf(", %llu cut at %d bytes", l->long_lines, MD_LOG_LINE_MAX);
     if (l->n_findings == 0)
-        printf("; no known failure in %s\n", l->name);
+        printf("; no known failure in %s\n", name);
     else
         printf("; %zu finding%s\n", l->n_findings, l->n_findings == 1 ? "" : "s");
     const char *origin = l->origin == MD_ORIGIN_HERE ? "this machine"
@@ -128,7 +129,7 @@ static void print_log(const md_log_info *l, const marks *mk)
                l->foreign ? "; judged by the log alone, this machine's findings kept apart" : "");
     for (size_t i = 0; i < l->n_compared; i++)
         printf("      %s %s: log '%s', this machine '%s'\n", l->compared[i].same ? "=" : "x", l->compared[i].fact,
-               l->compared[i].log, l->compared[i].machine);
+               MD_SHOWN(l->compared[i].log), MD_SHOWN(l->compared[i].machine));
 }
 
 static void print_text(const md_diagnosis *d, const diagnose_options *o)
@@ -181,9 +182,10 @@ static json_t *strings(const char *const *items, size_t n)
     return a;
 }
 
+/* Texts here may come from files and logs: their bytes go out as they are (md_cli_json_bytes). */
 static json_t *text_or_null(const char *s)
 {
-    return s && *s ? json_string(s) : json_null();
+    return s && *s ? md_cli_json_bytes(s) : json_null();
 }
 
 static json_t *tri(int v)
@@ -200,11 +202,11 @@ static json_t *json_check(const md_check *c)
 {
     json_t *lists[3] = { json_array(), json_array(), json_array() };
     for (size_t i = 0; i < c->n_lines; i++)
-        json_array_append_new(lists[c->lines[i].kind], json_string(c->lines[i].text));
+        json_array_append_new(lists[c->lines[i].kind], md_cli_json_bytes(c->lines[i].text));
     if (c->hint)
         json_array_append_new(lists[MD_LINE_HINT], json_string(md_cli_hint_words(c->hint)));
-    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o}", "id", c->id, "name", c->name, "status",
-                     md_check_status_name(c->status), "summary", c->summary, "problems", lists[MD_LINE_PROBLEM],
+    return json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "id", c->id, "name", c->name, "status",
+                     md_check_status_name(c->status), "summary", md_cli_json_bytes(c->summary), "problems", lists[MD_LINE_PROBLEM],
                      "hints", lists[MD_LINE_HINT], "details", lists[MD_LINE_DETAIL]);
 }
 
@@ -212,23 +214,23 @@ static json_t *json_finding(const md_diagnosis *d, const md_finding *f)
 {
     json_t *ev = json_array(), *fix = json_array(), *notes = json_array(), *causes = json_array();
     for (size_t i = 0; i < f->n_evidence; i++)
-        json_array_append_new(ev, json_string(f->evidence[i]));
+        json_array_append_new(ev, md_cli_json_bytes(f->evidence[i]));
     for (size_t i = 0; i < f->n_fix; i++)
-        json_array_append_new(fix, json_string(f->fix[i]));
+        json_array_append_new(fix, md_cli_json_bytes(f->fix[i]));
     for (size_t i = 0; i < f->n_notes; i++)
-        json_array_append_new(notes, json_string(f->notes[i]));
+        json_array_append_new(notes, md_cli_json_bytes(f->notes[i]));
     for (size_t i = 0; i < f->n_causes; i++) {
         const md_finding_cause *c = &f->causes[i];
-        json_array_append_new(causes, json_pack("{s:s, s:s, s:i, s:o, s:o}", "id", c->sig->id, "cause", c->text,
+        json_array_append_new(causes, json_pack("{s:s, s:o, s:i, s:o, s:o}", "id", c->sig->id, "cause", md_cli_json_bytes(c->text),
                                                 "score", c->score, "for", strings(c->pro, c->n_pro), "against",
                                                 strings(c->con, c->n_con)));
     }
-    json_t *log = f->from_log ? json_pack("{s:s, s:I, s:I}", "file", d->logs[f->log_index].name, "line",
+    json_t *log = f->from_log ? json_pack("{s:o, s:I, s:I}", "file", md_cli_json_bytes(d->logs[f->log_index].name), "line",
                                           (json_int_t)f->first_line, "count", (json_int_t)f->count)
                               : json_null();
     const char *judged = !f->from_log ? "machine" : f->on_machine ? "log-and-machine" : "log";
-    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "id", f->sig->id,
-                     "severity", f->sig->severity, "title", f->sig->title, "cause", f->cause, "evidence", ev, "fix",
+    return json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "id", f->sig->id,
+                     "severity", f->sig->severity, "title", f->sig->title, "cause", md_cli_json_bytes(f->cause), "evidence", ev, "fix",
                      fix, "notes", notes, "source", f->from_log ? "log" : "probe", "judged_on", judged, "matched",
                      f->matched->id, "causes", causes, "log", log, "gpu", f->gpu >= 0 ? json_integer(f->gpu) : json_null(),
                      "confirmed_by", strings(f->confirmed, f->n_confirmed), "ruled_out_by",
@@ -245,8 +247,9 @@ static json_t *json_log(const md_log_info *l)
         json_array_append_new(build, json_string(name));
     }
     for (size_t i = 0; i < l->n_compared; i++)
-        json_array_append_new(compared, json_pack("{s:s, s:s, s:s, s:b}", "fact", l->compared[i].fact, "log",
-                                                  l->compared[i].log, "machine", l->compared[i].machine, "same",
+        json_array_append_new(compared, json_pack("{s:s, s:o, s:o, s:b}", "fact", l->compared[i].fact, "log",
+                                                  md_cli_json_bytes(l->compared[i].log), "machine",
+                                                  md_cli_json_bytes(l->compared[i].machine), "same",
                                                   l->compared[i].same));
     char cc[16] = "";
     if (lf->sm)
@@ -261,7 +264,7 @@ static json_t *json_log(const md_log_info *l)
                               "driver_version", text_or_null(lf->driver), "driver_cuda", text_or_null(driver_cuda),
                               "build_archs", build, "torch_cuda_arch_list",
                               text_or_null(lf->arch_list));
-    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:s, s:b, s:o, s:o}", "file", l->name, "lines", (json_int_t)l->lines,
+    return json_pack("{s:o, s:I, s:I, s:I, s:I, s:s, s:b, s:o, s:o}", "file", md_cli_json_bytes(l->name), "lines", (json_int_t)l->lines,
                      "bytes", (json_int_t)l->bytes, "long_lines", (json_int_t)l->long_lines, "findings",
                      (json_int_t)l->n_findings, "origin", md_log_origin_name(l->origin), "foreign", l->foreign, "facts",
                      facts, "compared", compared);
@@ -287,8 +290,8 @@ static json_t *json_machine(const md_diagnosis *d)
         char arch[24], cc[16];
         md_arch_format(arch, sizeof arch, false, g->sm, 0);
         snprintf(cc, sizeof cc, "%u.%u", g->sm / 10, g->sm % 10);
-        json_array_append_new(gpus, json_pack("{s:I, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:s}", "index", (json_int_t)i,
-                                              "name", g->name, "arch", arch, "compute_capability", cc,
+        json_array_append_new(gpus, json_pack("{s:I, s:o, s:s, s:s, s:I, s:I, s:I, s:I, s:s}", "index", (json_int_t)i,
+                                              "name", md_cli_json_bytes(g->name), "arch", arch, "compute_capability", cc,
                                               "multiprocessors", (json_int_t)g->multiprocessors, "registers_per_block",
                                               (json_int_t)g->registers_per_block, "max_threads_per_block",
                                               (json_int_t)g->max_threads_per_block, "memory_bytes",
@@ -296,8 +299,8 @@ static json_t *json_machine(const md_diagnosis *d)
     }
     char cuda[16];
     md_cuda_version_text(m->driver.driver_version, cuda, sizeof cuda);
-    json_t *driver = json_pack("{s:b, s:s, s:o, s:I, s:o, s:o}", "loaded", m->driver_loaded, "library",
-                               m->driver.library, "cuda", m->driver.driver_version > 0 ? json_string(cuda) : json_null(),
+    json_t *driver = json_pack("{s:b, s:o, s:o, s:I, s:o, s:o}", "loaded", m->driver_loaded, "library",
+                               md_cli_json_bytes(m->driver.library), "cuda", m->driver.driver_version > 0 ? json_string(cuda) : json_null(),
                                "api_version", (json_int_t)m->driver.driver_version, "release",
                                text_or_null(m->driver_release), "error", text_or_null(m->driver_error));
     json_t *smi_gpus = json_array();
@@ -305,7 +308,7 @@ static json_t *json_machine(const md_diagnosis *d)
         const md_smi_gpu *g = &m->smi.gpus[i];
         char cc[16];
         snprintf(cc, sizeof cc, "%u.%u", g->sm / 10, g->sm % 10);
-        json_array_append_new(smi_gpus, json_pack("{s:s, s:o, s:I}", "name", g->name, "compute_capability",
+        json_array_append_new(smi_gpus, json_pack("{s:o, s:o, s:I}", "name", md_cli_json_bytes(g->name), "compute_capability",
                                                   g->has_sm ? json_string(cc) : json_null(), "memory_mib",
                                                   (json_int_t)g->memory_mib));
     }
@@ -328,18 +331,19 @@ static json_t *json_machine(const md_diagnosis *d)
         const md_toolkit *tk = &m->toolkits[i];
         char min[32];
         md_toolkit_min_driver(tk, min, sizeof min);
-        json_array_append_new(toolkits, json_pack("{s:s, s:s, s:o, s:I, s:o, s:b}", "version", tk->version, "nvcc",
-                                                  tk->nvcc, "archs", arch_names(tk->sms, tk->n_sms, false), "max_gcc",
+        json_array_append_new(toolkits, json_pack("{s:o, s:o, s:o, s:I, s:o, s:b}", "version", md_cli_json_bytes(tk->version), "nvcc",
+                                                  md_cli_json_bytes(tk->nvcc), "archs", arch_names(tk->sms, tk->n_sms, false), "max_gcc",
                                                   (json_int_t)tk->max_gcc, "min_driver", text_or_null(min),
                                                   "used_for_builds", tk == m->build_toolkit));
     }
-    json_t *gxx = m->default_compiler ? json_pack("{s:s, s:I}", "path", m->default_compiler->path, "gcc",
+    json_t *gxx = m->default_compiler ? json_pack("{s:o, s:I}", "path", md_cli_json_bytes(m->default_compiler->path), "gcc",
                                                   (json_int_t)m->default_compiler->major)
                                       : json_null();
     json_t *python = json_null();
     if (m->py.ran)
-        python = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:b}", "python", m->py.python, "executable",
-                           m->py.executable, "version", m->py.version, "torch",
+        python = json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "python", md_cli_json_bytes(m->py.python),
+                           "executable", md_cli_json_bytes(m->py.executable), "version",
+                           md_cli_json_bytes(m->py.version), "torch",
                            text_or_null(m->py.has_torch ? m->py.torch_version : ""), "torch_cuda",
                            text_or_null(m->py.torch_cuda), "torch_lib", text_or_null(m->py.torch_lib_dir), "cxx11_abi",
                            tri(m->py.cxx11_abi), "has_magma", tri(m->py.has_magma), "msda_importable",
@@ -364,14 +368,15 @@ static json_t *json_machine(const md_diagnosis *d)
                                     "torch_missing", count_or_null(bf->torch_missing), "first_missing",
                                     text_or_null(bf->missing_symbol), "needs_torch_python", tri(bf->needs_torch_python),
                                     "links_torch_python", tri(bf->links_torch_python));
-        json_array_append_new(bins, json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "path", bf->path, "kind",
+        json_array_append_new(bins, json_pack("{s:o, s:s, s:o, s:o, s:o, s:o, s:o}", "path", md_cli_json_bytes(bf->path), "kind",
                                               kinds[bf->kind], "sass", arch_names(bf->sass_sms, bf->n_sass, false),
                                               "ptx", arch_names(bf->ptx_sms, bf->n_ptx, true), "error",
                                               text_or_null(bf->error), "gpus", on, "host_symbols", symbols));
     }
     json_t *cudnn = json_array();
     for (size_t i = 0; i < m->n_cudnn; i++)
-        json_array_append_new(cudnn, json_pack("{s:s, s:s, s:b}", "dir", m->cudnn[i].dir, "soname", m->cudnn[i].soname,
+        json_array_append_new(cudnn, json_pack("{s:o, s:o, s:b}", "dir", md_cli_json_bytes(m->cudnn[i].dir), "soname",
+                                               md_cli_json_bytes(m->cudnn[i].soname),
                                                "unversioned_link", m->cudnn[i].unversioned_link));
     return json_pack("{s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:b}", "probed", d->probed, "gpus", gpus,
                      "driver", driver, "nvidia_smi", smi, "jetson", jetson, "toolkits", toolkits, "host_compiler", gxx,

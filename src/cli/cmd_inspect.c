@@ -113,7 +113,7 @@ static json_t *json_entry(const md_code_entry *e)
     json_t *kernels = json_array();
     for (size_t k = 0; k < e->n_kernels; k++) {
         const md_kernel *kern = &e->kernels[k];
-        json_array_append_new(kernels, json_pack("{s:s, s:i, s:o, s:I}", "name", kern->name,
+        json_array_append_new(kernels, json_pack("{s:o, s:i, s:o, s:I}", "name", md_cli_json_bytes(kern->name),
                                                  "registers", (int)kern->registers, "max_threads",
                                                  kern->max_threads ? json_integer(kern->max_threads) : json_null(),
                                                  "shared_bytes", (json_int_t)kern->shared_bytes));
@@ -127,11 +127,11 @@ static json_t *json_entry(const md_code_entry *e)
     return json_pack("{s:s, s:s, s:i, s:o, s:o, s:i, s:b, s:o, s:I, s:I, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
                      "kind", e->kind == MD_CODE_SASS ? "sass" : "ptx", "arch", arch, "sm", (int)e->sm,
                      "variant", e->variant ? json_string(variant) : json_null(),
-                     "section", e->section ? json_string(e->section) : json_null(),
+                     "section", e->section ? md_cli_json_bytes(e->section) : json_null(),
                      "container", (int)e->container, "compressed", e->compression != MD_COMPRESS_NONE,
                      "compression", comp ? json_string(comp) : json_null(), "size", (json_int_t)e->size,
                      "uncompressed_size", (json_int_t)e->uncompressed_size, "kernels_read", e->kernels_read,
-                     "note", e->note[0] ? json_string(e->note) : json_null(),
+                     "note", e->note[0] ? md_cli_json_bytes(e->note) : json_null(),
                      "kernels", e->kind == MD_CODE_SASS ? kernels : (json_decref(kernels), json_null()),
                      "toolkit", text_or_null(toolkit), "ptx_isa", text_or_null(isa),
                      "cubin_abi", e->cubin_abi ? json_integer(e->cubin_abi) : json_null(),
@@ -167,7 +167,7 @@ static json_t *json_verdict_driver(json_t *obj, const md_driver *driver, const m
                      : json_code(p->how, p->sm, p->variant, p->toolkit, p->ptx_isa, p->needs_cuda);
     if (passed && p->how != MD_RUNS_NOT)
         json_object_set_new(passed, "kind", json_string(p->how == MD_RUNS_SASS ? "sass" : "ptx"));
-    json_object_set_new(obj, "driver", driver ? json_string(driver->name) : json_null());
+    json_object_set_new(obj, "driver", driver ? md_cli_json_bytes(driver->name) : json_null());
     json_object_set_new(obj, "driver_cuda", text_or_null(cuda));
     const char *keys[] = { "toolkit", "ptx_isa", "needs_cuda", "min_driver" };
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
@@ -188,14 +188,14 @@ static json_t *json_verdict(const md_gpu_target *gpu, const md_driver *driver, c
     json_t *kernels = json_array();
     for (size_t k = 0; k < v->n_kernels; k++) {
         const md_kernel_fit *f = &v->kernels[k];
-        json_array_append_new(kernels, json_pack("{s:s, s:i, s:i, s:b, s:I, s:i, s:b, s:i}", "name", f->name,
+        json_array_append_new(kernels, json_pack("{s:o, s:i, s:i, s:b, s:I, s:i, s:b, s:i}", "name", md_cli_json_bytes(f->name),
                                                  "registers", (int)f->registers, "threads", (int)f->threads,
                                                  "bounds_declared", f->bounds_declared, "registers_needed",
                                                  (json_int_t)f->registers_needed, "registers_per_block",
                                                  (int)f->registers_per_block, "fits", f->fits,
                                                  "max_threads_that_fit", (int)f->max_threads_that_fit));
     }
-    json_t *obj = json_pack("{s:s, s:s, s:s, s:o, s:o}", "gpu", gpu->label, "arch", arch, "runs",
+    json_t *obj = json_pack("{s:o, s:s, s:s, s:o, s:o}", "gpu", md_cli_json_bytes(gpu->label), "arch", arch, "runs",
                             md_runs_how_name(v->how), "code", v->how == MD_RUNS_NOT ? json_null() : json_string(code),
                             "kernels", kernels);
     return obj ? json_verdict_driver(obj, driver, v) : NULL;
@@ -208,7 +208,7 @@ static void print_summary(const md_binary *bin)
     char sass[MAX_ARCHS][24], ptx[MAX_ARCHS][24];
     size_t ns = md_binary_archs(bin, MD_CODE_SASS, sass, MAX_ARCHS);
     size_t np = md_binary_archs(bin, MD_CODE_PTX, ptx, MAX_ARCHS);
-    printf("%s:", bin->path);
+    printf("%s:", MD_SHOWN(bin->path));
     if (ns + np == 0) {
         printf(" no CUDA device code\n");
         return;
@@ -234,7 +234,7 @@ static void print_entries(const md_binary *bin)
         md_arch_format(arch, sizeof arch, e->kind == MD_CODE_PTX, e->sm, e->variant);
         const char *comp = compression_name(e->compression);
         if (e->section)
-            printf("  %s container %u: ", e->section, e->container);
+            printf("  %s container %u: ", MD_SHOWN(e->section), e->container);
         else if (bin->type != MD_FILE_CUBIN)
             printf("  container %u: ", e->container);
         else
@@ -250,10 +250,11 @@ static void print_entries(const md_binary *bin)
         else if (isa_text(e->ptx_isa, version, sizeof version))
             printf(", ISA %s", version);
         md_driver_need_text(e->needs_cuda, need, sizeof need);
-        printf(", %s%s%s%s\n", need[0] ? "needs " : "driver need unknown", need, e->note[0] ? "; " : "", e->note);
+        printf(", %s%s%s%s\n", need[0] ? "needs " : "driver need unknown", need, e->note[0] ? "; " : "",
+               MD_SHOWN(e->note));
         for (size_t k = 0; k < e->n_kernels; k++) {
             const md_kernel *kern = &e->kernels[k];
-            printf("    %s: %u registers", kern->name, kern->registers);
+            printf("    %s: %u registers", MD_SHOWN(kern->name), kern->registers);
             if (kern->max_threads)
                 printf(", launch bounds %u threads", kern->max_threads);
             printf(", %llu bytes static shared\n", (unsigned long long)kern->shared_bytes);
@@ -287,7 +288,7 @@ static void print_verdict(const md_gpu_target *gpu, const md_driver *driver, con
         md_driver_need_text(v->passed_over.needs_cuda, over_need, sizeof over_need);
         snprintf(passed, sizeof passed, "%s needs %s", what, over_need);
     }
-    printf("  %s: ", label);
+    printf("  %s: ", MD_SHOWN(label));
     if (passed[0] && v->how != MD_RUNS_NOT) {
         /* The driver is why this code and not the better one: that comes first. */
         char version[16];
@@ -326,7 +327,7 @@ static void print_verdict(const md_gpu_target *gpu, const md_driver *driver, con
         const md_kernel_fit *f = &v->kernels[k];
         if (f->fits && !verbose)
             continue;
-        printf("    %s: %u registers x %u threads%s = %lu of %u registers per block: ", f->name, f->registers,
+        printf("    %s: %u registers x %u threads%s = %lu of %u registers per block: ", MD_SHOWN(f->name), f->registers,
                f->threads, f->bounds_declared ? " (launch bounds)" : " (no launch bounds)", f->registers_needed,
                f->registers_per_block);
         if (f->fits)
@@ -423,8 +424,9 @@ static int cmd_inspect(int argc, char **argv)
             md_cli_error("%s", it->message);
             exit_code = md_cli_exit_for(it->status);
             if (files)
-                json_array_append_new(files, json_pack("{s:s, s:{s:s, s:s}}", "path", it->bin.path, "error",
-                                                       "code", status_name(it->status), "message", it->message));
+                json_array_append_new(files, json_pack("{s:o, s:{s:s, s:o}}", "path", md_cli_json_bytes(it->bin.path),
+                                                       "error", "code", status_name(it->status), "message",
+                                                       md_cli_json_bytes(it->message)));
             continue;
         }
         json_t *file = NULL, *gpus = NULL;
@@ -433,7 +435,7 @@ static int cmd_inspect(int argc, char **argv)
             for (size_t e = 0; e < it->bin.n_entries; e++)
                 json_array_append_new(entries, json_entry(&it->bin.entries[e]));
             gpus = json_array();
-            file = json_pack("{s:s, s:s, s:n, s:i, s:o, s:o, s:o, s:o}", "path", it->bin.path, "type",
+            file = json_pack("{s:o, s:s, s:n, s:i, s:o, s:o, s:o, s:o}", "path", md_cli_json_bytes(it->bin.path), "type",
                              file_type_name(it->bin.type), "error", "containers", (int)it->bin.containers,
                              "sass", json_arch_list(&it->bin, MD_CODE_SASS), "ptx",
                              json_arch_list(&it->bin, MD_CODE_PTX), "entries", entries, "gpus", gpus);

@@ -10,11 +10,12 @@
 
 #define PROGRAM MD_PROGRAM
 
+/* The message is shown escaped: it may carry a file's name, whose bytes need not be text. */
 static void verror(const char *fmt, va_list ap)
 {
-    fputs(PROGRAM ": error: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    char message[2048];
+    vsnprintf(message, sizeof message, fmt, ap);
+    fprintf(stderr, PROGRAM ": error: %s\n", MD_SHOWN(message));
 }
 
 void md_cli_error(const char *fmt, ...)
@@ -95,6 +96,8 @@ static void *json_alloc(size_t size)
 
 int md_cli_print_json(json_t *doc)
 {
+    if (doc)
+        md_cli_json_utf8(doc);
     if (!doc || json_alloc_failed) {
         json_decref(doc);
         md_cli_error("out of memory building the JSON output");

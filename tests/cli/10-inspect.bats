@@ -285,3 +285,40 @@ PY
   [ "$status" -eq 0 ]
   [[ "${lines[1]}" == *"runs (sm_80 SASS from CUDA 12.4), which needs driver >= 525.60.13 (CUDA 12.0)" ]]
 }
+
+# Bytes that are not UTF-8 (man page, DESCRIPTION): U+FFFD in the JSON string, the raw bytes in
+# its KEY_base64 sibling, \xNN in the text.
+@test "a file whose name is not UTF-8: its path is in the JSON, with the raw bytes in path_base64" {
+  name=$(printf 'sm90-\xe9\xff.cubin')
+  cp "$(fix f13-sm90.cubin)" "$BATS_TEST_TMPDIR/$name"
+  run --separate-stderr doctor inspect --json "$BATS_TEST_TMPDIR/$name"
+  [ "$status" -eq 0 ]
+  [ "$(jq -r '.files[0].sass | join(" ")' <<<"$output")" = sm_90 ]
+  [ "$(jq -r '.files[0].path' <<<"$output")" = "$BATS_TEST_TMPDIR/sm90-"$'\uFFFD\uFFFD'".cubin" ]
+  [ "$(jq -r '.files[0].path_base64' <<<"$output" | base64 -d)" = "$BATS_TEST_TMPDIR/$name" ]
+  iconv -f UTF-8 -t UTF-8 <<<"$output" >/dev/null
+  run --separate-stderr doctor inspect "$BATS_TEST_TMPDIR/$name"
+  [ "${lines[0]}" = "$BATS_TEST_TMPDIR/sm90-\\xE9\\xFF.cubin: SASS sm_90" ]
+  # an unreadable one: the error line and the JSON's error entry carry the name too
+  printf 'not a binary' > "$BATS_TEST_TMPDIR/$name"
+  run --separate-stderr doctor inspect --json "$BATS_TEST_TMPDIR/$name"
+  [ "$(jq -r '.files[0].path_base64' <<<"$output" | base64 -d)" = "$BATS_TEST_TMPDIR/$name" ]
+  [[ "$stderr" == *'sm90-\xE9\xFF.cubin'* ]]
+}
+
+@test "a kernel name with a byte that is not UTF-8: carried in kernels[].name and name_base64" {
+  python3 - "$(fix f13-sm90.cubin)" "$BATS_TEST_TMPDIR/latin1.cubin" <<'PY'
+import sys
+data = open(sys.argv[1], "rb").read()
+assert b"probe_free" in data
+open(sys.argv[2], "wb").write(data.replace(b"probe_free", b"probe_fr\xe9e"))  # same length: symbols and sections agree
+PY
+  run --separate-stderr doctor inspect -v --json "$BATS_TEST_TMPDIR/latin1.cubin"
+  [ "$status" -eq 0 ]
+  k=$(jq -c '.files[0].entries[0].kernels[] | select(.name_base64)' <<<"$output")
+  [ "$(jq -r .name <<<"$k")" = "_Z10probe_fr"$'\uFFFD'"ePfPKfi" ]
+  [ "$(jq -r .name_base64 <<<"$k" | base64 -d | od -An -c | tr -s ' ')" = "$(printf '_Z10probe_fr\xe9ePfPKfi' | od -An -c | tr -s ' ')" ]
+  [ "$(jq '[.files[0].entries[0].kernels[] | select(.name_base64 | not)] | length' <<<"$output")" = 3 ]
+  run --separate-stderr doctor inspect -v "$BATS_TEST_TMPDIR/latin1.cubin"
+  [[ "$output" == *'    _Z10probe_fr\xE9ePfPKfi: '* ]]
+}

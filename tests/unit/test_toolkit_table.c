@@ -52,6 +52,15 @@ START_TEST(versions_for_an_sm)
     ck_assert_ptr_null(md_toolkit_row_newest_for(120, 12040));
     ck_assert_ptr_null(md_toolkit_row_newest_for(20, 0));
 
+    /* whose SASS a driver loads (sass_needs_cuda): a 12.2 driver loads any 12.x SASS, so 12.9 for
+     * sm_90 and 11.8 for sm_35 (12.x dropped it); a 10.2 driver only 10.2's, which fetch lacks */
+    ck_assert_str_eq(md_toolkit_row_newest_loading(90, 12020, false)->version, "12.9");
+    ck_assert_str_eq(md_toolkit_row_newest_loading(35, 12020, true)->version, "11.8");
+    ck_assert_str_eq(md_toolkit_row_newest_loading(0, 13000, true)->version, "13.0");
+    ck_assert_str_eq(md_toolkit_row_newest_loading(62, 10020, false)->version, "10.2");
+    ck_assert_ptr_null(md_toolkit_row_newest_loading(62, 10020, true));
+    ck_assert_ptr_null(md_toolkit_row_newest_loading(90, 9020, false));
+
     const md_toolkit_row *oldest, *newest;
     ck_assert(md_toolkit_rows_targeting(61, &oldest, &newest));
     ck_assert_str_eq(oldest->version, "10.2");

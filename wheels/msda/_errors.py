@@ -5,8 +5,8 @@ Every failure names its cause; where it is one of the known failure signatures o
 it as `finding_id`, so that `msda-doctor diagnose` and people reading a log find the same fix.
 
 The IDs and the commands between backquotes are copies of recipes/signatures.json, the owner:
-each ID is an entry's "id", each command one of its "fix" entries as diagnose fills it (a value
-this package does not know written as <name>, as diagnose writes it).
+each ID is an entry's "id", each command one of its "fix" entries as diagnose fills it; a command
+needing a value this package does not know is not quoted, as diagnose leaves it out.
 tests/test_errors_ids.py holds them to it.
 """
 from __future__ import annotations
@@ -122,8 +122,9 @@ def finding_for(status: int, cuda_result: int) -> Optional[str]:
 
 
 def _gpu_arch(gpu: Optional[GPU]) -> str:
-    """signatures.json's {gpu_arch}; <gpu_arch> where the GPU is unknown, as diagnose writes it."""
-    return gpu.sm if gpu else "<gpu_arch>"
+    """signatures.json's {gpu_arch|arch}: the GPU's sm_XY; "all" where the GPU is unknown, as
+    diagnose fills {arch} when it knows no GPU (build's default)."""
+    return gpu.sm if gpu else "all"
 
 
 def _rebuild_hint(gpu: Optional[GPU]) -> str:
@@ -142,12 +143,12 @@ def _explain(finding: Optional[str], status: int, gpu: Optional[GPU], archs: str
         return (f"the driver could not compile libmsda's PTX{where}; this build carries: "
                 f"{carried}. Fix: build machine code (SASS) for this GPU with `{build}`")
     if finding == "driver-too-old":
-        # signatures.json's fix; which toolkit the driver supports is diagnose's to find.
-        toolkit = (f"msda-doctor build --toolkit /usr/local/cuda-<toolkit_for_driver> "
-                   f"--arch {_gpu_arch(gpu)}")
+        # Which installed toolkit's SASS the driver loads is diagnose's to find: the command
+        # (build --toolkit DIR) is not quoted without the folder.
         return (f"the NVIDIA driver is older than the toolkit that built libmsda{where}; this "
-                f"build carries: {carried}. Fix: update the driver, or build with a toolkit the "
-                f"driver supports: `{toolkit}`")
+                f"build carries: {carried}. Fix: update the driver, or build with a toolkit whose "
+                f"SASS the driver loads (msda-doctor diagnose names one installed here, or the "
+                f"CUDA release to fetch)")
     if finding == "dtype-half-unsupported":
         return (f"libmsda's device code{where} was built without this data type. Fix: "
                 f"`{build}` (it enables f16/bf16 wherever the architecture has them), or run "

@@ -4,9 +4,9 @@ neither torch nor a working libmsda.
 
 What can be compared: the ID itself (an entry's "id"), and the commands a message quotes between
 backquotes, which must be one of that entry's "fix" commands as diagnose fills them
-(src/lib/diagnose/diag_fill.c: {name} or {a|b} takes the first value known, else is written
-<name>). The package knows one value, {gpu_arch} (the GPU's sm_XY); every other placeholder is
-written <name>. The prose around the commands (what went wrong, "update the driver") is the
+(src/lib/diagnose/diag_fill.c: {name} or {a|b} takes the first value known; a command with a
+placeholder nothing fills is left out). The package knows {gpu_arch} (the GPU's sm_XY) and {arch}
+("all" when it knows no GPU, else the GPU's); a command needing any other value is not quoted. The prose around the commands (what went wrong, "update the driver") is the
 package's own wording of the entry's meaning and notes: no rule derives one from the other, so
 it is not compared."""
 import ast
@@ -61,14 +61,19 @@ _PLACEHOLDER = re.compile(r"(?<!\$)\{([a-z0-9_|]+)\}")
 
 
 def fill(template, values):
-    """template with its placeholders filled as diagnose fills them (diag_fill.c's fill)."""
+    """template with its placeholders filled as diagnose fills them (diag_fill.c's fill); None
+    when a placeholder has no value (diagnose leaves that command out)."""
+    missing = []
+
     def one(match):
         names = match.group(1).split("|")
         for name in names:
             if values.get(name):
                 return values[name]
-        return f"<{names[0]}>"
-    return _PLACEHOLDER.sub(one, template)
+        missing.append(names[0])
+        return ""
+    filled = _PLACEHOLDER.sub(one, template)
+    return None if missing else filled
 
 
 # ---- every finding ID the package names -------------------------------------------------------
@@ -141,7 +146,8 @@ def test_fix_commands_are_the_signatures_fixes(owner, status, cuda_result, findi
     text = str(err)
     assert err.finding_id == finding and finding in owner
     assert text.startswith(f"msda [{finding}]: ")
-    allowed = {fill(fix, {"gpu_arch": gpu.sm if gpu else ""}) for fix in owner[finding]}
+    values = {"gpu_arch": gpu.sm if gpu else "", "arch": gpu.sm if gpu else "all"}
+    allowed = {fill(fix, values) for fix in owner[finding]} - {None}
     for command in re.findall(r"`([^`]*)`", text):
         assert command in allowed, (f"{finding}: the message's `{command}` is none of "
                                     f"recipes/signatures.json's fixes for it, filled: "
@@ -152,6 +158,7 @@ def test_fill_fills_as_diagnose_does():
     # The filling this test compares with, on the forms signatures.json uses.
     assert fill("msda-doctor build --arch {gpu_arch}", {"gpu_arch": "sm_61"}) == \
         "msda-doctor build --arch sm_61"
-    assert fill("cuda-{a|b|c} {d}", {"b": "12.4"}) == "cuda-12.4 <d>"
-    assert fill("cuda-{a|b}", {}) == "cuda-<a>"
-    assert fill("PATH=${PATH} ${x} {Not} {x}", {}) == "PATH=${PATH} ${x} {Not} <x>"
+    assert fill("cuda-{a|b|c} {d}", {"b": "12.4", "d": "x"}) == "cuda-12.4 x"
+    assert fill("cuda-{a|b|c} {d}", {"b": "12.4"}) is None
+    assert fill("cuda-{a|b}", {}) is None
+    assert fill("PATH=${PATH} ${x} {Not} {x}", {"x": "1"}) == "PATH=${PATH} ${x} {Not} 1"

@@ -1,6 +1,7 @@
 /* Ties one finding to the machine, or to its log alone: which GPU it is about, the facts that
  * confirm or argue against it, the evidence, the ranked readings of an ambiguous message, the
- * cause in one sentence, and the fixes and notes with their {placeholders} filled. Everything a
+ * cause in one sentence, and the fixes and notes with their {placeholders} filled (a command
+ * or note whose value nothing gives is left out; for a command, a note says why). Everything a
  * finding says comes from recipes/signatures.json; this file only applies it. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,9 +9,11 @@
 #include "diag_internal.h"
 #include "template.h"
 
-/* Copies TEMPLATE into OUT with every {name} (or {a|b}: the first that has a value) replaced; a
- * value nothing gives is written as <name> so that the command visibly needs it. */
-static void fill(const md_view *v, const char *template, char *out, size_t size)
+/* Copies TEMPLATE into OUT with every {name} (or {a|b}: the first that has a value) replaced.
+ * False when a slot has no value: OUT is then not to be shown, and *MISSING (when not NULL)
+ * points at that slot's first name, of *MISSING_LEN bytes, for the words that say why. */
+static bool fill(const md_view *v, const char *template, char *out, size_t size, const char **missing,
+                 size_t *missing_len)
 {
     size_t at = 0;
     out[0] = '\0';
@@ -27,15 +30,34 @@ static void fill(const md_view *v, const char *template, char *out, size_t size)
         bool found = false;
         for (size_t pos = 0; !found && md_template_alternative(&slot, &pos, name, sizeof name);)
             found = md_view_value(v, name, value, sizeof value);
-        if (found)
-            at += (size_t)snprintf(out + at, size - at, "%s", value);
-        else
-            at += (size_t)snprintf(out + at, size - at, "<%.*s>", (int)strcspn(slot.names, "|}"), slot.names);
+        if (!found) {
+            if (missing) {
+                *missing = slot.names;
+                *missing_len = strcspn(slot.names, "|}");
+            }
+            return false;
+        }
+        at += (size_t)snprintf(out + at, size - at, "%s", value);
         if (at >= size)
             at = size - 1;
         p = slot.start + slot.length;
         have = md_template_next(template, p, &slot);
     }
+    return true;
+}
+
+/* Says in a note that a command needing placeholder NAME (LEN bytes) was left out, and why;
+ * once per name. */
+static void note_missing(const md_view *v, md_finding *f, const char *name, size_t len)
+{
+    char key[64], words[sizeof f->notes[0]];
+    snprintf(key, sizeof key, "%.*s", (int)len, name);
+    md_view_missing(v, key, words, sizeof words);
+    for (size_t i = 0; i < f->n_notes; i++)
+        if (strcmp(f->notes[i], words) == 0)
+            return;
+    if (f->n_notes < MD_SIG_MAX_ITEMS)
+        snprintf(f->notes[f->n_notes++], sizeof f->notes[0], "%s", words);
 }
 
 static bool all_true(const md_view *v, const char *const *keys, size_t n)
@@ -132,20 +154,32 @@ void md_finding_fill(const md_diagnosis *d, md_finding *f)
         md_view_evidence(&v, f->sig->evidence[i], f);
     for (size_t i = 0; i < f->n_causes; i++)
         for (size_t k = 0; k < f->reading->n_causes; k++)
-            if (&d->kb.sigs[f->reading->causes[k].finding] == f->causes[i].sig)
-                fill(&v, f->reading->causes[k].text, f->causes[i].text, sizeof f->causes[i].text);
+            if (&d->kb.sigs[f->reading->causes[k].finding] == f->causes[i].sig &&
+                !fill(&v, f->reading->causes[k].text, f->causes[i].text, sizeof f->causes[i].text, NULL, NULL))
+                snprintf(f->causes[i].text, sizeof f->causes[i].text, "%s", f->causes[i].sig->meaning);
     snprintf(f->cause, sizeof f->cause, "%s", f->n_causes ? f->causes[0].text : f->sig->meaning);
-    for (size_t i = 0; i < f->sig->n_causes; i++)
-        if (all_true(&v, f->sig->causes[i].when, f->sig->causes[i].n_when)) {
-            fill(&v, f->sig->causes[i].text, f->cause, sizeof f->cause);
+    /* the first cause whose keys hold and whose every placeholder has a value */
+    for (size_t i = 0; i < f->sig->n_causes; i++) {
+        char text[sizeof f->cause];
+        if (all_true(&v, f->sig->causes[i].when, f->sig->causes[i].n_when) &&
+            fill(&v, f->sig->causes[i].text, text, sizeof text, NULL, NULL)) {
+            snprintf(f->cause, sizeof f->cause, "%s", text);
             break;
         }
-    f->n_fix = f->sig->n_fix;
-    for (size_t i = 0; i < f->n_fix; i++)
-        fill(&v, f->sig->fix[i], f->fix[i], sizeof f->fix[i]);
-    f->n_notes = f->sig->n_notes;
-    for (size_t i = 0; i < f->n_notes; i++)
-        fill(&v, f->sig->notes[i], f->notes[i], sizeof f->notes[i]);
+    }
+    /* A note or command a value is missing from is left out; for a command, a note says why. */
+    const char *missing;
+    size_t missing_len;
+    f->n_fix = f->n_notes = 0;
+    for (size_t i = 0; i < f->sig->n_notes; i++)
+        if (fill(&v, f->sig->notes[i], f->notes[f->n_notes], sizeof f->notes[0], NULL, NULL))
+            f->n_notes++;
+    for (size_t i = 0; i < f->sig->n_fix; i++) {
+        if (fill(&v, f->sig->fix[i], f->fix[f->n_fix], sizeof f->fix[0], &missing, &missing_len))
+            f->n_fix++;
+        else
+            note_missing(&v, f, missing, missing_len);
+    }
 }
 
 bool md_probe_raises(const md_diagnosis *d, const md_signature *sig)

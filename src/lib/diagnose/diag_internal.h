@@ -27,6 +27,10 @@ int md_view_fact(const md_view *v, const char *key);
  * placeholder) into OUT; false when neither gives one. */
 bool md_view_value(const md_view *v, const char *name, char *out, size_t size);
 
+/* One sentence into OUT saying that a command needing placeholder NAME is left out,
+ * and why nothing gives its value (and, for a toolkit, which CUDA release to install). */
+void md_view_missing(const md_view *v, const char *name, char *out, size_t size);
+
 /* The capture NAME from the finding's kept log lines (matching lines first, then the context
  * nearest the first hit), through the reported signature's spec, then the matched one's. */
 bool md_view_capture(const md_view *v, const char *name, char *out, size_t size);

@@ -189,34 +189,56 @@ static bool v_wheel(const md_view *v, char *out, size_t size)
     return PUT(MD_BUILD_DEFAULT_OUT "/%s", wheel_name);
 }
 
+/* The toolkit roots named in fixes are this machine's, found by the probes: never a path made
+ * up from a version, and none for a log judged without this machine. */
 static bool v_toolkit(const md_view *v, char *out, size_t size)
 {
-    if (v->m && v->m->build_toolkit) {
-        toolkit_root(v->m->build_toolkit, out, size);
-        return true;
-    }
+    if (!v->m || !v->m->build_toolkit)
+        return false;
+    toolkit_root(v->m->build_toolkit, out, size);
+    return true;
+}
+
+static bool torch_cuda_major(const md_view *v, unsigned *major)
+{
     const char *tc = md_view_torch_cuda(v);
-    return tc ? PUT("/usr/local/cuda-%s", tc) : false;
+    return tc && sscanf(tc, "%u", major) == 1;
 }
 
 static bool v_toolkit_for_torch(const md_view *v, char *out, size_t size)
 {
-    const char *tc = md_view_torch_cuda(v);
     unsigned tmaj = 0;
-    if (!tc || sscanf(tc, "%u", &tmaj) != 1)
+    if (!torch_cuda_major(v, &tmaj))
         return false;
     for (size_t i = 0; v->m && i < v->m->n_toolkits; i++)
         if (v->m->toolkits[i].major == tmaj) {
             toolkit_root(&v->m->toolkits[i], out, size);
             return true;
         }
-    return PUT("/usr/local/cuda-%s", tc);
+    return false;
+}
+
+/* The newest toolkit here whose SASS the driver loads (md_sass_needs_cuda, the rule the plan
+ * uses) and that targets the GPU when it is known; NULL without the machine. */
+static const md_toolkit *toolkit_driver_loads(const md_view *v)
+{
+    int cuda = md_view_driver_cuda(v);
+    unsigned sm = md_view_gpu_sm(v);
+    for (size_t i = 0; v->m && cuda > 0 && i < v->m->n_toolkits; i++) { /* newest first */
+        const md_toolkit *tk = &v->m->toolkits[i];
+        int needs = md_sass_needs_cuda(tk->major, tk->minor);
+        if (needs > 0 && needs <= cuda && (!sm || md_toolkit_supports(tk, sm)))
+            return tk;
+    }
+    return NULL;
 }
 
 static bool v_toolkit_for_driver(const md_view *v, char *out, size_t size)
 {
-    int cuda = md_view_driver_cuda(v);
-    return cuda > 0 && table_toolkit(md_view_gpu_sm(v), cuda, out, size);
+    const md_toolkit *tk = toolkit_driver_loads(v);
+    if (tk)
+        toolkit_root(tk, out, size);
+    return tk != NULL;
 }
 
 static bool v_toolkit_for_gpu(const md_view *v, char *out, size_t size)
@@ -372,49 +394,136 @@ static bool v_im2col_step(const md_view *v, char *out, size_t size)
     return false;
 }
 
+/* ---- the words for a value nothing gives ----------------------------------------------------- */
+
+/* "neither this machine nor the log gives it" and its kin. */
+static void why_default(const md_view *v, char *out, size_t size)
+{
+    snprintf(out, size, "%s", v->m && v->lf ? "neither this machine nor the log gives it"
+                              : v->m       ? "this machine does not give it"
+                                           : "the log does not give it (it is judged without this machine)");
+}
+
+/* Which CUDA release to install for the finding's GPU and driver, and how: " install CUDA 12.9
+ * (msda-doctor fetch --cuda 12.9.1)". Empty when the table knows none. */
+static void release_words(const md_view *v, const char *where, char *out, size_t size)
+{
+    int cuda = md_view_driver_cuda(v);
+    unsigned sm = md_view_gpu_sm(v);
+    const md_toolkit_row *row = cuda > 0 ? md_toolkit_row_newest_loading(sm, cuda, false)
+                                         : md_toolkit_row_newest_for(sm, 0);
+    const md_toolkit_row *fetchable = cuda > 0 ? md_toolkit_row_newest_loading(sm, cuda, true) : NULL;
+    if (!fetchable && row && row->redist_release[0])
+        fetchable = row;
+    out[0] = '\0';
+    if (fetchable)
+        snprintf(out, size, "; install CUDA %s%s (msda-doctor fetch --cuda %s)", fetchable->version, where,
+                 fetchable->redist_release);
+    else if (row)
+        snprintf(out, size, "; install CUDA %s%s (NVIDIA publishes no archive of it that fetch takes)", row->version,
+                 where);
+}
+
+static void why_toolkit(const md_view *v, char *out, size_t size)
+{
+    char install[160];
+    if (!v->m) {
+        snprintf(out, size, "the log does not say where its machine's toolkit is");
+        return;
+    }
+    release_words(v, "", install, sizeof install);
+    snprintf(out, size, "no CUDA toolkit was found here%s", install);
+}
+
+static void why_toolkit_for_driver(const md_view *v, char *out, size_t size)
+{
+    char cuda[16], install[160];
+    int api = md_view_driver_cuda(v);
+    if (api <= 0) {
+        snprintf(out, size, "the driver's CUDA version is not known");
+        return;
+    }
+    md_cuda_version_text(api, cuda, sizeof cuda);
+    release_words(v, v->m ? "" : " on that machine", install, sizeof install);
+    if (!install[0])
+        snprintf(out, size, "no toolkit msda-doctor knows writes SASS that a driver of CUDA %s loads; update the driver", cuda);
+    else if (v->m)
+        snprintf(out, size, "no toolkit installed here is one (the driver runs CUDA %s)%s, then build again", cuda,
+                 install);
+    else
+        snprintf(out, size, "the toolkits of the log's machine are not known (its driver runs CUDA %s)%s, then "
+                 "build with it", cuda, install);
+}
+
+static void why_toolkit_for_torch(const md_view *v, char *out, size_t size)
+{
+    unsigned tmaj;
+    if (!torch_cuda_major(v, &tmaj)) {
+        why_default(v, out, size);
+        return;
+    }
+    unsigned n;
+    const md_toolkit_row *rows = md_toolkit_rows(&n), *row = NULL;
+    for (unsigned i = 0; i < n; i++)
+        if (rows[i].major == tmaj && rows[i].redist_release[0])
+            row = &rows[i];
+    char install[96] = "";
+    if (row)
+        snprintf(install, sizeof install, " (msda-doctor fetch --cuda %s)", row->redist_release);
+    if (v->m)
+        snprintf(out, size, "no CUDA %u toolkit is installed here; install one%s", tmaj, install);
+    else
+        snprintf(out, size, "the toolkits of the log's machine are not known: use its CUDA %u toolkit", tmaj);
+}
+
 typedef struct {
     const char *name;
     const char *needs;
     bool (*fn)(const md_view *v, char *out, size_t size);
+    const char *what;       /* what a command that needs it needs, for the words when nothing gives it */
+    void (*why)(const md_view *v, char *out, size_t size); /* why nothing does; NULL: why_default */
 } value_entry;
 
 static const value_entry values[] = {
-    { "arch", NULL, v_arch },
-    { "arch_list", NULL, v_arch_list },
-    { "binary", NULL, v_binary },
-    { "binary_sass", NULL, v_binary_sass },
-    { "cudnn_dir", NULL, v_cudnn_dir },
-    { "cudnn_major", NULL, v_cudnn_major },
-    { "cudnn_soname", NULL, v_cudnn_soname },
-    { "driver", NULL, v_driver },
-    { "driver_cuda", NULL, v_driver_cuda },
-    { "driver_min", NULL, v_driver_min },
-    { "gcc_major", NULL, v_gcc_major },
-    { "gcc_max", NULL, v_gcc_max },
-    { "gpu_arch", NULL, v_gpu_arch },
-    { "gpu_cc", NULL, v_gpu_cc },
-    { "gpu_name", NULL, v_gpu_name },
-    { "gpu_registers_per_block", NULL, v_gpu_registers },
-    { "im2col_step", "im2col_numbers", v_im2col_step },
-    { "kernel", NULL, v_kernel },
-    { "kernel_registers", NULL, v_kernel_regs },
-    { "kernel_registers_needed", NULL, v_kernel_needed },
-    { "kernel_threads", NULL, v_kernel_threads },
-    { "log_build_archs", NULL, v_log_build_archs },
-    { "nvcc_version", NULL, v_nvcc_version },
-    { "python", NULL, v_python },
-    { "registers_per_thread_at_1024", NULL, v_regs_at_1024 },
-    { "requested_arch", "requested_sm", v_requested_arch },
-    { "requested_arch_list", "requested_sm", v_requested_arch_list },
-    { "threads", NULL, v_threads },
-    { "toolkit", NULL, v_toolkit },
-    { "toolkit_for_driver", NULL, v_toolkit_for_driver },
-    { "toolkit_for_gpu", NULL, v_toolkit_for_gpu },
-    { "toolkit_for_requested_arch", "requested_sm", v_toolkit_for_requested },
-    { "toolkit_for_torch", NULL, v_toolkit_for_torch },
-    { "torch_cuda", NULL, v_torch_cuda },
-    { "torch_version", NULL, v_torch_version },
-    { "wheel", NULL, v_wheel },
+    { "arch", NULL, v_arch, "an --arch list", NULL },
+    { "arch_list", NULL, v_arch_list, "a TORCH_CUDA_ARCH_LIST", NULL },
+    { "binary", NULL, v_binary, "the installed op that cannot run", NULL },
+    { "binary_sass", NULL, v_binary_sass, "the installed op's SASS", NULL },
+    { "cudnn_dir", NULL, v_cudnn_dir, "cuDNN's folder", NULL },
+    { "cudnn_major", NULL, v_cudnn_major, "cuDNN's major version", NULL },
+    { "cudnn_soname", NULL, v_cudnn_soname, "cuDNN's library name", NULL },
+    { "driver", NULL, v_driver, "the driver", NULL },
+    { "driver_cuda", NULL, v_driver_cuda, "the driver's CUDA version", NULL },
+    { "driver_min", NULL, v_driver_min, "the oldest driver the toolkit needs", NULL },
+    { "gcc_major", NULL, v_gcc_major, "the host gcc's version", NULL },
+    { "gcc_max", NULL, v_gcc_max, "the newest gcc that nvcc accepts", NULL },
+    { "gpu_arch", NULL, v_gpu_arch, "the GPU's architecture", NULL },
+    { "gpu_cc", NULL, v_gpu_cc, "the GPU's compute capability", NULL },
+    { "gpu_name", NULL, v_gpu_name, "the GPU's name", NULL },
+    { "gpu_registers_per_block", NULL, v_gpu_registers, "the GPU's registers per block", NULL },
+    { "im2col_step", "im2col_numbers", v_im2col_step, "an im2col_step that divides the batch", NULL },
+    { "kernel", NULL, v_kernel, "the kernel that does not fit", NULL },
+    { "kernel_registers", NULL, v_kernel_regs, "that kernel's registers", NULL },
+    { "kernel_registers_needed", NULL, v_kernel_needed, "that kernel's registers per block", NULL },
+    { "kernel_threads", NULL, v_kernel_threads, "that kernel's threads", NULL },
+    { "log_build_archs", NULL, v_log_build_archs, "the log's build targets", NULL },
+    { "nvcc_version", NULL, v_nvcc_version, "nvcc's version", NULL },
+    { "python", NULL, v_python, "the Python", NULL },
+    { "registers_per_thread_at_1024", NULL, v_regs_at_1024, "the GPU's registers per thread at 1024 threads", NULL },
+    { "requested_arch", "requested_sm", v_requested_arch, "the architecture the log asked for", NULL },
+    { "requested_arch_list", "requested_sm", v_requested_arch_list, "the architecture the log asked for", NULL },
+    { "threads", NULL, v_threads, "a block size that fits the GPU's registers", NULL },
+    { "toolkit", NULL, v_toolkit, "a CUDA toolkit's folder", why_toolkit },
+    { "toolkit_for_driver", NULL, v_toolkit_for_driver, "a CUDA toolkit whose SASS the driver loads",
+      why_toolkit_for_driver },
+    { "toolkit_for_gpu", NULL, v_toolkit_for_gpu, "the newest toolkit that targets the GPU", NULL },
+    { "toolkit_for_requested_arch", "requested_sm", v_toolkit_for_requested,
+      "the newest toolkit that targets the architecture the log asked for", NULL },
+    { "toolkit_for_torch", NULL, v_toolkit_for_torch, "a CUDA toolkit of torch's CUDA major version",
+      why_toolkit_for_torch },
+    { "torch_cuda", NULL, v_torch_cuda, "torch's CUDA version", NULL },
+    { "torch_version", NULL, v_torch_version, "torch's version", NULL },
+    { "wheel", NULL, v_wheel, "the wheel's name", NULL },
 };
 
 static const value_entry *find_value(const char *name)
@@ -439,4 +548,21 @@ bool md_view_value(const md_view *v, const char *name, char *out, size_t size)
         return true;
     const value_entry *e = find_value(name);
     return e && e->fn(v, out, size);
+}
+
+void md_view_missing(const md_view *v, const char *name, char *out, size_t size)
+{
+    const value_entry *e = find_value(name);
+    char why[384], what[96];
+    if (e) {
+        (e->why ? e->why : why_default)(v, why, sizeof why);
+        snprintf(what, sizeof what, "%s", e->what);
+    } else { /* a capture of the signature: "the log's killed program" */
+        snprintf(why, sizeof why, "the log's lines do not give it");
+        snprintf(what, sizeof what, "the log's %s", name);
+        for (char *c = what; *c; c++)
+            if (*c == '_')
+                *c = ' ';
+    }
+    snprintf(out, size, "Left out: a command that needs %s: %s.", what, why);
 }

@@ -191,6 +191,18 @@ const md_toolkit_row *md_toolkit_row_newest_for(unsigned sm, int max_api)
     return best;
 }
 
+const md_toolkit_row *md_toolkit_row_newest_loading(unsigned sm, int driver_cuda, bool fetchable)
+{
+    unsigned n;
+    const md_toolkit_row *all = md_toolkit_rows(&n);
+    const md_toolkit_row *best = NULL;
+    for (unsigned i = 0; i < n; i++)
+        if ((!sm || targets(&all[i], sm)) && all[i].sass_needs_cuda > 0 && all[i].sass_needs_cuda <= driver_cuda &&
+            (!fetchable || all[i].redist_release[0]))
+            best = &all[i];
+    return best;
+}
+
 bool md_toolkit_rows_targeting(unsigned sm, const md_toolkit_row **oldest, const md_toolkit_row **newest)
 {
     unsigned n;

@@ -46,6 +46,11 @@ const md_toolkit_row *md_toolkit_row_for(unsigned major, unsigned minor);
  * (12040 for 12.4) runs (any when 0), or NULL. */
 const md_toolkit_row *md_toolkit_row_newest_for(unsigned sm, int max_api);
 
+/* The newest row that targets SM (any when 0) and whose SASS a driver of CUDA version
+ * DRIVER_CUDA (12020) loads (its sass_needs_cuda is not newer), only those `fetch` takes (a
+ * redist_release) when FETCHABLE; NULL when none. */
+const md_toolkit_row *md_toolkit_row_newest_loading(unsigned sm, int driver_cuda, bool fetchable);
+
 /* The oldest and the newest rows that target SM into *OLDEST and *NEWEST; false (both NULL)
  * when none does. */
 bool md_toolkit_rows_targeting(unsigned sm, const md_toolkit_row **oldest, const md_toolkit_row **newest);

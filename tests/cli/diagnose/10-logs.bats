@@ -89,10 +89,18 @@ load diag_helpers
   [[ "$(finding im2col-step-divisibility | jq -r '.fix[0]')" == *"self.im2col_step = 48/"* ]]
 }
 
-@test "a value neither the log nor the machine gives stays a visible <placeholder>" {
+@test "a value neither the log nor the machine gives leaves its command out, and a note says so" {
   printf 'RuntimeError: CUDA error: no kernel image is available for execution on the device\n' > "$BATS_TEST_TMPDIR/bare.log"
   run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/bare.log"
-  [ "$(finding no-kernel-image | jq -r '.fix[0]')" = "msda-doctor build --arch <gpu_arch>" ]
+  # {gpu_arch|arch}: no GPU known, so every architecture
+  [ "$(finding no-kernel-image | jq -r '.fix[0]')" = "msda-doctor build --arch all" ]
+  # TORCH_CUDA_ARCH_LIST="{gpu_cc}+PTX" has no value: left out, said in words
+  ! finding no-kernel-image | jq -r '.fix[]' | grep -q TORCH_CUDA_ARCH_LIST
+  finding no-kernel-image | jq -e '.notes | any(. == "Left out: a command that needs the GPU'"'"'s compute capability: the log does not give it (it is judged without this machine).")'
+  ! grep -qE '<[a-z_]+>' <<<"$output"
+  run --separate-stderr diagnose --no-probe "$BATS_TEST_TMPDIR/bare.log"
+  ! grep -qE '<[a-z_]+>' <<<"$output"
+  [[ "$output" == *"! Left out: a command that needs the GPU's compute capability"* ]]
 }
 
 @test "the GPU a log names fills the placeholders when nothing is probed" {
@@ -113,4 +121,38 @@ load diag_helpers
   run --separate-stderr diagnose --no-probe "$BATS_TEST_TMPDIR"
   [ "$status" -eq 3 ]
   [[ "$stderr" == "msda-doctor: error: cannot read '$BATS_TEST_TMPDIR'"* ]]
+}
+
+# Bytes that are not UTF-8 (man page, DESCRIPTION): U+FFFD in the JSON string, the raw bytes in
+# its KEY_base64 sibling (an array beside an array, null for the strings that were UTF-8).
+@test "a Latin-1 byte in the evidence line: the evidence is kept, its bytes in evidence_base64" {
+  printf 'RuntimeError: CUDA error: no kernel image is available for execution on the device (caf\xe9)\n' > "$BATS_TEST_TMPDIR/latin1.log"
+  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/latin1.log"
+  [ "$status" -eq 1 ]
+  iconv -f UTF-8 -t UTF-8 <<<"$output" >/dev/null
+  f=$(finding no-kernel-image)
+  [ "$(jq -r '.evidence[0]' <<<"$f")" = "$BATS_TEST_TMPDIR/latin1.log:1: RuntimeError: CUDA error: no kernel image is available for execution on the device (caf"$'\uFFFD'")" ]
+  [ "$(jq -r '.evidence_base64[0]' <<<"$f" | base64 -d | od -An -tx1)" = \
+    "$(printf '%s:1: RuntimeError: CUDA error: no kernel image is available for execution on the device (caf\xe9)' "$BATS_TEST_TMPDIR/latin1.log" | od -An -tx1)" ]
+  [ "$(jq -r '.evidence_base64 | length' <<<"$f")" = "$(jq -r '.evidence | length' <<<"$f")" ]
+  [ "$(jq -r '.evidence_base64[1:] | map(select(. != null)) | length' <<<"$f")" = 0 ]
+  run --separate-stderr diagnose --no-probe "$BATS_TEST_TMPDIR/latin1.log"
+  [[ "$output" == *'on the device (caf\xE9)'* ]]
+}
+
+@test "a log whose file name is not UTF-8: its findings and logs are kept, the name in file_base64" {
+  name=$(printf 'train-\xff\xfe.log')
+  cp "$LOGS/p40-no-kernel-image.log" "$BATS_TEST_TMPDIR/$name"
+  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/$name"
+  [ "$status" -eq 1 ]
+  iconv -f UTF-8 -t UTF-8 <<<"$output" >/dev/null
+  [ "$(ids)" = no-kernel-image ]
+  [ "$(jq -r '.logs | length' <<<"$output")" = 1 ]
+  [ "$(jq -r '.logs[0].file' <<<"$output")" = "$BATS_TEST_TMPDIR/train-"$'\uFFFD\uFFFD'".log" ]
+  [ "$(jq -r '.logs[0].file_base64' <<<"$output" | base64 -d)" = "$BATS_TEST_TMPDIR/$name" ]
+  [ "$(jq -r '.findings[0].log.file_base64' <<<"$output" | base64 -d)" = "$BATS_TEST_TMPDIR/$name" ]
+  jq -e '.findings[0].evidence_base64[0] != null' <<<"$output"
+  run --separate-stderr diagnose --no-probe "$BATS_TEST_TMPDIR/$name"
+  [[ "$output" == *"- Log $BATS_TEST_TMPDIR/train-\\xFF\\xFE.log: "* ]]
+  ! grep -q $'\xff' <<<"$output"
 }

@@ -93,8 +93,19 @@ load diag_helpers
   f=$(finding driver-too-old)
   [ "$(jq -r .source <<<"$f")" = probe ]
   [[ "$(jq -r .cause <<<"$f")" == *"550.144.03 supports CUDA 12.4, older than the CUDA 13.0 toolkit here, which needs driver 580.65.06"* ]]
-  [ "$(jq -r '.fix[1]' <<<"$f")" = "msda-doctor build --toolkit /usr/local/cuda-12.4 --arch sm_90" ]
+  # no toolkit here writes SASS that a CUDA 12.4 driver loads: the command is left out, the words
+  # name the release to fetch (the newest 12.x targeting sm_90: 12.x SASS loads from driver 12.0)
+  [ "$(jq -r '.fix | length' <<<"$f")" = 1 ]
+  jq -e '.notes | any(. == "Left out: a command that needs a CUDA toolkit whose SASS the driver loads: no toolkit installed here is one (the driver runs CUDA 12.4); install CUDA 12.9 (msda-doctor fetch --cuda 12.9.1), then build again.")' <<<"$f"
   [ "$(check_status toolkits)" = fail ]
+}
+
+@test "driver-too-old proposes an installed toolkit whose SASS the driver loads, by its real folder" {
+  gpus old-driver-h100; smi ok; toolkit 13.0; toolkit 12.4; toolkit 11.8; gxx 13
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
+  [ "$(ids)" = driver-too-old ]
+  # the newest of those the 550 driver (CUDA 12.4) loads and that target sm_90: 12.4, not 11.8
+  [ "$(finding driver-too-old | jq -r '.fix[1]')" = "msda-doctor build --toolkit $BATS_TEST_TMPDIR/cuda-12.4 --arch sm_90" ]
 }
 
 @test "gcc newer than nvcc accepts: host-compiler-unsupported, with the older g++ to use" {

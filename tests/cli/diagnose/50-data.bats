@@ -90,7 +90,9 @@ LOG
   [ "$(jq -r '.findings[0].id' <<<"$output")" = driver-too-old ]
   jq -e '.findings[0].confirmed_by | index("driver_older_than_toolkit")' <<<"$output"
   [[ "$(jq -r '.findings[0].cause' <<<"$output")" == *"driver 535.104.05 supports CUDA 12.2, older than the CUDA 13.0 toolkit"* ]]
-  [ "$(jq -r '.findings[0].fix[1]' <<<"$output")" = "msda-doctor build --toolkit /usr/local/cuda-12.0 --arch <gpu_arch>" ]
+  # judged without this machine: no local toolkit path is made up; the words name the release
+  [ "$(jq -r '.findings[0].fix | length' <<<"$output")" = 1 ]
+  jq -e '.findings[0].notes | any(contains("its driver runs CUDA 12.2); install CUDA 12.9 on that machine (msda-doctor fetch --cuda 12.9.1)"))' <<<"$output"
 }
 
 @test "the driver's CUDA version as nvidia-smi, torch, deviceQuery and a bare driver release say it" {
@@ -163,7 +165,8 @@ LOG
   [ "$(ids)" = cuda-home-missing ]
   [ "$(jq -r '.findings[0] | "\(.matched) \([.causes[] | "\(.id):\(.score)"] | join(","))"' <<<"$output")" = \
     "cuda-unavailable-at-build cuda-home-missing:1,cuda-unavailable-at-build:-1" ]
-  [[ "$(jq -r '.findings[0].fix[0]' <<<"$output")" == "export CUDA_HOME=<toolkit>"* ]]
+  ! jq -r '.findings[0].fix[]' <<<"$output" | grep -q CUDA_HOME
+  jq -e '.findings[0].notes | any(. == "Left out: a command that needs a CUDA toolkit'"'"'s folder: the log does not say where its machine'"'"'s toolkit is.")' <<<"$output"
 }
 
 @test "a missing torch library: import order, or an extension built against another torch" {
