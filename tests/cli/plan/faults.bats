@@ -75,8 +75,9 @@ load fake-build
   pid=$!
   # Ctrl-C once nvcc runs (its partial output is there): sent earlier, a build slowed down (under
   # valgrind) could spawn nvcc after the signal, outside its reach, and leave it running
-  for _ in $(seq 600); do [ -n "$(find "$CACHE" -name '*.tmp*' 2>/dev/null)" ] && break; sleep 0.1; done
-  [ -n "$(find "$CACHE" -name '*.tmp*')" ] || { kill -KILL -- "-$pid"; echo "nvcc never started" >&2; return 1; }
+  # (the first step writes the PTX, in the build's own folder under the work folder)
+  for _ in $(seq 600); do [ -n "$(find "$CACHE" "$SRC/build" -name '*.tmp*' 2>/dev/null)" ] && break; sleep 0.1; done
+  [ -n "$(find "$CACHE" "$SRC/build" -name '*.tmp*' 2>/dev/null)" ] || { kill -KILL -- "-$pid"; echo "nvcc never started" >&2; return 1; }
   kill -INT -- "-$pid"
   wait "$pid" || true
   [ -z "$(find "$CACHE" -name '*.fatbin')" ]
