@@ -325,6 +325,19 @@ START_TEST(the_bf16_backward_adds_its_native_levels_as_scaled_halves) {
     a.workspace_bytes = bytes - 1; /* too small: refused before anything is queued */
     ck_assert_int_eq(msda_backward_cuda(&a, NULL, &err), MSDA_ERR_BAD_ARGUMENT);
     ck_assert_int_eq(recorded(&ops), 0);
+    /* Enough bytes but not 16-byte aligned (the buffer's vector stores and the bounds' 16 bytes
+     * need it): refused the same way, at 8 and at 1 byte past the boundary; 16 past it is fine. */
+    for (uintptr_t off = 1; off <= 8; off += 7) {
+        a.workspace = (char *)NOWHERE(9) + off;
+        a.workspace_bytes = bytes + 16;
+        ck_assert_int_eq(msda_backward_cuda(&a, NULL, &err), MSDA_ERR_BAD_ARGUMENT);
+        ck_assert_ptr_nonnull(strstr(err.message, "aligned to 16"));
+        ck_assert_int_eq(recorded(&ops), 0);
+    }
+    a.workspace = (char *)NOWHERE(9) + 16;
+    n = backward_of(&a, &ops);
+    ck_assert_int_eq(n, 6);
+    ck_assert_uint_eq(ops[1].address, (uintptr_t)NOWHERE(9) + 16);
     /* f16 keeps its own path: no bounds, no rounding in place. */
     n = backward(MSDA_F16, 2, 900, MSDA_HOST, &ops);
     ck_assert_int_eq(n, 2);

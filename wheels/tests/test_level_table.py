@@ -32,6 +32,11 @@ def test_host_table_is_made_once_per_tensor_and_version():
     assert second is not first and second.host == ((4, 5, 2, 4), (0, 20))
     # Equal numbers in other tensors: another entry, keyed by identity, not by value.
     assert tk.level_table(shapes.clone(), starts) is not second
+    # level_start_index changed in place: a new version of the second tensor, a new table too.
+    starts[1] = 21
+    third = tk.level_table(shapes, starts)
+    assert third is not second and third.host == ((4, 5, 2, 4), (0, 21))
+    assert tk.level_table(shapes, starts) is third
 
 
 def test_an_entry_goes_with_its_tensor():
