@@ -175,6 +175,16 @@ static CURLcode perform(CURL *h, const char *url, const md_ca_store *ca, sink *s
     curl_slist_free_all(headers);
     *http = 0;
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, http);
+    if (cc == CURLE_UNSUPPORTED_PROTOCOL && *http >= 300 && *http < 400) {
+        /* libcurl's words ("Protocol "http" not supported") do not say that a redirect was
+         * refused, nor where it led. */
+        char *to = NULL;
+        if (curl_easy_getinfo(h, CURLINFO_REDIRECT_URL, &to) != CURLE_OK || !to || strcmp(to, url) == 0)
+            curl_easy_getinfo(h, CURLINFO_EFFECTIVE_URL, &to);
+        snprintf(errbuf, CURL_ERROR_SIZE, "HTTP %ld redirects to %.160s%s, which is not followed%s", *http,
+                 to && strcmp(to, url) != 0 ? to : "another address", to && strncmp(to, "http:", 5) == 0 ? " (plain http)" : "",
+                 o->allow_http ? "" : ": only https may follow");
+    }
     return cc;
 }
 

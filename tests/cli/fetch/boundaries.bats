@@ -197,8 +197,8 @@ $NVCC_ARCHIVE bytes=$((size / 2))-" ] || { cat "$REPO/requests.log" >&2; return 
   # with a connect error, which the message would then name.
   faults "{\"$NVCC_ARCHIVE\": \"redirect:http://192.0.2.1/$NVCC_ARCHIVE\"}"
   fetch --retries 2
-  assert_failed 5 "cannot download '$URL/$NVCC_ARCHIVE': Protocol \"http\""
-  [[ "$stderr" != *192.0.2.1* && "$stderr" != *onnect* && "$stderr" != *"timed out"* ]]
+  assert_failed 5 "cannot download '$URL/$NVCC_ARCHIVE': HTTP 302 redirects to http://192.0.2.1/$NVCC_ARCHIVE (plain http), which is not followed: only https may follow"
+  [[ "$stderr" != *onnect* && "$stderr" != *"timed out"* ]]
   # refused, not retried: a connection tried there would have failed as a transient error and
   # been retried, each retry asking the loopback server again
   [ "$(requests_for "$NVCC_ARCHIVE")" -eq 1 ]
