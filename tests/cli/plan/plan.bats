@@ -237,12 +237,17 @@ recipe_source() {
   [[ "$stderr" == *"kernels/libmsda.json: per_arch 'MSDA_MAX_THREADS' follows an unknown fact 'colour'"* ]]
   [ "$(printf '%s\n' "$stderr" | grep -c .)" -eq 1 ]
   for bad in 0 65 '"four"'; do
-    recipe_source ".device.ptxas_threads = $bad"
-    run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
-        --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90
-    [ "$status" -eq 3 ] && [[ "$stderr" == *"kernels/libmsda.json: device.ptxas_threads must be an integer from 1 to 64"* ]] ||
-      { echo "ptxas_threads $bad: exit $status: $stderr" >&2; return 1; }
+    assert_recipe_refused ".device.ptxas_threads = $bad" \
+      "kernels/libmsda.json: device.ptxas_threads must be an integer from 1 to 64"
   done
+}
+
+# The recipe edited by jq filter $1 is refused: exit 3, and the error has $2.
+assert_recipe_refused() {
+  recipe_source "$1"
+  run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
+      --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90
+  [ "$status" -eq 3 ] && [[ "$stderr" == *"$2"* ]] || { echo "$1: exit $status: $stderr" >&2; return 1; }
 }
 
 @test "same_ptx: a group's SASS made from its lowest architecture's PTX, one PTX step; a SASS whose own PTX is planned uses that" {
@@ -268,11 +273,7 @@ recipe_source() {
     "compute_103 PTX (CUDA 13.0),compute_121 PTX (CUDA 13.0),compute_80 PTX (CUDA 11.8),compute_80 PTX (CUDA 13.0),compute_86 PTX (CUDA 11.8),compute_89 PTX (CUDA 11.8)" ]
   [ "$(made_from "sm_86 (CUDA 11.8)")" = "arch=compute_86,code=sm_86" ]
   for bad in '{"13.0": [[80]]}' '{"13.0": [[80, 86], [86, 89]]}' '{"thirteen": [[80, 86]]}' '[[80, 86]]'; do
-    recipe_source ".same_ptx = $bad"
-    run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
-        --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90
-    [ "$status" -eq 3 ] && [[ "$stderr" == *"kernels/libmsda.json: same_ptx"* ]] ||
-      { echo "same_ptx $bad: exit $status: $stderr" >&2; return 1; }
+    assert_recipe_refused ".same_ptx = $bad" "kernels/libmsda.json: same_ptx"
   done
 }
 
