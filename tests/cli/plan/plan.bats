@@ -201,20 +201,15 @@ recipe_source() {
 
 @test "kernels/libmsda.json's sass and old_driver_ptx alone decide what older drivers get" {
   make_fakes "13.0 11.8" "12 11"
-  dry_all() {
-    run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run --json \
-        --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch "$1"
-    [ "$status" -eq 0 ] || { echo "exit $status: $stderr" >&2; return 1; }
-  }
   # As shipped: sm_86 from both toolkits, each with what it needs of a driver; TX2's lowered PTX.
-  dry_all sm_86,sm_62
+  dry_json sm_86,sm_62
   [ "$(jq -r '[.plan.targets[] | "\(.arch)/\(.toolkit)/\(.needs_cuda)/\(.needs_driver)/\(.ptx_isa)"] | join(" ")' <<<"$output")" = \
     "sm_62/11.8/11.0/450.80.02/null sm_86/13.0/13.0/580.65.06/null sm_86/11.8/11.0/450.80.02/null compute_62/11.8/10.2/440.33/6.5" ]
   # SASS compressed as PTX is; the old drivers' PTX goes through the script (fatbinary's own PTX compression).
   jq -e '[.steps[] | select((.command[0] | endswith("/nvcc")) and (.command | index("-fatbin")))] | all(.command | index("-Xfatbin=-compress-all"))' <<<"$output" >/dev/null
   jq -e '[.steps[] | select((.command[1] // "") | endswith("/ptx-for-old-drivers.sh"))][0].command | index("-Xfatbin=-compress-all") == null' <<<"$output" >/dev/null
   recipe_source '.sass = ["newest"] | del(.old_driver_ptx)'
-  dry_all sm_86,sm_62
+  dry_json sm_86,sm_62
   [ "$(jq -r '[.plan.targets[] | "\(.arch)/\(.toolkit)"] | join(" ")' <<<"$output")" = "sm_62/11.8 sm_86/13.0" ]
   recipe_source '.sass = ["lowest_driver"]'
   run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run \
@@ -242,6 +237,13 @@ recipe_source() {
   done
 }
 
+# build --dry-run --json --arch $1 of $SRC with the fake toolkits, which must succeed.
+dry_json() {
+  run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run --json \
+      --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch "$1"
+  [ "$status" -eq 0 ] || { echo "exit $status: $stderr" >&2; return 1; }
+}
+
 # The recipe edited by jq filter $1 is refused: exit 3, and the error has $2.
 assert_recipe_refused() {
   recipe_source "$1"
@@ -252,15 +254,10 @@ assert_recipe_refused() {
 
 @test "same_ptx: a group's SASS made from its lowest architecture's PTX, one PTX step; a SASS whose own PTX is planned uses that" {
   make_fakes "13.0 11.8" "12 11"
-  dry() {
-    run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run --json \
-        --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch "$1"
-    [ "$status" -eq 0 ] || { echo "exit $status: $stderr" >&2; return 1; }
-    check_device_steps
-  }
   made_from() { jq -r --arg w "$1" '.steps[] | select(.what == $w) | .command as $c | $c[($c | indices("-gencode")[0]) + 1]' <<<"$output"; }
   recipe_source '.same_ptx = {"13.0": [[80, 86, 89], [103, 121]]}'
-  dry sm_80,sm_86,sm_89,sm_103,sm_121+PTX
+  dry_json sm_80,sm_86,sm_89,sm_103,sm_121+PTX
+  check_device_steps
   [ "$(made_from "sm_86 (CUDA 13.0)")" = "arch=compute_80,code=sm_86" ]
   [ "$(made_from "sm_89 (CUDA 13.0)")" = "arch=compute_80,code=sm_89" ]
   [ "$(made_from "sm_103 (CUDA 13.0)")" = "arch=compute_103,code=sm_103" ]
@@ -279,17 +276,12 @@ assert_recipe_refused() {
 
 @test "ptxas's threads: libmsda.json's ptxas_threads on the SASS steps of a toolkit whose nvcc has --split-compile, on no other step" {
   make_fakes "13.0 11.8" "12 11"
-  dry() {
-    run --separate-stderr env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build --dry-run --json \
-        --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_80+PTX
-    [ "$status" -eq 0 ] || { echo "exit $status: $stderr" >&2; return 1; }
-  }
-  dry
+  dry_json sm_80+PTX
   # sm_80 from 13.0 (whose --help offers it), sm_80 from 11.8, compute_80 from 13.0
   [ "$(jq -r '[.steps[] | select(.command | index("--split-compile=4")) | .what] | join(",")' <<<"$output")" = "sm_80 (CUDA 13.0)" ]
   [ "$(jq '[.steps[] | select(.command | any(startswith("--split-compile")))] | length' <<<"$output")" -eq 1 ]
   recipe_source '.device.ptxas_threads = 2'
-  dry
+  dry_json sm_80+PTX
   [ "$(jq -r '[.steps[] | select(.command | index("--split-compile=2")) | .what] | join(",")' <<<"$output")" = "sm_80 (CUDA 13.0)" ]
 }
 
