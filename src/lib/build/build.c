@@ -145,7 +145,10 @@ static int compare_targets_for_loader(const void *a, const void *b)
 static md_status plan_compile_steps(const md_build_config *cfg, char **sources, char (*compilers)[PATH_MAX],
                                     strv *objects, md_step_list *compile, size_t *image_step, md_error *err)
 {
-    md_status st = md_device_steps_add(cfg, compile, image_step, err);
+    const md_device_inputs device = { .plan = cfg->plan, .recipe = cfg->recipe, .kernels_dir = cfg->kernels_dir,
+                                      .source_dir = cfg->source_dir, .cache_dir = cfg->cache_dir,
+                                      .work_dir = cfg->work_dir, .dry_run = cfg->dry_run };
+    md_status st = md_device_steps_add(&device, compile, image_step, err);
     if (st != MD_OK)
         return st;
     for (size_t p = 0; p < cfg->n_platforms; p++) {

@@ -13,7 +13,7 @@
 
 /* Debian puts CUDA 11's headers in /usr/include, behind any CUDA copy in /usr/local/include on
  * the default search path; a folder of links to them, given with -I, puts them first. */
-static md_status header_shim(const md_toolkit *tk, const md_build_config *cfg, char *out, size_t size,
+static md_status header_shim(const md_toolkit *tk, const md_device_inputs *cfg, char *out, size_t size,
                              md_error *err)
 {
     out[0] = '\0';
@@ -89,7 +89,7 @@ static bool same_defines(const md_plan_target *a, const md_plan_target *b)
  * PTX of its own architecture where the plan compiles that PTX anyway (for a PTX image of the
  * same toolkit and knobs), else from that of the lowest architecture of its same_ptx group
  * (libmsda.json): the same PTX, so the same SASS, for one cicc run instead of several. */
-static unsigned ptx_arch(const md_build_config *cfg, const md_plan_target *t)
+static unsigned ptx_arch(const md_device_inputs *cfg, const md_plan_target *t)
 {
     if (t->ptx)
         return t->sm;
@@ -105,7 +105,7 @@ static unsigned ptx_arch(const md_build_config *cfg, const md_plan_target *t)
  * target's knobs. Targets with the same toolkit, PTX architecture, host compiler and knobs (a
  * SASS target and its PTX twin, the old drivers' PTX and the SASS of that architecture, the
  * architectures of a same_ptx group) get the same key, hence one step. */
-static md_status plan_ptx(const md_build_config *cfg, const md_plan_target *t, const char *source,
+static md_status plan_ptx(const md_device_inputs *cfg, const md_plan_target *t, const char *source,
                           device_target *d, md_error *err)
 {
     const md_toolkit *tk = t->toolkit;
@@ -139,7 +139,7 @@ static md_status plan_ptx(const md_build_config *cfg, const md_plan_target *t, c
 /* The image of target T made from its PTX: SASS by the toolkit's ptxas, the PTX itself, or the
  * old drivers' PTX by the kernels' script; each packed in a compressed fatbin. Its key is that of
  * its command with the PTX named by key, so that it is known before the PTX is written. */
-static md_status plan_image(const md_build_config *cfg, const md_plan_target *t, device_target *d,
+static md_status plan_image(const md_device_inputs *cfg, const md_plan_target *t, device_target *d,
                             md_error *err)
 {
     const md_toolkit *tk = t->toolkit;
@@ -203,7 +203,7 @@ static md_status add_step(md_step_list *s, strv *argv, const md_toolkit *tk, con
     return MD_OK;
 }
 
-md_status md_device_steps_add(const md_build_config *cfg, md_step_list *s, size_t *image_step, md_error *err)
+md_status md_device_steps_add(const md_device_inputs *cfg, md_step_list *s, size_t *image_step, md_error *err)
 {
     char source[PATH_MAX];
     snprintf(source, sizeof source, "%s/%s", cfg->kernels_dir, cfg->recipe->device_source);
