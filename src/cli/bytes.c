@@ -1,6 +1,8 @@
 /* Bytes taken from files (file names, log lines, kernel and section names) in the output, which
  * need not be UTF-8: in JSON, each string valid UTF-8 with the raw bytes kept beside it in
  * base64 (man page, DESCRIPTION); in text, escaped so that no byte reaches a terminal raw. */
+#include <limits.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,23 +61,16 @@ static json_t *replaced(const char *text, size_t n)
     return s;
 }
 
+/* The bytes of TEXT in base64, by libcrypto (which the tool links for its hashes already). */
 static json_t *base64(const char *text, size_t n)
 {
-    static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *out = malloc(4 * (n / 3 + 1) + 1);
+    if (n > INT_MAX / 2)
+        return NULL;
+    unsigned char *out = malloc(4 * (n / 3 + 1) + 1);
     if (!out)
         return NULL;
-    const unsigned char *s = (const unsigned char *)text;
-    size_t o = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        unsigned long v = (unsigned long)s[i] << 16 | (i + 1 < n ? (unsigned long)s[i + 1] << 8 : 0) |
-                          (i + 2 < n ? s[i + 2] : 0);
-        out[o++] = digits[v >> 18 & 63];
-        out[o++] = digits[v >> 12 & 63];
-        out[o++] = i + 1 < n ? digits[v >> 6 & 63] : '=';
-        out[o++] = i + 2 < n ? digits[v & 63] : '=';
-    }
-    json_t *b = json_stringn(out, o);
+    int o = EVP_EncodeBlock(out, (const unsigned char *)text, (int)n);
+    json_t *b = o >= 0 ? json_stringn((const char *)out, (size_t)o) : NULL;
     free(out);
     return b;
 }
