@@ -300,6 +300,20 @@ static bool v_driver(const md_view *v, char *out, size_t size)
     return PUT("driver");
 }
 
+/* nvidia-smi where the probes found it (by name: it is on PATH); on a log's machine, its name. */
+static bool v_nvidia_smi(const md_view *v, char *out, size_t size)
+{
+    if (v->m && !v->m->smi.found)
+        return false;
+    return PUT("nvidia-smi");
+}
+
+static void why_no_nvidia_smi(const md_view *v, char *out, size_t size)
+{
+    (void)v;
+    snprintf(out, size, "nvidia-smi is not installed here (a loaded driver's version is in /proc/driver/nvidia/version)");
+}
+
 static bool v_driver_cuda(const md_view *v, char *out, size_t size)
 {
     int cuda = md_view_driver_cuda(v);
@@ -493,6 +507,7 @@ static const value_entry values[] = {
     { "cudnn_major", NULL, v_cudnn_major, "cuDNN's major version", NULL },
     { "cudnn_soname", NULL, v_cudnn_soname, "cuDNN's library name", NULL },
     { "driver", NULL, v_driver, "the driver", NULL },
+    { "nvidia_smi", NULL, v_nvidia_smi, "nvidia-smi", why_no_nvidia_smi },
     { "driver_cuda", NULL, v_driver_cuda, "the driver's CUDA version", NULL },
     { "driver_min", NULL, v_driver_min, "the oldest driver the toolkit needs", NULL },
     { "gcc_major", NULL, v_gcc_major, "the host gcc's version", NULL },

@@ -100,6 +100,17 @@ load diag_helpers
   [ "$(check_status toolkits)" = fail ]
 }
 
+@test "driver-too-old's nvidia-smi command only where nvidia-smi is installed; else the words say why" {
+  gpus old-driver-h100; smi ok; toolkit 13.0; toolkit 12.4; gxx 13
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
+  [ "$(finding driver-too-old | jq -r '.fix[0]')" = "nvidia-smi --query-gpu=driver_version --format=csv,noheader" ]
+  rm "$BIN/nvidia-smi"
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
+  f=$(finding driver-too-old)
+  jq -e '.fix | all(startswith("nvidia-smi") | not)' <<<"$f"
+  jq -e '.notes | any(startswith("Left out: a command that needs nvidia-smi: nvidia-smi is not installed here"))' <<<"$f"
+}
+
 @test "driver-too-old proposes an installed toolkit whose SASS the driver loads, by its real folder" {
   gpus old-driver-h100; smi ok; toolkit 13.0; toolkit 12.4; toolkit 11.8; gxx 13
   run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
