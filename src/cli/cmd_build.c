@@ -367,7 +367,8 @@ static int cmd_build(int argc, char **argv)
             json_array_append_new(outputs, json_pack("{s:s, s:s, s:s, s:s}", "platform", result.outputs[i].platform,
                                                      "library", result.outputs[i].library, "platform_tag",
                                                      result.outputs[i].platform_tag, "wheel", result.outputs[i].wheel));
-        rc = md_cli_print_json(json_pack("{s:b, s:{s:s, s:b}, s:o, s:o, s:o, s:i, s:i, s:o}", "dry_run", opt.req.dry_run,
+        rc = md_cli_print_json(json_pack("{s:b, s:b, s:{s:s, s:b}, s:o, s:o, s:o, s:i, s:i, s:o}", "dry_run",
+                                         opt.req.dry_run, "up_to_date", result.up_to_date,
                                          "source", "dir", job->source_dir, "embedded", job->embedded_source, "plan",
                                          plan_json(plan), "steps", steps, "outputs", outputs, "compiled",
                                          (int)result.counts.n_compiled, "cached", (int)result.counts.n_cached, "error",
@@ -385,9 +386,13 @@ static int cmd_build(int argc, char **argv)
         for (size_t i = 0; i < result.n_steps; i++)
             print_command(result.steps[i].argv);
     } else {
-        printf("Compiled %zu, reused %zu from the cache (%s); linked and packed %zu platform%s\n",
-               result.counts.n_compiled, result.counts.n_cached, opt.req.cache_dir, result.n_outputs,
-               result.n_outputs == 1 ? "" : "s");
+        if (result.up_to_date)
+            printf("Compiled 0, reused %zu from the cache (%s); nothing changed since the last build: its "
+                   "wheel%s kept\n", result.counts.n_cached, opt.req.cache_dir, result.n_outputs == 1 ? "" : "s");
+        else
+            printf("Compiled %zu, reused %zu from the cache (%s); linked and packed %zu platform%s\n",
+                   result.counts.n_compiled, result.counts.n_cached, opt.req.cache_dir, result.n_outputs,
+                   result.n_outputs == 1 ? "" : "s");
         for (size_t i = 0; i < result.n_outputs; i++)
             printf("%s: %s\n", result.outputs[i].platform, result.outputs[i].wheel);
     }

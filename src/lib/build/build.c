@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include "device_steps.h"
 #include "package.h"
+#include "up_to_date.h"
 #include "recipes/platform.h"
 #include "base/process.h"
 #include "fetch/fetch_cache.h"
@@ -309,6 +310,77 @@ static md_status run_steps(const md_build_config *cfg, md_step_list *compile, md
     return st;
 }
 
+/* ---- a rebuild with nothing changed ------------------------------------------------------------ */
+
+static void stamp_path(const md_build_config *cfg, const char *platform, char *out, size_t size)
+{
+    snprintf(out, size, "%s/wheel-%s.stamp", cfg->work_dir, platform);
+}
+
+/* Each platform's pack key into KEYS; false when one cannot be computed (then nothing is
+ * skipped and no stamp written). */
+static bool pack_keys(const md_build_config *cfg, const md_step_list *pack, char (*keys)[65])
+{
+    strv files = { 0 };
+    bool ok = md_package_files(cfg->package_dir, &files);
+    for (size_t p = 0; ok && p < cfg->n_platforms; p++)
+        ok = md_pack_key(pack, cfg->package_dir, files.items, cfg->version, (long long)cfg->source_date_epoch,
+                         cfg->platforms[p], keys[p]);
+    strv_free(files.items);
+    return ok;
+}
+
+/* Whether the last build left every platform's wheel with the same key, its library and its
+ * wheel still there and the wheel unchanged; if so, RESULT's outputs are those. */
+static bool up_to_date(const md_build_config *cfg, const md_step_list *compile, char (*keys)[65],
+                       md_build_result *result)
+{
+    for (size_t i = 0; i < compile->n; i++)
+        if (!compile->steps[i].cached)
+            return false;
+    md_build_output outputs[MD_MAX_PLATFORMS];
+    for (size_t p = 0; p < cfg->n_platforms; p++) {
+        char path[PATH_MAX + 32], sha[65];
+        md_pack_stamp s;
+        stamp_path(cfg, cfg->platforms[p], path, sizeof path);
+        size_t out_len = strlen(cfg->out_dir);
+        /* the same library, and the wheel in this build's output folder, unchanged */
+        if (!md_pack_stamp_read(path, &s) || strcmp(s.key, keys[p]) != 0 ||
+            strcmp(s.library, result->outputs[p].library) != 0 || access(s.library, R_OK) != 0 ||
+            strncmp(s.wheel, cfg->out_dir, out_len) != 0 || s.wheel[out_len] != '/' ||
+            strchr(s.wheel + out_len + 1, '/') || !md_file_sha256(s.wheel, sha) || strcmp(sha, s.wheel_sha256) != 0)
+            return false;
+        outputs[p] = result->outputs[p];
+        snprintf(outputs[p].wheel, sizeof outputs[p].wheel, "%s", s.wheel);
+        outputs[p].glibc_major = s.glibc_major;
+        outputs[p].glibc_minor = s.glibc_minor;
+        snprintf(outputs[p].platform_tag, sizeof outputs[p].platform_tag, "%s", s.platform_tag);
+    }
+    memcpy(result->outputs, outputs, cfg->n_platforms * sizeof *outputs);
+    result->counts.n_cached = compile->n;
+    return true;
+}
+
+/* After a build: each platform's stamp, with the keys taken before the steps ran (running them
+ * renames their outputs in their commands), for the next build to find it up to date. A stamp
+ * that cannot be written only costs the next build its shortcut. */
+static void write_stamps(const md_build_config *cfg, char (*keys)[65], const md_build_result *result)
+{
+    for (size_t p = 0; p < result->n_outputs; p++) {
+        const md_build_output *o = &result->outputs[p];
+        md_pack_stamp s = { .glibc_major = o->glibc_major, .glibc_minor = o->glibc_minor };
+        char path[PATH_MAX + 32];
+        md_error ignored;
+        snprintf(s.key, sizeof s.key, "%s", keys[p]);
+        snprintf(s.library, sizeof s.library, "%s", o->library);
+        snprintf(s.wheel, sizeof s.wheel, "%s", o->wheel);
+        snprintf(s.platform_tag, sizeof s.platform_tag, "%s", o->platform_tag);
+        stamp_path(cfg, o->platform, path, sizeof path);
+        if (md_file_sha256(o->wheel, s.wheel_sha256))
+            md_pack_stamp_write(path, &s, &ignored);
+    }
+}
+
 /* Stage 4: each library checked against the manylinux floor, then packed into its wheel. */
 static md_status package_outputs(const md_build_config *cfg, md_build_result *result, md_error *err)
 {
@@ -365,8 +437,15 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
         (st = plan_pack_steps(cfg, compile, image_step, compilers, objects, pack, result, err)) != MD_OK ||
         cfg->dry_run)
         goto end;
-    if ((st = run_steps(cfg, compile, pack, log_dir, result, err)) == MD_OK)
-        st = package_outputs(cfg, result, err);
+    char keys[MD_MAX_PLATFORMS][65];
+    bool keyed = pack_keys(cfg, pack, keys);
+    if (keyed && up_to_date(cfg, compile, keys, result)) {
+        result->up_to_date = true;
+        goto end;
+    }
+    if ((st = run_steps(cfg, compile, pack, log_dir, result, err)) == MD_OK &&
+        (st = package_outputs(cfg, result, err)) == MD_OK && keyed)
+        write_stamps(cfg, keys, result);
 end:
     if (lock_fd >= 0)
         close(lock_fd); /* releases the lock */

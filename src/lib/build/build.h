@@ -56,6 +56,8 @@ typedef struct {
     md_build_output outputs[MD_MAX_PLATFORMS];
     size_t n_outputs;
     md_step_counts counts;
+    bool up_to_date;              /* nothing to compile, and every wheel the one the last build
+                                     wrote, with the same inputs: nothing was linked or packed */
 } md_build_result;
 
 /* Runs (or, with dry_run, only lists) every step, then checks each library's glibc floor and

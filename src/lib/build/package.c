@@ -113,6 +113,19 @@ static bool collect_package(const char *dir, const char *rel, bool top, strv *pa
     return ok;
 }
 
+static int compare_paths(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+bool md_package_files(const char *package_dir, strv *out)
+{
+    if (!collect_package(package_dir, "", true, out) || out->n == 0)
+        return false;
+    qsort(out->items, out->n, sizeof *out->items, compare_paths);
+    return true;
+}
+
 md_status md_package_write_wheel(const md_package_spec *spec, char *written, size_t size, md_error *err)
 {
     strv paths = { 0 };

@@ -6,7 +6,9 @@
 
 #include <limits.h>
 #include <time.h>
+#include <stdbool.h>
 #include "base/status.h"
+#include "base/strv.h"
 
 /* Writes PATH: a header, given to every host compilation with -include, that binds the
  * functions glibc 2.34 moved into libc to PLATFORM's base version (recipes/platforms.json).
@@ -32,6 +34,10 @@ typedef struct {
     const char *out_dir;
     time_t source_date_epoch;  /* 0: the writer's fixed default */
 } md_package_spec;
+
+/* The package's files that the wheel carries, relative to PACKAGE_DIR and sorted, into *OUT (a
+ * NULL-terminated list, freed with strv_free). False when none or when the folder cannot be read. */
+bool md_package_files(const char *package_dir, strv *out);
 
 /* Writes the wheel: the package's modules, the library as MD_LIBRARY_MEMBER and the version
  * as MD_VERSION_MEMBER. The path written goes to WRITTEN. */
