@@ -17,6 +17,7 @@
 #include "recipes/platform.h"
 #include "base/process.h"
 #include "fetch/fetch_cache.h"
+#include "fetch/sha256_file.h"
 #include "recipes/product.h"
 
 /* ---- platforms --------------------------------------------------------------------------------- */
@@ -348,7 +349,7 @@ static bool up_to_date(const md_build_config *cfg, const md_step_list *compile, 
         if (!md_pack_stamp_read(path, &s) || strcmp(s.key, keys[p]) != 0 ||
             strcmp(s.library, result->outputs[p].library) != 0 || access(s.library, R_OK) != 0 ||
             strncmp(s.wheel, cfg->out_dir, out_len) != 0 || s.wheel[out_len] != '/' ||
-            strchr(s.wheel + out_len + 1, '/') || !md_file_sha256(s.wheel, sha) || strcmp(sha, s.wheel_sha256) != 0)
+            strchr(s.wheel + out_len + 1, '/') || md_sha256_file(s.wheel, sha, NULL) != MD_OK || strcmp(sha, s.wheel_sha256) != 0)
             return false;
         outputs[p] = result->outputs[p];
         snprintf(outputs[p].wheel, sizeof outputs[p].wheel, "%s", s.wheel);
@@ -376,7 +377,7 @@ static void write_stamps(const md_build_config *cfg, char (*keys)[65], const md_
         snprintf(s.wheel, sizeof s.wheel, "%s", o->wheel);
         snprintf(s.platform_tag, sizeof s.platform_tag, "%s", o->platform_tag);
         stamp_path(cfg, o->platform, path, sizeof path);
-        if (md_file_sha256(o->wheel, s.wheel_sha256))
+        if (md_sha256_file(o->wheel, s.wheel_sha256, NULL) == MD_OK)
             md_pack_stamp_write(path, &s, &ignored);
     }
 }

@@ -34,13 +34,6 @@ static bool finish(EVP_MD_CTX *ctx, bool ok, char hex[65])
     return ok;
 }
 
-bool md_file_sha256(const char *path, char hex[65])
-{
-    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
-    bool ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) && hash_file_into(ctx, path);
-    return finish(ctx, ok, hex);
-}
-
 bool md_pack_key(const md_step_list *pack, const char *package_dir, char *const *package_files,
                  const char *version, long long source_date_epoch, const char *platform, char key[65])
 {

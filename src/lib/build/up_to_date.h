@@ -25,9 +25,6 @@ typedef struct {
 bool md_pack_key(const md_step_list *pack, const char *package_dir, char *const *package_files,
                  const char *version, long long source_date_epoch, const char *platform, char key[65]);
 
-/* PATH's sha256 in hex; false when it cannot be read. */
-bool md_file_sha256(const char *path, char hex[65]);
-
 /* The stamp at PATH; false when there is none or it cannot be read as one. */
 bool md_pack_stamp_read(const char *path, md_pack_stamp *out);
 

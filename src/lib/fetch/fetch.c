@@ -13,6 +13,7 @@
 #include "fetch_cache.h"
 #include "fetch_index.h"
 #include "fetch_unpack.h"
+#include "sha256_file.h"
 #include "recipes/toolkit_table.h"
 
 #define MAX_MANIFEST_BYTES (8u << 20)

@@ -1,12 +1,10 @@
-/* The archives `fetch` downloads: their sha256, and unpacking one safely into a toolkit tree.
+/* The archives `fetch` downloads: unpacking one safely into a toolkit tree (their sha256:
+ * sha256_file.h).
  * Scope: private to src/lib/fetch. */
 #ifndef MD_FETCH_UNPACK_H
 #define MD_FETCH_UNPACK_H
 
 #include "base/status.h"
-
-/* The sha256 of the file at PATH as 64 lowercase hex digits into HEX. MD_ERR_IO when unreadable. */
-md_status md_sha256_file(const char *path, char hex[65], md_error *err);
 
 typedef enum {
     MD_UNPACK_REDIST, /* a tar archive (any compression) whose every member lies under TOP */
