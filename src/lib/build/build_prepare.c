@@ -117,6 +117,8 @@ static md_status prepare(const md_build_request *req, const char *const *toolkit
         st = md_libmsda_recipe_load(job->kernels_dir, &job->recipe, err);
     if (st == MD_OK)
         st = md_toolkits_find(toolkit_dirs, n_toolkit_dirs, &job->toolkits, &job->n_toolkits, err);
+    for (size_t i = 0; st == MD_OK && i < job->n_toolkits; i++)
+        md_toolkit_probe_split_compile(&job->toolkits[i]);
     if (st == MD_OK)
         st = md_host_compilers_find(&job->compilers, &job->n_compilers, err);
     unsigned native[MAX_NATIVE];

@@ -122,12 +122,6 @@ static md_status probe_nvcc(const char *nvcc, md_toolkit *tk, md_error *err)
         return md_fail(err, MD_ERR_IO, "'%s --list-gpu-code' lists no architecture", tk->nvcc);
     qsort(tk->sms, tk->n_sms, sizeof *tk->sms, compare_uint);
 
-    /* An nvcc that does not answer --help only loses the option. */
-    md_error help_err;
-    if (ask_nvcc(tk->nvcc, tk->bin_dir, "--help", &res, &help_err) == MD_OK) {
-        tk->split_compile = strstr(res.output, "--split-compile ") != NULL;
-        md_run_result_free(&res);
-    }
 
     char up[PATH_MAX], candidate[PATH_MAX + 16];
     dirname_of(tk->bin_dir, up, sizeof up);
@@ -312,4 +306,15 @@ md_status md_host_compilers_find(md_host_compiler **out, size_t *count, md_error
     *out = list;
     *count = n;
     return MD_OK;
+}
+
+void md_toolkit_probe_split_compile(md_toolkit *tk)
+{
+    md_run_result res;
+    md_error err; /* an nvcc that does not answer --help only loses the option */
+    tk->split_compile = false;
+    if (ask_nvcc(tk->nvcc, tk->bin_dir, "--help", &res, &err) == MD_OK) {
+        tk->split_compile = strstr(res.output, "--split-compile ") != NULL;
+        md_run_result_free(&res);
+    }
 }

@@ -21,7 +21,8 @@ typedef struct {
     size_t n_sms;
     unsigned max_gcc;           /* newest host gcc major it accepts (recipes/toolkits.json); 0 unknown */
     bool split_compile;         /* its nvcc takes --split-compile N (its --help says so): given
-                                   PTX, ptxas then compiles the kernels on N threads */
+                                   PTX, ptxas then compiles the kernels on N threads; asked by
+                                   md_toolkit_probe_split_compile, which only build needs */
 } md_toolkit;
 
 typedef struct {
@@ -39,6 +40,9 @@ typedef struct {
  * An EXTRA_DIRS entry without a working nvcc is an MD_ERR_ARGUMENT error. *OUT is malloc'd. */
 md_status md_toolkits_find(const char *const *extra_dirs, size_t n_extra, md_toolkit **out, size_t *count,
                            md_error *err);
+
+/* Asks TK's nvcc --help whether it takes --split-compile (TK->split_compile). */
+void md_toolkit_probe_split_compile(md_toolkit *tk);
 
 /* True when TK lists SM. */
 bool md_toolkit_supports(const md_toolkit *tk, unsigned sm);
