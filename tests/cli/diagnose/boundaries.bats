@@ -157,13 +157,19 @@ Device 0: "Orin"
 nvidia@orin-devkit:~$ python3 demo.py
 RuntimeError: CUDA error: no kernel image is available for execution on the device
 LOG
-  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/orin.log"
+  assert_jetson_fix "$BATS_TEST_TMPDIR/orin.log" sm_87
+  jq -e '.fix | all(contains("x86_64") | not)' <<<"$f" >/dev/null
+}
+
+# diagnose --no-probe of Jetson log $1: no-kernel-image (in $f), whose fixes build for $2 and
+# install the aarch64 wheel.
+assert_jetson_fix() {
+  run --separate-stderr diagnose --no-probe --json "$1"
   assert_clean_stderr
   f=$(finding no-kernel-image)
-  [ "$(jq -r '.fix[0]' <<<"$f")" = "msda-doctor build --arch sm_87" ]
+  [ "$(jq -r '.fix[0]' <<<"$f")" = "msda-doctor build --arch $2" ]
   [ "$(jq -r '.fix[1]' <<<"$f")" = "python3 -m pip install --force-reinstall $(wheel_for wheels/dist aarch64)" ] ||
     { echo "fix: $(jq -r '.fix[1]' <<<"$f")" >&2; return 1; }
-  jq -e '.fix | all(contains("x86_64") | not)' <<<"$f" >/dev/null
 }
 
 @test "a Jetson TX2 log read with --no-probe (torch's sm_62 warning): the fix names the aarch64 wheel" {
@@ -175,12 +181,7 @@ nvidia@tx2:~/Deformable-DETR$ python3 main.py
 NVIDIA Tegra X2 with CUDA capability sm_62 is not compatible with the current PyTorch installation.
 RuntimeError: CUDA error: no kernel image is available for execution on the device
 LOG
-  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/tx2.log"
-  assert_clean_stderr
-  f=$(finding no-kernel-image)
-  [ "$(jq -r '.fix[0]' <<<"$f")" = "msda-doctor build --arch sm_62" ]
-  [ "$(jq -r '.fix[1]' <<<"$f")" = "python3 -m pip install --force-reinstall $(wheel_for wheels/dist aarch64)" ] ||
-    { echo "fix: $(jq -r '.fix[1]' <<<"$f")" >&2; return 1; }
+  assert_jetson_fix "$BATS_TEST_TMPDIR/tx2.log" sm_62
   # the same failure on an A100 gets this CPU's wheel
   build_log "$BATS_TEST_TMPDIR/a100.log" 8.0 86
   run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/a100.log"
