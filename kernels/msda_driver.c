@@ -28,6 +28,7 @@ static const struct {
     EP(CtxGetId, "cuCtxGetId", 1),
     EP(DeviceGetAttribute, "cuDeviceGetAttribute", 0),
     EP(ModuleLoadData, "cuModuleLoadData", 0),
+    EP(ModuleUnload, "cuModuleUnload", 0),
     EP(ModuleGetFunction, "cuModuleGetFunction", 0),
     EP(ModuleGetGlobal, "cuModuleGetGlobal_v2", 0),
     EP(MemcpyDtoH, "cuMemcpyDtoH_v2", 0),

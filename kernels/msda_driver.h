@@ -17,6 +17,7 @@ typedef struct msda_driver {
     CUresult (*CtxGetId)(CUcontext ctx, unsigned long long *id); /* NULL before CUDA 12.0 */
     CUresult (*DeviceGetAttribute)(int *v, CUdevice_attribute a, CUdevice dev);
     CUresult (*ModuleLoadData)(CUmodule *mod, const void *image);
+    CUresult (*ModuleUnload)(CUmodule mod);
     CUresult (*ModuleGetFunction)(CUfunction *fn, CUmodule mod, const char *name);
     CUresult (*ModuleGetGlobal)(CUdeviceptr *ptr, size_t *bytes, CUmodule mod, const char *name);
     CUresult (*MemcpyDtoH)(void *dst, CUdeviceptr src, size_t bytes);

@@ -54,8 +54,9 @@ int msda_fatbin_count(void) { return (int)msda_fatbin_table_count; }
 int msda_fatbin_runs_on(uint32_t index, int cc) {
     msda_arch images[64];
     if (index >= msda_fatbin_table_count) return 0;
-    const int n = scan_fatbin(msda_fatbin_table[index].data, msda_fatbin_table[index].size, (int)index,
-                              images, 64, 0);
+    /* Every part holds the same architectures (msda_parts.h): the first says. */
+    const msda_fatbin_blob *blob = &msda_fatbin_table[index].blobs[0];
+    const int n = msda_fatbin_table[index].parts ? scan_fatbin(blob->data, blob->size, (int)index, images, 64, 0) : -1;
     if (n < 0 || n > 64) return -1;
     for (int i = 0; i < n; i++) {
         const int a = images[i].arch;
@@ -71,8 +72,9 @@ int msda_embedded_archs(msda_arch *out, int cap) {
     msda_arch all[MAX_IMAGES];
     int count = 0;
     for (uint32_t i = 0; i < msda_fatbin_table_count; i++) {
-        count = scan_fatbin(msda_fatbin_table[i].data, msda_fatbin_table[i].size, (int)i, all,
-                            MAX_IMAGES, count);
+        for (uint32_t p = 0; p < msda_fatbin_table[i].parts && count >= 0; p++)
+            count = scan_fatbin(msda_fatbin_table[i].blobs[p].data, msda_fatbin_table[i].blobs[p].size, (int)i, all,
+                                MAX_IMAGES, count);
         if (count < 0) return -1;
     }
     const int kept = count < MAX_IMAGES ? count : MAX_IMAGES;

@@ -12,8 +12,14 @@
 // warps keep every lane of a warp in step, so the backward can reduce the location and weight
 // gradients of a group with warp shuffles.
 #include "msda_device.cuh"
+#include "msda_parts.h"
 
 using namespace msda;
+
+#ifdef MSDA_PART
+// A part compiles some of the kernels below (msda_parts.h), so some shared helpers go unused.
+#pragma nv_diag_suppress 177
+#endif
 
 // What this code was built with, read by the host after loading the module.
 extern "C" __constant__ msda_device_config msda_config = {
@@ -1266,11 +1272,13 @@ template <class Tr> __device__ __forceinline__ void exact_finish(const msda_kpar
         backward<TR, CR, 1, true, true>(p);                                                                          \
     }
 
+#if MSDA_IN_PART(MSDA_PART_MAIN)
 MSDA_KERNEL_PAIR(f32, f32_t, f32_t, 4)
 MSDA_KERNEL_PAIR(f32, f32_t, f32_t, 1)
 MSDA_KERNEL_PAIR(f64, f64_t, f64_t, 2)
 MSDA_KERNEL_PAIR(f64, f64_t, f64_t, 1)
-#if MSDA_ENABLE_F16
+#endif
+#if MSDA_ENABLE_F16 && MSDA_IN_PART(MSDA_PART_F16)
 MSDA_KERNEL_SET(f16, f16_t, f16_t)
 MSDA_KERNEL_SET(f16c32, f16_t, f32_t)
 MSDA_KERNEL msda_convert_f16(const msda_kparams p) { convert<f16_t>(p); }
@@ -1283,7 +1291,7 @@ MSDA_KERNEL msda_gather_replicas_f16(const msda_kparams p) { gather_replicas<f16
 MSDA_KERNEL msda_zero_backward_f16(const msda_kparams p) { zero_backward(p); }
 #endif
 #endif
-#if MSDA_ENABLE_BF16
+#if MSDA_ENABLE_BF16 && MSDA_IN_PART(MSDA_PART_MAIN)
 MSDA_KERNEL_SET(bf16, bf16_t, bf16_t)
 MSDA_KERNEL_SET(bf16c32, bf16_t, f32_t)
 MSDA_KERNEL msda_convert_bf16(const msda_kparams p) { convert<bf16_t>(p); }
@@ -1333,6 +1341,7 @@ MSDA_KERNEL msda_zero_backward_bf16(const msda_kparams p) { zero_backward(p); }
     MSDA_KERNEL msda_exact_bounds_##NAME(const msda_kparams p) { exact_bounds_of<TR, TR>(p); }                      \
     MSDA_KERNEL msda_exact_bounds_##NAME##c32(const msda_kparams p) { exact_bounds_of<TR, f32_t>(p); }              \
     MSDA_KERNEL msda_exact_finish_##NAME(const msda_kparams p) { exact_finish<TR>(p); }
+#if MSDA_IN_PART(MSDA_PART_MAIN)
 MSDA_EXACT_PAIR(f32, f32_t, f32_t, 4)
 MSDA_EXACT_PAIR(f32, f32_t, f32_t, 1)
 MSDA_EXACT_PAIR(f64, f64_t, f64_t, 2)
@@ -1341,9 +1350,10 @@ MSDA_KERNEL msda_exact_bounds_f32(const msda_kparams p) { exact_bounds_of<f32_t,
 MSDA_KERNEL msda_exact_bounds_f64(const msda_kparams p) { exact_bounds_of<f64_t, f64_t>(p); }
 MSDA_KERNEL msda_exact_finish_f32(const msda_kparams p) { exact_finish<f32_t>(p); }
 MSDA_KERNEL msda_exact_finish_f64(const msda_kparams p) { exact_finish<f64_t>(p); }
-#if MSDA_ENABLE_F16
+#endif
+#if MSDA_ENABLE_F16 && MSDA_IN_PART(MSDA_PART_F16)
 MSDA_EXACT_SET(f16, f16_t)
 #endif
-#if MSDA_ENABLE_BF16
+#if MSDA_ENABLE_BF16 && MSDA_IN_PART(MSDA_PART_F16)
 MSDA_EXACT_SET(bf16, bf16_t)
 #endif

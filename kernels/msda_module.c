@@ -207,6 +207,14 @@ static int kernel_built(const msda_device_config *cfg, msda_kernel_id k) {
     }
 }
 
+/* The part whose module holds kernel NAME (msda_parts.h, msda_kernels.cu): f16's kernels and
+ * bf16's deterministic backward are in MSDA_PART_F16, the rest in MSDA_PART_MAIN. Every f16
+ * kernel's name has "_f16" ("_bf16" does not), every deterministic one's "exact". */
+static int kernel_part(const char *name) {
+    if (strstr(name, "_f16") || (strstr(name, "_bf16") && strstr(name, "exact"))) return MSDA_PART_F16;
+    return MSDA_PART_MAIN;
+}
+
 /* The current context's compute capability as major * 10 + minor, or -1 when unknown. */
 static int context_cc(const msda_driver *drv) {
     CUdevice dev;
@@ -303,65 +311,54 @@ static void append(char *buf, size_t size, const char *fmt, ...) {
     va_end(ap);
 }
 
-/* Tries the embedded fatbins in the order build wrote them (the best code first) and keeps the
- * first that loads. A fatbin is not tried when its headers say it holds nothing the device
- * runs, or when it needs a newer driver than this one: each failed cuModuleLoadData is an API
- * error that tools such as compute-sanitizer report in the user's program. A driver that
- * still refuses one (its format, its PTX) moves on to the next. */
-static msda_status load_module(const msda_driver *drv, msda_module *m, msda_error *err) {
-    CUresult r = CUDA_ERROR_NO_BINARY_FOR_GPU;
-    m->module = NULL;
-    const int cc = context_cc(drv), driver = driver_cuda_version(drv);
-    const char *force = getenv(MSDA_IMAGE_ENV);
-    if (force && !*force) force = NULL;
-    if (force && !image_key_valid(force))
-        return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "%s='%s': give sass:X.Y or ptx:X.Y", MSDA_IMAGE_ENV, force);
-    char why[200] = "", label[32], key[32];
-    int tried = 0, forced_any = 0;
-    for (uint32_t i = 0; i < msda_fatbin_table_count && !m->module; i++) {
-        if (force) {
-            msda_fatbin_key((int)i, key, sizeof key);
-            if (strcmp(key, force) != 0) continue;
-            forced_any = 1;
-        }
-        if (cc >= 0 && msda_fatbin_runs_on(i, cc) == 0) continue;
-        msda_fatbin_label(i, label, sizeof label);
-        const msda_fatbin_ref *f = &msda_fatbin_table[i];
-        if (driver && (int)f->needs_cuda > driver) {
-            append(why, sizeof why, "%s%s needs CUDA %u.%u", why[0] ? "; " : "", label, f->needs_cuda / 1000,
-                   (f->needs_cuda % 1000) / 10);
-            continue;
-        }
-        tried++;
-        r = drv->ModuleLoadData(&m->module, f->data);
-        if (r == CUDA_SUCCESS) {
-            m->fatbin = (int)i;
-        } else {
-            m->module = NULL;
-            if (!image_refused(r)) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "cuModuleLoadData (MSDA device code)");
-            append(why, sizeof why, "%s%s: %s", why[0] ? "; " : "", label, result_name(drv, r));
-        }
+static void unload_parts(const msda_driver *drv, msda_module *m) {
+    for (int p = 0; p < MSDA_PART_COUNT; p++) {
+        if (m->modules[p]) drv->ModuleUnload(m->modules[p]);
+        m->modules[p] = NULL;
     }
-    if (!m->module) {
-        char device[24] = "this GPU", version[40] = "a driver of unknown version";
-        if (cc >= 0) snprintf(device, sizeof device, "sm_%d", cc);
-        if (driver) snprintf(version, sizeof version, "a CUDA %d.%d driver", driver / 1000, (driver % 1000) / 10);
-        msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE, "no MSDA device code loads on %s with %s%s%s%s: %s",
-                  device, version, force ? " (" MSDA_IMAGE_ENV "=" : "", force ? force : "", force ? ")" : "",
-                  why[0] ? why : force && !forced_any ? "the library has no such image" : "no image for it");
-        if (tried && r != CUDA_SUCCESS) {
-            err->cuda_result = (int)r;
-            snprintf(err->cuda_name, sizeof err->cuda_name, "%s", result_name(drv, r));
-        }
-        return MSDA_ERR_NO_KERNEL_IMAGE;
-    }
+}
 
-    CUdeviceptr cfg;
-    size_t cfg_bytes = 0;
-    r = drv->ModuleGetGlobal(&cfg, &cfg_bytes, m->module, "msda_config");
-    if (r == CUDA_SUCCESS && cfg_bytes != sizeof m->config) r = CUDA_ERROR_INVALID_IMAGE;
-    if (r == CUDA_SUCCESS) r = drv->MemcpyDtoH(&m->config, cfg, sizeof m->config);
+/* Loads every part of image F: CUDA_SUCCESS with all of them in m->modules, or the result of
+ * the first part, which decides whether the image is refused (nothing stays loaded). A later
+ * part that fails where the first loaded is not a refusal (the parts are one image): *LATE
+ * says which part, and the caller stops there. */
+static CUresult load_parts(const msda_driver *drv, msda_module *m, const msda_fatbin_ref *f, int *late) {
+    *late = -1;
+    for (int p = 0; p < MSDA_PART_COUNT; p++) {
+        CUresult r = drv->ModuleLoadData(&m->modules[p], f->blobs[p].data);
+        if (r != CUDA_SUCCESS) {
+            m->modules[p] = NULL;
+            unload_parts(drv, m);
+            if (p > 0) *late = p;
+            return r;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+/* Reads MODULE's msda_config into *CFG. */
+static CUresult read_config(const msda_driver *drv, CUmodule module, msda_device_config *cfg) {
+    CUdeviceptr at;
+    size_t bytes = 0;
+    CUresult r = drv->ModuleGetGlobal(&at, &bytes, module, "msda_config");
+    if (r == CUDA_SUCCESS && bytes != sizeof *cfg) r = CUDA_ERROR_INVALID_IMAGE;
+    if (r == CUDA_SUCCESS) r = drv->MemcpyDtoH(cfg, at, sizeof *cfg);
+    return r;
+}
+
+/* Reads and checks the loaded parts' msda_config (the same in every part), then looks up every
+ * kernel the code was built with in its part's module. */
+static msda_status check_module(const msda_driver *drv, msda_module *m, msda_error *err) {
+    CUresult r = read_config(drv, m->modules[0], &m->config);
     if (r != CUDA_SUCCESS) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "reading msda_config");
+    for (int p = 1; p < MSDA_PART_COUNT; p++) {
+        msda_device_config other;
+        r = read_config(drv, m->modules[p], &other);
+        if (r != CUDA_SUCCESS) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "reading msda_config");
+        if (memcmp(&other, &m->config, sizeof other) != 0)
+            return msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE,
+                             "device code: part %d was built with another msda_config than part 0", p);
+    }
     if (m->config.abi != MSDA_DEVICE_ABI)
         return msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE,
                          "device code ABI %d, the library expects %d", m->config.abi, MSDA_DEVICE_ABI);
@@ -384,11 +381,80 @@ static msda_status load_module(const msda_driver *drv, msda_module *m, msda_erro
         m->kernels[k] = (msda_kernel){.name = kernel_names[k]};
         m->points[k] = (msda_kernel){.name = is_forward((msda_kernel_id)k) ? points_names[k] : NULL};
         if (!built) continue; /* never asked: no API error */
-        msda_status st = load_kernel(drv, m->module, &m->kernels[k], err);
-        if (st == MSDA_OK && m->points[k].name) st = load_kernel(drv, m->module, &m->points[k], err);
+        const CUmodule module = m->modules[kernel_part(kernel_names[k])];
+        msda_status st = load_kernel(drv, module, &m->kernels[k], err);
+        if (st == MSDA_OK && m->points[k].name) st = load_kernel(drv, module, &m->points[k], err);
         if (st != MSDA_OK) return st;
     }
     return MSDA_OK;
+}
+
+/* Tries the embedded fatbins in the order build wrote them (the best code first) and keeps the
+ * first that loads. A fatbin is not tried when its headers say it holds nothing the device
+ * runs, or when it needs a newer driver than this one: each failed cuModuleLoadData is an API
+ * error that tools such as compute-sanitizer report in the user's program. A driver that
+ * still refuses one (its format, its PTX) moves on to the next. */
+static msda_status load_module(const msda_driver *drv, msda_module *m, msda_error *err) {
+    CUresult r = CUDA_ERROR_NO_BINARY_FOR_GPU;
+    for (int p = 0; p < MSDA_PART_COUNT; p++) m->modules[p] = NULL;
+    const int cc = context_cc(drv), driver = driver_cuda_version(drv);
+    const char *force = getenv(MSDA_IMAGE_ENV);
+    if (force && !*force) force = NULL;
+    if (force && !image_key_valid(force))
+        return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "%s='%s': give sass:X.Y or ptx:X.Y", MSDA_IMAGE_ENV, force);
+    char why[200] = "", label[32], key[32];
+    int tried = 0, forced_any = 0, loaded = 0;
+    for (uint32_t i = 0; i < msda_fatbin_table_count && !loaded; i++) {
+        if (msda_fatbin_table[i].parts != MSDA_PART_COUNT)
+            return msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE,
+                             "the library's device code was built in %u parts; its loader expects %d",
+                             msda_fatbin_table[i].parts, MSDA_PART_COUNT);
+        if (force) {
+            msda_fatbin_key((int)i, key, sizeof key);
+            if (strcmp(key, force) != 0) continue;
+            forced_any = 1;
+        }
+        if (cc >= 0 && msda_fatbin_runs_on(i, cc) == 0) continue;
+        msda_fatbin_label(i, label, sizeof label);
+        const msda_fatbin_ref *f = &msda_fatbin_table[i];
+        if (driver && (int)f->needs_cuda > driver) {
+            append(why, sizeof why, "%s%s needs CUDA %u.%u", why[0] ? "; " : "", label, f->needs_cuda / 1000,
+                   (f->needs_cuda % 1000) / 10);
+            continue;
+        }
+        tried++;
+        int late;
+        r = load_parts(drv, m, f, &late);
+        if (r == CUDA_SUCCESS) {
+            m->fatbin = (int)i;
+            loaded = 1;
+        } else {
+            if (late > 0) {
+                char what[96];
+                snprintf(what, sizeof what, "cuModuleLoadData (MSDA device code, %s, part %d)", label, late);
+                return msda_cuda_fail(err, drv, MSDA_ERR_NO_KERNEL_IMAGE, r, what);
+            }
+            if (!image_refused(r)) return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "cuModuleLoadData (MSDA device code)");
+            append(why, sizeof why, "%s%s: %s", why[0] ? "; " : "", label, result_name(drv, r));
+        }
+    }
+    if (!loaded) {
+        char device[24] = "this GPU", version[40] = "a driver of unknown version";
+        if (cc >= 0) snprintf(device, sizeof device, "sm_%d", cc);
+        if (driver) snprintf(version, sizeof version, "a CUDA %d.%d driver", driver / 1000, (driver % 1000) / 10);
+        msda_fail(err, MSDA_ERR_NO_KERNEL_IMAGE, "no MSDA device code loads on %s with %s%s%s%s: %s",
+                  device, version, force ? " (" MSDA_IMAGE_ENV "=" : "", force ? force : "", force ? ")" : "",
+                  why[0] ? why : force && !forced_any ? "the library has no such image" : "no image for it");
+        if (tried && r != CUDA_SUCCESS) {
+            err->cuda_result = (int)r;
+            snprintf(err->cuda_name, sizeof err->cuda_name, "%s", result_name(drv, r));
+        }
+        return MSDA_ERR_NO_KERNEL_IMAGE;
+    }
+
+    msda_status st = check_module(drv, m, err);
+    if (st != MSDA_OK) unload_parts(drv, m);
+    return st;
 }
 
 msda_status msda_module_get(const msda_driver *drv, const msda_module **out, msda_error *err) {

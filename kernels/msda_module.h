@@ -1,9 +1,11 @@
-/* The device code loaded per CUDA context: one module, its kernels and their launch sizes. */
+/* The device code loaded per CUDA context: one module per part (msda_parts.h), its kernels and
+ * their launch sizes. */
 #ifndef MSDA_MODULE_H
 #define MSDA_MODULE_H
 
 #include "msda_driver.h"
 #include "msda_kparams.h"
+#include "msda_parts.h"
 
 /* Kernels by data type, direction and vector width; see msda_kernels.cu. C32: f32 coordinates
  * beside a 16-bit value. */
@@ -63,7 +65,7 @@ typedef struct msda_kernel {
 typedef struct msda_module {
     CUcontext ctx;
     unsigned long long ctx_id; /* cuCtxGetId where the driver has it, else 0 */
-    CUmodule module;
+    CUmodule modules[MSDA_PART_COUNT]; /* by part */
     int fatbin;                /* index of the embedded fatbin that loaded */
     msda_device_config config;
     msda_kernel kernels[K_COUNT];
@@ -77,14 +79,19 @@ typedef struct msda_module {
 msda_status msda_module_get(const msda_driver *drv, const msda_module **mod, msda_error *err);
 
 /* The embedded fatbins, in the loader's order (kernels/gen-fatbin-asm.sh writes the table from
- * what `msda-doctor build` planned: recipes/toolkits.json owns what each toolkit's output needs). */
-typedef struct msda_fatbin_ref {
+ * what `msda-doctor build` planned: recipes/toolkits.json owns what each toolkit's output needs).
+ * One entry per image: one fatbin per part, all of the same architecture, kind and toolkit. */
+typedef struct msda_fatbin_blob {
     const unsigned char *data;
     uint64_t size;
+} msda_fatbin_blob;
+
+typedef struct msda_fatbin_ref {
     uint32_t needs_cuda;  /* the driver CUDA version it loads from: 11000 for 11.0 */
     uint32_t toolkit;     /* the CUDA that wrote it: 11080 for 11.8 */
     uint32_t ptx_isa;     /* its PTX ISA, major * 10 + minor; 0 for SASS */
-    uint32_t reserved;
+    uint32_t parts;       /* the number of blobs: MSDA_PART_COUNT, or the build disagrees */
+    const msda_fatbin_blob *blobs; /* by part */
 } msda_fatbin_ref;
 
 extern const msda_fatbin_ref msda_fatbin_table[];

@@ -9,11 +9,16 @@
  * refuses each fatbin by what it holds, as real drivers do (docs/FACTS.md, "Drivers and the code
  * each toolkit writes"): SASS of the device's major architecture whose cubin format and toolkit
  * it reads (the new format of CUDA 13: 13.0 drivers; 11.x/12.x cubins: a driver of that major
- * version or newer), else PTX at or below the device whose ISA it JIT-compiles.
+ * version or newer), else PTX at or below the device whose ISA it JIT-compiles. Each loaded
+ * fatbin is its own module with the code of the image it took: a kernel looked up in one module
+ * while another module of the context has it (another part of libmsda's device code) is not
+ * found, as on a GPU.
  * Not thread-safe: the tests call libmsda from one thread. */
 #include <cuda.h>
 #include <lz4.h>
+#include <zstd.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +34,24 @@ static const char *function_names[FAKE_LAUNCH_MAX_FUNCTIONS];
 static int function_count;
 static fake_launch_op ops[FAKE_LAUNCH_MAX_OPS];
 static int op_count;
+
+/* The modules of the current context: the code of the image each took (a cubin or PTX text,
+ * uncompressed), freed when the test moves to another context or libmsda unloads it. A
+ * module's handle is its index plus FAKE_MODULE_BASE. */
+#define FAKE_MAX_MODULES 64
+#define FAKE_MODULE_BASE 0x2000
+static struct {
+    unsigned char *code;
+    size_t size;
+    int is_ptx;
+} modules[FAKE_MAX_MODULES];
+static int module_count;
+
+static void forget_modules(void) {
+    for (int i = 0; i < module_count; i++) free(modules[i].code);
+    memset(modules, 0, sizeof modules);
+    module_count = 0;
+}
 
 FAKE_EXPORT void fake_launch_set_config(const void *cfg, size_t bytes) {
     config_bytes = bytes < sizeof config ? bytes : sizeof config;
@@ -46,7 +69,8 @@ FAKE_EXPORT void fake_launch_set_device(int cc, int cuda_version, int flags) {
     device_cc = cc;
     driver_version = cuda_version;
     driver_flags = flags;
-    context_serial++; /* a new context: libmsda loads its module again */
+    context_serial++; /* a new context: libmsda loads its modules again */
+    forget_modules();
 }
 
 FAKE_EXPORT CUresult cuDriverGetVersion(int *version) {
@@ -125,6 +149,30 @@ static unsigned isa_of_driver(int v) {
     return isa;
 }
 
+/* The entry's payload uncompressed (LZ4-like 0x2000 or zstd 0x8000, docs/FACTS.md), in a new
+ * buffer of *SIZE bytes; NULL if it cannot be read. */
+static unsigned char *entry_code(const unsigned char *payload, uint64_t size, uint64_t flags, uint64_t full,
+                                 size_t *out_size) {
+    const int compressed = (flags & 0xA000) != 0;
+    const uint64_t bytes = compressed ? full : size;
+    if (bytes == 0 || bytes > (1u << 30) || size > (1u << 30)) return NULL;
+    unsigned char *buf = malloc(bytes);
+    if (!buf) return NULL;
+    if (flags & 0x8000) {
+        const size_t got = ZSTD_decompress(buf, bytes, payload, size);
+        if (ZSTD_isError(got) || got != bytes) goto fail;
+    } else if (flags & 0x2000) {
+        if (LZ4_decompress_safe((const char *)payload, (char *)buf, (int)size, (int)bytes) != (int)bytes) goto fail;
+    } else {
+        memcpy(buf, payload, bytes);
+    }
+    *out_size = bytes;
+    return buf;
+fail:
+    free(buf);
+    return NULL;
+}
+
 /* The CUDA version that wrote a cubin of the old format (11080): its e_version is the toolkit's
  * major * 10 + minor (118 for 11.8); the payload is opened first when the fatbin compressed it.
  * 0 if unreadable. */
@@ -157,7 +205,7 @@ FAKE_EXPORT CUresult cuModuleLoadData(CUmodule *mod, const void *image) {
                        major = (unsigned)rd(p + e + 26, 2), arch = (unsigned)rd(p + e + 28, 4);
         /* A compressed payload is padded: its own size is the compressed_size field's. */
         const uint64_t flags = rd(p + e + 40, 8), full = rd(p + e + 56, 8), packed = rd(p + e + 16, 4);
-        const uint64_t payload = (flags & 0x2000) && packed ? packed : rd(p + e + 8, 8);
+        const uint64_t payload = (flags & 0xA000) && packed ? packed : rd(p + e + 8, 8);
         CUresult r;
         if (kind == 2) { /* SASS */
             if ((int)arch / 10 != device_cc / 10 || (int)arch > device_cc) continue;
@@ -177,7 +225,14 @@ FAKE_EXPORT CUresult cuModuleLoadData(CUmodule *mod, const void *image) {
             continue;
         }
         if (r == CUDA_SUCCESS) {
-            *mod = (CUmodule)(uintptr_t)0x2000;
+            if (module_count == FAKE_MAX_MODULES) return CUDA_ERROR_OUT_OF_MEMORY;
+            size_t bytes = 0;
+            unsigned char *code = entry_code(p + e + rd(p + e + 4, 4), payload, flags, full, &bytes);
+            if (!code) return CUDA_ERROR_INVALID_IMAGE;
+            modules[module_count].code = code;
+            modules[module_count].size = bytes;
+            modules[module_count].is_ptx = kind == 1;
+            *mod = (CUmodule)(uintptr_t)(FAKE_MODULE_BASE + module_count++);
             return CUDA_SUCCESS;
         }
         best = r;
@@ -185,9 +240,40 @@ FAKE_EXPORT CUresult cuModuleLoadData(CUmodule *mod, const void *image) {
     return best;
 }
 
+/* The loaded module of handle MOD, or -1. */
+static int module_index(CUmodule mod) {
+    const intptr_t i = (intptr_t)(uintptr_t)mod - FAKE_MODULE_BASE;
+    return i >= 0 && i < module_count && modules[i].code ? (int)i : -1;
+}
+
+/* Whether module I's code defines kernel NAME: a PTX entry, or a name in a cubin's string table. */
+static int module_has(int i, const char *name) {
+    char pattern[160];
+    const int n = modules[i].is_ptx ? snprintf(pattern, sizeof pattern, ".entry %s(", name)
+                                    : snprintf(pattern, sizeof pattern, "%c%s", 0, name);
+    if (n <= 0 || (size_t)n >= sizeof pattern) return 0;
+    const size_t len = (size_t)n + (modules[i].is_ptx ? 0 : 1); /* a cubin's name ends with its NUL */
+    return memmem(modules[i].code, modules[i].size, pattern, len) != NULL;
+}
+
+FAKE_EXPORT CUresult cuModuleUnload(CUmodule mod) {
+    const int i = module_index(mod);
+    if (i < 0) return CUDA_ERROR_INVALID_HANDLE;
+    free(modules[i].code);
+    modules[i].code = NULL;
+    return CUDA_SUCCESS;
+}
+
 /* A function handle is its index in function_names, plus one. */
 FAKE_EXPORT CUresult cuModuleGetFunction(CUfunction *fn, CUmodule mod, const char *name) {
-    (void)mod;
+    const int m = module_index(mod);
+    if (m < 0) return CUDA_ERROR_INVALID_HANDLE;
+    /* The config is the test's, not the image's: a kernel that no module has may be one the
+     * config claims and this image was built without, which the fake lets pass. One that another
+     * module has is in the wrong part. */
+    if (!module_has(m, name))
+        for (int o = 0; o < module_count; o++)
+            if (o != m && modules[o].code && module_has(o, name)) return CUDA_ERROR_NOT_FOUND;
     for (int i = 0; i < function_count; i++)
         if (strcmp(function_names[i], name) == 0) {
             *fn = (CUfunction)(uintptr_t)(i + 1);
@@ -200,7 +286,7 @@ FAKE_EXPORT CUresult cuModuleGetFunction(CUfunction *fn, CUmodule mod, const cha
 }
 
 FAKE_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *ptr, size_t *bytes, CUmodule mod, const char *name) {
-    (void)mod;
+    if (module_index(mod) < 0) return CUDA_ERROR_INVALID_HANDLE;
     if (strcmp(name, "msda_config") != 0 || !config_bytes) return CUDA_ERROR_NOT_FOUND;
     *ptr = (CUdeviceptr)(uintptr_t)config;
     *bytes = config_bytes;

@@ -204,6 +204,55 @@ START_TEST(every_gpu_from_maxwell_loads_an_image_on_every_driver_from_450) {
 }
 END_TEST
 
+/* Every image is MSDA_PART_COUNT fatbins (kernels/msda_parts.h), distinct and of the same
+ * architectures; each kernel is in the part the loader looks it up in: f16's kernels and bf16's
+ * deterministic backward in MSDA_PART_F16, the rest in MSDA_PART_MAIN. The fake driver finds a
+ * kernel only in the module that has it (where another module of the context has it). */
+START_TEST(each_image_is_its_parts_and_each_kernel_is_in_its_own) {
+    for (uint32_t i = 0; i < msda_fatbin_table_count; i++) {
+        const msda_fatbin_ref *f = &msda_fatbin_table[i];
+        ck_assert_uint_eq(f->parts, MSDA_PART_COUNT);
+        for (uint32_t p = 0; p < f->parts; p++) {
+            ck_assert_uint_gt(f->blobs[p].size, 16);
+            for (uint32_t q = 0; q < p; q++)
+                ck_assert(f->blobs[p].size != f->blobs[q].size ||
+                          memcmp(f->blobs[p].data, f->blobs[q].data, f->blobs[p].size) != 0);
+        }
+    }
+    load_fake_driver();
+    set_device(90, 13000, 0);
+    const msda_driver *drv;
+    msda_error err;
+    ck_assert_int_eq(msda_driver_get(&drv, &err), MSDA_OK);
+    const msda_fatbin_ref *sm90 = NULL;
+    for (uint32_t i = 0; i < msda_fatbin_table_count && !sm90; i++)
+        if (msda_fatbin_table[i].toolkit == 13000 && !msda_fatbin_table[i].ptx_isa && msda_fatbin_runs_on(i, 90) == 1)
+            sm90 = &msda_fatbin_table[i];
+    ck_assert_ptr_nonnull(sm90);
+    CUmodule parts[MSDA_PART_COUNT];
+    for (int p = 0; p < MSDA_PART_COUNT; p++) ck_assert_int_eq(drv->ModuleLoadData(&parts[p], sm90->blobs[p].data), CUDA_SUCCESS);
+    static const struct {
+        const char *name;
+        int part;
+    } kernels[] = {{"msda_forward_f32_v4", MSDA_PART_MAIN},        {"msda_backward_f64_exact_v2", MSDA_PART_MAIN},
+                   {"msda_backward_bf16_v8", MSDA_PART_MAIN},      {"msda_backward_bf16c32_half_v4", MSDA_PART_MAIN},
+                   {"msda_forward_points_bf16_v8", MSDA_PART_MAIN}, {"msda_forward_f16_v8", MSDA_PART_F16},
+                   {"msda_gather_replicas_f16", MSDA_PART_F16},     {"msda_backward_bf16_exact_v8", MSDA_PART_F16},
+                   {"msda_exact_finish_bf16", MSDA_PART_F16}};
+    for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++)
+        for (int p = 0; p < MSDA_PART_COUNT; p++) {
+            CUfunction fn;
+            ck_assert_msg(drv->ModuleGetFunction(&fn, parts[p], kernels[k].name) ==
+                              (p == kernels[k].part ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND),
+                          "%s in part %d", kernels[k].name, p);
+        }
+    for (int p = 0; p < MSDA_PART_COUNT; p++) ck_assert_int_eq(drv->ModuleUnload(parts[p]), CUDA_SUCCESS);
+    /* The loader finds every kernel of the image in its part. */
+    const msda_module *mod;
+    ck_assert_msg(msda_module_get(drv, &mod, &err) == MSDA_OK, "%s", err.message);
+}
+END_TEST
+
 TCase *kt_tcase_images(void) {
     TCase *tc = tcase_create("images");
     tcase_add_test(tc, newer_drivers_get_the_newest_sass_and_older_ones_the_sass_they_read);
@@ -211,6 +260,7 @@ TCase *kt_tcase_images(void) {
     tcase_add_test(tc, a_refused_image_is_passed_over_for_the_next);
     tcase_add_test(tc, when_nothing_loads_the_error_names_the_driver_the_gpu_and_each_image);
     tcase_add_test(tc, msda_image_forces_one_kind_of_image);
+    tcase_add_test(tc, each_image_is_its_parts_and_each_kernel_is_in_its_own);
     tcase_add_loop_test(tc, every_gpu_from_maxwell_loads_an_image_on_every_driver_from_450, 0, N_TABLE_ARCHS);
     return tc;
 }

@@ -191,14 +191,18 @@ static md_status plan_pack_steps(const md_build_config *cfg, const md_step_list 
     snprintf(asm_path, sizeof asm_path, "%s/fatbins.S", cfg->work_dir);
     strv gen = { 0 };
     bool ok = strv_add(&gen, "sh") && strv_add(&gen, "%s/gen-fatbin-asm.sh", cfg->kernels_dir) &&
-              strv_add(&gen, "%s", asm_path);
-    /* Each fatbin with what the loader needs to know of it before loading it: the driver's
-     * CUDA version it needs, the toolkit that wrote it, and its PTX ISA (0 for SASS). */
+              strv_add(&gen, "%s", asm_path) && strv_add(&gen, "%u", cfg->recipe->parts);
+    /* Each image with what the loader needs to know of it before loading it: the driver's
+     * CUDA version it needs, the toolkit that wrote it, and its PTX ISA (0 for SASS); then its
+     * fatbins, one per part. */
     for (size_t i = 0; ok && i < n_order; i++) {
         const md_plan_target *t = order[i];
+        const size_t first = (size_t)(t - cfg->plan->targets) * cfg->recipe->parts;
         ok = strv_add(&gen, "%d", t->needs_cuda) &&
              strv_add(&gen, "%u", t->toolkit->major * 1000 + t->toolkit->minor * 10) &&
-             strv_add(&gen, "%u", t->ptx_isa) && strv_add(&gen, "%s", compile->steps[image_step[t - cfg->plan->targets]].output);
+             strv_add(&gen, "%u", t->ptx_isa);
+        for (size_t p = 0; ok && p < cfg->recipe->parts; p++)
+            ok = strv_add(&gen, "%s", compile->steps[image_step[first + p]].output);
     }
     if (!ok || !md_steps_add(pack, &gen, NULL, "embedding the fatbins", asm_path, false, err)) {
         strv_free(gen.items);
@@ -406,7 +410,7 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
     md_error_clear(err);
     md_step_list *compile = calloc(1, sizeof *compile), *pack = calloc(1, sizeof *pack);
     char **sources = NULL;
-    size_t *image_step = NULL; /* per target: the compile step that writes its fatbin */
+    size_t *image_step = NULL; /* per target and part: the compile step that writes its fatbin */
     strv objects[MD_MAX_PLATFORMS] = { { 0 } };
     char compilers[MD_MAX_PLATFORMS][PATH_MAX];
     char log_dir[PATH_MAX];
@@ -430,7 +434,7 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
         goto end;
     }
 
-    if (!(image_step = calloc(cfg->plan->n_targets + 1, sizeof *image_step))) {
+    if (!(image_step = calloc(cfg->plan->n_targets * cfg->recipe->parts + 1, sizeof *image_step))) {
         st = md_fail(err, MD_ERR_NOMEM, "out of memory");
         goto end;
     }

@@ -46,7 +46,7 @@ static md_status header_shim(const md_toolkit *tk, const md_device_inputs *cfg, 
 typedef struct {
     strv ptx_argv, image_argv;
     char ptx_key[65], ptx_path[PATH_MAX], image_path[PATH_MAX];
-    unsigned ptx_arch;
+    unsigned ptx_arch, part;
     char ptx_what[96], image_what[96];
     bool image_cached;
     const md_toolkit *tk;
@@ -101,8 +101,8 @@ static unsigned ptx_arch(const md_device_inputs *cfg, const md_plan_target *t)
     return md_libmsda_ptx_arch(cfg->recipe, t->toolkit->major, t->toolkit->minor, t->sm);
 }
 
-/* The PTX of target T: cicc for ptx_arch's architecture with the recipe's flags and the
- * target's knobs. Targets with the same toolkit, PTX architecture, host compiler and knobs (a
+/* The PTX of part D->part of target T: cicc for ptx_arch's architecture with the recipe's flags,
+ * the target's knobs and the part's define. Targets with the same toolkit, PTX architecture, host compiler and knobs (a
  * SASS target and its PTX twin, the old drivers' PTX and the SASS of that architecture, the
  * architectures of a same_ptx group) get the same key, hence one step. */
 static md_status plan_ptx(const md_device_inputs *cfg, const md_plan_target *t, const char *source,
@@ -121,7 +121,7 @@ static md_status plan_ptx(const md_device_inputs *cfg, const md_plan_target *t, 
               (!shim[0] || strv_add(v, "-I%s", shim)) && strv_add(v, "-I%s", cfg->kernels_dir);
     for (size_t i = 0; ok && i < t->n_defines; i++)
         ok = strv_add(v, "-D%s=%ld", t->defines[i].name, t->defines[i].value);
-    ok = ok && strv_add(v, "-o") && strv_add(v, "OUTPUT") && strv_add(v, "%s", source);
+    ok = ok && strv_add(v, "-D%s=%u", cfg->recipe->part_define, d->part) && strv_add(v, "-o") && strv_add(v, "OUTPUT") && strv_add(v, "%s", source);
     if (!ok)
         return md_fail(err, MD_ERR_NOMEM, "out of memory");
     if (!md_content_key(tk->version_text, v->items, v->n - 2, cfg->source_dir, cfg->kernels_dir, source, NULL,
@@ -131,7 +131,7 @@ static md_status plan_ptx(const md_device_inputs *cfg, const md_plan_target *t, 
     char tmp_dir[PATH_MAX];
     md_build_tmp_dir(cfg->work_dir, tmp_dir, sizeof tmp_dir);
     snprintf(d->ptx_path, sizeof d->ptx_path, "%s/%s.ptx", tmp_dir, d->ptx_key);
-    snprintf(d->ptx_what, sizeof d->ptx_what, "compute_%u PTX (CUDA %s)", arch, tk->version);
+    snprintf(d->ptx_what, sizeof d->ptx_what, "compute_%u PTX (CUDA %s, part %u)", arch, tk->version, d->part);
     d->ptx_arch = arch;
     return set_output(v, d->ptx_path) ? MD_OK : md_fail(err, MD_ERR_NOMEM, "out of memory");
 }
@@ -156,7 +156,8 @@ static md_status plan_image(const md_device_inputs *cfg, const md_plan_target *t
              strv_add_all(v, cfg->recipe->fatbin_compress_flags) && strv_add(v, "-gencode") &&
              strv_add(v, "arch=compute_%u,code=%s_%u", d->ptx_arch, t->ptx ? "compute" : "sm", t->sm) &&
              strv_add_all(v, cfg->recipe->nvcc_flags) && /* -Werror holds for ptxas's warnings too */
-             (t->ptx || !tk->split_compile || strv_add(v, "--split-compile=%u", cfg->recipe->ptxas_threads));
+             (t->ptx || !tk->split_compile || cfg->recipe->ptxas_threads == 1 ||
+              strv_add(v, "--split-compile=%u", cfg->recipe->ptxas_threads));
     ok = ok && strv_add(v, "-o") && strv_add(v, "OUTPUT") && strv_add(v, "%s", ptx_name);
     if (!ok)
         return md_fail(err, MD_ERR_NOMEM, "out of memory");
@@ -173,11 +174,11 @@ static md_status plan_image(const md_device_inputs *cfg, const md_plan_target *t
     free(v->items[v->n - 1]);
     v->items[v->n - 1] = ptx_arg;
     if (t->lowered)
-        snprintf(d->image_what, sizeof d->image_what, "compute_%u (CUDA %s, ISA %u.%u)", t->sm, tk->version,
-                 t->ptx_isa / 10, t->ptx_isa % 10);
+        snprintf(d->image_what, sizeof d->image_what, "compute_%u (CUDA %s, ISA %u.%u, part %u)", t->sm,
+                 tk->version, t->ptx_isa / 10, t->ptx_isa % 10, d->part);
     else
-        snprintf(d->image_what, sizeof d->image_what, "%s_%u (CUDA %s)", t->ptx ? "compute" : "sm", t->sm,
-                 tk->version);
+        snprintf(d->image_what, sizeof d->image_what, "%s_%u (CUDA %s, part %u)", t->ptx ? "compute" : "sm", t->sm,
+                 tk->version, d->part);
     d->image_cached = access(d->image_path, R_OK) == 0;
     d->tk = tk;
     return MD_OK;
@@ -209,15 +210,18 @@ md_status md_device_steps_add(const md_device_inputs *cfg, md_step_list *s, size
     snprintf(source, sizeof source, "%s/%s", cfg->kernels_dir, cfg->recipe->device_source);
     if (access(source, R_OK) != 0)
         return md_fail(err, MD_ERR_IO, "cannot read '%s': %s", source, strerror(errno));
-    const size_t n = cfg->plan->n_targets;
+    /* Target t's part p is d[t * parts + p]. */
+    const size_t parts = cfg->recipe->parts, n = cfg->plan->n_targets * parts;
     device_target *d = calloc(n ? n : 1, sizeof *d);
     if (!d)
         return md_fail(err, MD_ERR_NOMEM, "out of memory");
     md_status st = MD_OK;
     for (size_t i = 0; i < n && st == MD_OK; i++) {
-        st = plan_ptx(cfg, &cfg->plan->targets[i], source, &d[i], err);
+        const md_plan_target *t = &cfg->plan->targets[i / parts];
+        d[i].part = (unsigned)(i % parts);
+        st = plan_ptx(cfg, t, source, &d[i], err);
         if (st == MD_OK)
-            st = plan_image(cfg, &cfg->plan->targets[i], &d[i], err);
+            st = plan_image(cfg, t, &d[i], err);
     }
     /* Each PTX in the order of its first target, followed by the images made from it: the pool
      * starts the first step that can run, so an image starts as soon as its PTX is written. */

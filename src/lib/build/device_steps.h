@@ -1,5 +1,6 @@
-/* The device code's compile steps: for each target, the PTX that cicc writes (one step shared by
- * every target that compiles the same PTX) and the image made from it (ptxas and fatbinary for
+/* The device code's compile steps: for each target and each part of the device code
+ * (libmsda.json device.parts), the PTX that cicc writes (one step shared by every target that
+ * compiles the same PTX) and the image made from it (ptxas and fatbinary for
  * SASS, fatbinary for PTX, the kernels' script for the old drivers' PTX).
  * Scope: private to src/lib/build. */
 #ifndef MD_DEVICE_STEPS_H
@@ -22,7 +23,8 @@ typedef struct {
 
 /* Appends the device steps of IN's plan to S: each PTX step before the images made from it,
  * and no PTX step where every image made from it is cached. IMAGE_STEP[i] is set to the index
- * in S of the step that writes target i's fatbin (IN->plan->n_targets entries). */
+ * in S of the step that writes target i / parts's fatbin of part i % parts (IN->plan->n_targets
+ * times IN->recipe->parts entries). */
 md_status md_device_steps_add(const md_device_inputs *in, md_step_list *s, size_t *image_step, md_error *err);
 
 #endif

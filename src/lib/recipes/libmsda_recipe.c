@@ -266,6 +266,18 @@ md_status md_libmsda_recipe_load(const char *kernels_dir, md_libmsda_recipe *out
         goto end;
     }
     out->ptxas_threads = (unsigned)json_integer_value(threads);
+    json_t *parts = json_object_get(device, "parts");
+    const char *part_define = json_string_value(json_object_get(device, "part_define"));
+    if (!json_is_integer(parts) || json_integer_value(parts) < 1 || json_integer_value(parts) > MD_MAX_PARTS) {
+        st = md_fail(err, MD_ERR_FORMAT, "%s: device.parts must be an integer from 1 to %d", path, MD_MAX_PARTS);
+        goto end;
+    }
+    if (!part_define || !part_define[0] || strlen(part_define) >= sizeof out->part_define) {
+        st = md_fail(err, MD_ERR_FORMAT, "%s: device.part_define must name a macro", path);
+        goto end;
+    }
+    out->parts = (unsigned)json_integer_value(parts);
+    snprintf(out->part_define, sizeof out->part_define, "%s", part_define);
     snprintf(out->device_source, sizeof out->device_source, "%s", source);
     snprintf(out->version_define, sizeof out->version_define, "%s", version_define);
     if ((st = string_list(device, "nvcc_flags", path, &out->nvcc_flags, err)) != MD_OK ||

@@ -13,6 +13,7 @@
 #define MD_RECIPE_FILE "libmsda.json"
 #define MD_MAX_KNOBS 16
 #define MD_KNOB_NAME_MAX 48
+#define MD_MAX_PARTS 8 /* parts of the device code (libmsda.json device.parts) */
 
 /* The architecture fact a knob's value follows (recipes/architectures.json). */
 typedef enum {
@@ -60,6 +61,8 @@ typedef struct {
     char **nvcc_flags;            /* NULL-terminated, owned */
     unsigned ptxas_threads;       /* ptxas's threads for one SASS image, where nvcc has
                                      --split-compile; a constant: the SASS bytes depend on it */
+    unsigned parts;               /* the device source is compiled this many times per image, */
+    char part_define[MD_KNOB_NAME_MAX]; /* with this macro set to 0, 1, ... (kernels/msda_parts.h) */
     char **host_cflags;
     char **link_flags;
     char **libs;

@@ -11,7 +11,7 @@ load fake-build
 @test "nvcc failing: exit 4 naming the step, its exit status and its error; nothing cached, no wheel" {
   run --separate-stderr build FAKE_NVCC_MODE=fail
   [ "$status" -eq 4 ]
-  [[ "$stderr" == *"compute_90 PTX (CUDA 13.0) failed, exit 2 (log: "*"this nvcc was told to fail"* ]]
+  [[ "$stderr" == *"compute_90 PTX (CUDA 13.0, part "[01]") failed, exit 2 (log: "*"this nvcc was told to fail"* ]]
   [ "$(printf '%s\n' "$stderr" | grep -c .)" -eq 1 ]
   cache_has_no_fatbin
   [ -z "$(ls "$OUT" 2>/dev/null)" ]
@@ -22,7 +22,7 @@ load fake-build
 @test "nvcc killed by a signal: exit 4 naming the signal; the next build succeeds" {
   run --separate-stderr build FAKE_NVCC_MODE=kill
   [ "$status" -eq 4 ]
-  [[ "$stderr" == *"compute_90 PTX (CUDA 13.0) failed, killed by signal 9"* ]]
+  [[ "$stderr" == *"compute_90 PTX (CUDA 13.0, part "[01]") failed, killed by signal 9"* ]]
   cache_has_no_fatbin
   run --separate-stderr build
   [ "$status" -eq 0 ]

@@ -49,7 +49,7 @@ next_build_is_clean() {
   mkdir -p "$CACHE"
   run --separate-stderr build_on_full_disk MSDA_INJECT_WRITE_LIMIT=0 MSDA_INJECT_WRITE_DIR="$CACHE"
   [ "$status" -eq 4 ] || { echo "status $status: $stderr" >&2; return 1; }
-  [[ "$stderr" == "msda-doctor: error: sm_90 (CUDA 13.0) failed: no room for '$CACHE/"*".fatbin': No space left on device (log: "* ]]
+  [[ "$stderr" == "msda-doctor: error: sm_90 (CUDA 13.0, part "[01]") failed: no room for '$CACHE/"*".fatbin': No space left on device (log: "* ]]
   one_line "$stderr"
   cache_has_no_fatbin
   nothing_left

@@ -61,20 +61,27 @@ run_case() {
     jq -e --arg n "$note" 'any(.plan.notes[]; contains($n))' <<<"$output" >/dev/null ||
       { echo "no note '$note'" >&2; return 1; }
   done < <(sed -n 's/^note: *//p' "$file")
-  # A dry run plans every step and runs none: one image step per target (nvcc -fatbin, or the
-  # kernels' script for the old drivers' PTX), each made from the PTX of a PTX step listed before
-  # it, and no more PTX steps than targets.
+  # A dry run plans every step and runs none: one image step per target and part of the device
+  # code (nvcc -fatbin, or the kernels' script for the old drivers' PTX), each made from the PTX
+  # of a PTX step listed before it, and no more PTX steps than images.
   check_device_steps
   [ "$(jq '.compiled' <<<"$output")" -eq 0 ]
 }
 
 # The device steps of build --json's OUTPUT against its plan (see run_case).
 check_device_steps() {
-  local images ptx
+  local images ptx parts
+  parts=$(jq '.device.parts' "$SRC/kernels/libmsda.json")
   images=$(jq '[.steps[] | select(((.command[0] | endswith("/nvcc")) and (.command | index("-fatbin"))) or ((.command[1] // "") | endswith("/ptx-for-old-drivers.sh")))] | length' <<<"$output")
   ptx=$(jq '[.steps[] | select((.command[0] | endswith("/nvcc")) and (.command | index("-ptx")))] | length' <<<"$output")
-  [ "$images" -eq "$(jq '.plan.targets | length' <<<"$output")" ] || { echo "$images image steps" >&2; return 1; }
-  [ "$(jq '[.steps[] | select((.command[1] // "") | endswith("/ptx-for-old-drivers.sh"))] | length' <<<"$output")" -eq "$(jq '[.plan.targets[] | select(.lowered)] | length' <<<"$output")" ]
+  [ "$images" -eq "$(jq --argjson p "$parts" '.plan.targets | length * $p' <<<"$output")" ] || { echo "$images image steps" >&2; return 1; }
+  [ "$(jq '[.steps[] | select((.command[1] // "") | endswith("/ptx-for-old-drivers.sh"))] | length' <<<"$output")" -eq "$(jq --argjson p "$parts" '[.plan.targets[] | select(.lowered)] | length * $p' <<<"$output")" ]
+  # Each PTX step compiles one part: MSDA_PART=0, 1, ... as often each.
+  local part
+  for ((part = 0; part < parts; part++)); do
+    [ "$(jq --arg d "-DMSDA_PART=$part" '[.steps[] | select(.command | index($d))] | length' <<<"$output")" -eq $((ptx / parts)) ] ||
+      { echo "part $part: not one PTX step in $parts" >&2; return 1; }
+  done
   [ "$ptx" -ge 1 ] && [ "$ptx" -le "$images" ] || { echo "$ptx PTX steps for $images images" >&2; return 1; }
   # Each image's input is the output of a PTX step before it.
   jq -e '.steps as $s | [range(0; $s | length) as $i | $s[$i] | select((.command[-1] | endswith(".ptx")))
@@ -108,14 +115,15 @@ check_device_steps() {
   [ "$status" -eq 0 ]
   [[ "$output" == *"sm_62        CUDA 11.8  driver >= 450.80.02          threads 128"*"-ccbin $FAKE/bin/g++-11"* ]]
   [[ "$output" == *"compute_62   CUDA 11.8  ISA 6.5, driver >= 440.33"* ]]
-  # One PTX step for compute_62, which the SASS and the old drivers' lowered PTX are both made from.
-  [ "$(grep -c -- "-ptx -arch=compute_62 " <<<"$output")" -eq 1 ]
+  # One PTX step per part for compute_62, which the SASS and the old drivers' lowered PTX are
+  # both made from.
+  [ "$(grep -c -- "-ptx -arch=compute_62 " <<<"$output")" -eq 2 ]
   local ptx
-  ptx=$(grep -- "-ptx -arch=compute_62 " <<<"$output" | sed 's/.* -o \([^ ]*\.ptx\) .*/\1/')
+  ptx=$(grep -- "-ptx -arch=compute_62 .*-DMSDA_PART=1 " <<<"$output" | sed 's/.* -o \([^ ]*\.ptx\) .*/\1/')
   [[ "$output" == *"sh $SRC/kernels/ptx-for-old-drivers.sh 6.5 62 -o "*".fatbin $ptx"* ]]
   # The floor of each architecture, from its images.
   [[ "$output" == *"Drivers: each architecture runs on"*"sm_62            CUDA 11.8 SASS from driver 450.80.02 (CUDA 11.0); PTX ISA 6.5 from driver 440.33 (CUDA 10.2)"* ]]
-  [[ "$output" == *"$FAKE/cuda-11.8/bin/nvcc -ptx -arch=compute_62 "*"-DMSDA_MAX_THREADS=128"*"msda_kernels.cu"* ]]
+  [[ "$output" == *"$FAKE/cuda-11.8/bin/nvcc -ptx -arch=compute_62 "*"-DMSDA_MAX_THREADS=128"*"-DMSDA_PART=0 -o "*"msda_kernels.cu"* ]]
   [[ "$output" == *"$FAKE/cuda-11.8/bin/nvcc -fatbin -Xfatbin=-compress-all -gencode arch=compute_62,code=sm_62 "*" $ptx"* ]]
 }
 
@@ -136,7 +144,7 @@ check_device_steps() {
   [ "$status" -eq 0 ]
   [ "$(jq -r '[.plan.targets[] | .f16_atomic] | unique | join(",")' <<<"$output")" = "cas" ]
   cmd=$(jq -r '.steps[0].command | join(" ")' <<<"$output")
-  [[ "$cmd" == *"-DMSDA_F16_ATOMIC=2 -DMSDA_BF16_ATOMIC=4 -DMSDA_VECTOR_ATOMICS=0 -o "* ]]
+  [[ "$cmd" == *"-DMSDA_F16_ATOMIC=2 -DMSDA_BF16_ATOMIC=4 -DMSDA_VECTOR_ATOMICS=0 -DMSDA_PART=0 -o "* ]]
   [[ "$cmd" != *"-DMSDA_F16_ATOMIC=1"* ]]
 }
 
@@ -235,6 +243,12 @@ recipe_source() {
     assert_recipe_refused ".device.ptxas_threads = $bad" \
       "kernels/libmsda.json: device.ptxas_threads must be an integer from 1 to 64"
   done
+  for bad in 0 9 '"two"' null; do
+    assert_recipe_refused ".device.parts = $bad" "kernels/libmsda.json: device.parts must be an integer from 1 to 8"
+  done
+  for bad in '""' 2 null; do
+    assert_recipe_refused ".device.part_define = $bad" "kernels/libmsda.json: device.part_define must name a macro"
+  done
 }
 
 # build --dry-run --json --arch $1 of $SRC with the fake toolkits, which must succeed.
@@ -258,17 +272,18 @@ assert_recipe_refused() {
   recipe_source '.same_ptx = {"13.0": [[80, 86, 89], [103, 121]]}'
   dry_json sm_80,sm_86,sm_89,sm_103,sm_121+PTX
   check_device_steps
-  [ "$(made_from "sm_86 (CUDA 13.0)")" = "arch=compute_80,code=sm_86" ]
-  [ "$(made_from "sm_89 (CUDA 13.0)")" = "arch=compute_80,code=sm_89" ]
-  [ "$(made_from "sm_103 (CUDA 13.0)")" = "arch=compute_103,code=sm_103" ]
+  [ "$(made_from "sm_86 (CUDA 13.0, part 0)")" = "arch=compute_80,code=sm_86" ]
+  [ "$(made_from "sm_89 (CUDA 13.0, part 1)")" = "arch=compute_80,code=sm_89" ]
+  [ "$(made_from "sm_103 (CUDA 13.0, part 0)")" = "arch=compute_103,code=sm_103" ]
   # sm_121's own PTX is compiled anyway, for its PTX image
-  [ "$(made_from "sm_121 (CUDA 13.0)")" = "arch=compute_121,code=sm_121" ]
-  [ "$(made_from "compute_121 (CUDA 13.0)")" = "arch=compute_121,code=compute_121" ]
+  [ "$(made_from "sm_121 (CUDA 13.0, part 1)")" = "arch=compute_121,code=sm_121" ]
+  [ "$(made_from "compute_121 (CUDA 13.0, part 0)")" = "arch=compute_121,code=compute_121" ]
   # 13.0: compute_80 for three SASS, compute_103, compute_121; 11.8 has no group here, so its
-  # SASS are each made from their own PTX
-  [ "$(jq -r '[.steps[] | select(.command | index("-ptx")) | .what] | sort | join(",")' <<<"$output")" = \
+  # SASS are each made from their own PTX; each once per part
+  [ "$(jq -r '[.steps[] | select(.command | index("-ptx")) | .what | sub(", part [01]"; "")] | unique | join(",")' <<<"$output")" = \
     "compute_103 PTX (CUDA 13.0),compute_121 PTX (CUDA 13.0),compute_80 PTX (CUDA 11.8),compute_80 PTX (CUDA 13.0),compute_86 PTX (CUDA 11.8),compute_89 PTX (CUDA 11.8)" ]
-  [ "$(made_from "sm_86 (CUDA 11.8)")" = "arch=compute_86,code=sm_86" ]
+  [ "$(jq '[.steps[] | select(.command | index("-ptx"))] | length' <<<"$output")" -eq 12 ]
+  [ "$(made_from "sm_86 (CUDA 11.8, part 1)")" = "arch=compute_86,code=sm_86" ]
   for bad in '{"13.0": [[80]]}' '{"13.0": [[80, 86], [86, 89]]}' '{"thirteen": [[80, 86]]}' '[[80, 86]]'; do
     assert_recipe_refused ".same_ptx = $bad" "kernels/libmsda.json: same_ptx"
   done
@@ -278,11 +293,13 @@ assert_recipe_refused() {
   make_fakes "13.0 11.8" "12 11"
   dry_json sm_80+PTX
   # sm_80 from 13.0 (whose --help offers it), sm_80 from 11.8, compute_80 from 13.0
-  [ "$(jq -r '[.steps[] | select(.command | index("--split-compile=4")) | .what] | join(",")' <<<"$output")" = "sm_80 (CUDA 13.0)" ]
-  [ "$(jq '[.steps[] | select(.command | any(startswith("--split-compile")))] | length' <<<"$output")" -eq 1 ]
+  # 1 (the shipped recipe's): no flag at all, as ptxas's default
+  [ "$(jq '[.steps[] | select(.command | any(startswith("--split-compile")))] | length' <<<"$output")" -eq 0 ]
   recipe_source '.device.ptxas_threads = 2'
   dry_json sm_80+PTX
-  [ "$(jq -r '[.steps[] | select(.command | index("--split-compile=2")) | .what] | join(",")' <<<"$output")" = "sm_80 (CUDA 13.0)" ]
+  [ "$(jq -r '[.steps[] | select(.command | index("--split-compile=2")) | .what] | join(",")' <<<"$output")" = \
+    "sm_80 (CUDA 13.0, part 0),sm_80 (CUDA 13.0, part 1)" ]
+  [ "$(jq '[.steps[] | select(.command | any(startswith("--split-compile")))] | length' <<<"$output")" -eq 2 ]
 }
 
 @test "a missing cross compiler names Debian's package for it" {

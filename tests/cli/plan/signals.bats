@@ -84,8 +84,14 @@ setup_tmp() { mkdir -p "$BATS_TEST_TMPDIR/tmp"; }
   local total
   total=$(grep -c '^\[' <<<"$stderr")
   [ "$total" -ge 3 ]
-  grep -q "^\[1/$total\] compute_90 PTX (CUDA 13.0) [0-9.]* s$" <<<"$stderr" || { echo "$stderr" >&2; return 1; }
-  grep -q "^\[2/$total\] sm_90 (CUDA 13.0) [0-9.]* s$" <<<"$stderr" || { echo "$stderr" >&2; return 1; }
+  # each part's PTX, then its image: a part's image line after that part's PTX line
+  local part ptx_line image_line
+  for part in 0 1; do
+    ptx_line=$(grep -n "^\[[0-9]*/$total\] compute_90 PTX (CUDA 13.0, part $part) [0-9.]* s$" <<<"$stderr" | cut -d: -f1)
+    image_line=$(grep -n "^\[[0-9]*/$total\] sm_90 (CUDA 13.0, part $part) [0-9.]* s$" <<<"$stderr" | cut -d: -f1)
+    [ -n "$ptx_line" ] && [ -n "$image_line" ] && [ "$ptx_line" -lt "$image_line" ] || { echo "$stderr" >&2; return 1; }
+  done
+  grep -q "^\[1/$total\] compute_90 PTX (CUDA 13.0, part [01]) [0-9.]* s$" <<<"$stderr" || { echo "$stderr" >&2; return 1; }
   grep -q "^\[$total/$total\] " <<<"$stderr"
   rm -rf "$CACHE" "$OUT"
   run --separate-stderr env MSDA_TOOLKIT_PATHS="$FAKE" "$MSDA_DOCTOR" build --quiet --arch sm_90 \
