@@ -48,7 +48,8 @@ KERNEL_SAN_OBJS := $(patsubst kernels/%.c,$(KERNEL_DIR)/san/%.o,$(KERNEL_SRCS))
 
 CHECK_SUITES += kernels
 
-.PHONY: kernels check-kernels image-table gpu-check-images gpu-wheels gpu-variants gpu-check bench accuracy ncu
+.PHONY: kernels check-kernels image-table gpu-check-images gpu-wheels gpu-variants gpu-check bench accuracy ncu \
+        bench-frameworks
 
 kernels: $(KERNEL_LIB)
 
@@ -177,6 +178,14 @@ accuracy: $(GPU_LIB) gpu-variants
 	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
 	@PYTHONUNBUFFERED=1 python3 tests/bench/accuracy.py --cases enc_b2 default=$(GPU_LIB) \
 	  $(foreach n,$(GPU_VARIANT_NAMES),$(n)=$(BUILD)/variant-$(n)/kernels/libmsda.so)
+
+# transformers' models (the machine's transformers) with their own MSDA path and with msda.patch.
+bench-frameworks: $(GPU_LIB)
+	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
+	@rm -rf $(BUILD)/bench-site && mkdir -p $(BUILD)/bench-site && cp -r wheels/msda $(BUILD)/bench-site/ && \
+	  cp $(GPU_LIB) $(BUILD)/bench-site/msda/libmsda.so
+	@PYTHONPATH=$(abspath $(BUILD)/bench-site) MSDA_LIBRARY=$(abspath $(BUILD)/bench-site/msda/libmsda.so) \
+	  HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 python3 tests/bench/frameworks.py
 
 ncu: $(GPU_LIB)
 	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"

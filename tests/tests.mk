@@ -76,14 +76,24 @@ CHECK_SUITES += corpus
 check-corpus: $(BUILD)/san/msda-doctor
 	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) $(RUN_SUITE) corpus counts tests/diagnose-corpus/score
 
-# The Python package from an installed wheel for this CPU, in a virtual environment with torch (from
-# PyPI: about 60 s and 5 GB the first time, kept in build/ afterwards).
+# The Python package from an installed wheel for this CPU, in a virtual environment with torch and
+# the frameworks msda.patch switches (tests/python-requirements.txt; from PyPI: about 80 s and
+# 5 GB the first time, kept in build/ afterwards, installed again when the list changes).
 PY_VENV := $(BUILD)/venv-torch
 PY_SITE := $(BUILD)/py-site
-$(PY_VENV)/.stamp:
-	python3 -m venv $(PY_VENV)
+PY_REQUIREMENTS := tests/python-requirements.txt
+$(PY_VENV)/.stamp: $(PY_REQUIREMENTS)
+	test -x $(PY_VENV)/bin/python || python3 -m venv $(PY_VENV)
 	$(PY_VENV)/bin/pip install -q --upgrade pip
-	$(PY_VENV)/bin/pip install -q torch numpy pytest
+	$(PY_VENV)/bin/pip install -q -r $(PY_REQUIREMENTS)
+	@touch $@
+# transformers of the 4.5x line, with the versions of its dependencies it wants, in a folder put
+# before the environment's own on PYTHONPATH: msda.patch's tests once more on it.
+PY_TRANSFORMERS4 := $(BUILD)/py-transformers4
+PY_TRANSFORMERS4_VERSION := 4.57.6
+$(PY_TRANSFORMERS4)/.stamp: $(PY_VENV)/.stamp
+	@rm -rf $(PY_TRANSFORMERS4)
+	$(PY_VENV)/bin/pip install -q --target $(PY_TRANSFORMERS4) transformers==$(PY_TRANSFORMERS4_VERSION)
 	@touch $@
 
 # (here, no GPU) the CPU path, as the Python op runs it, against grid_sample on the CPU, on the
@@ -95,17 +105,32 @@ bench-cpu: $(GPU_LIB) $(PY_VENV)/.stamp
 
 CHECK_SUITES += python
 .PHONY: check-python
-# The wheel is the one the kernel tests take their library from (kernels/kernels.mk).
-check-python: $(KERNEL_WHEEL_DEP) $(PY_VENV)/.stamp
+# The wheel is the one the kernel tests take their library from (kernels/kernels.mk), installed
+# with the tests copied outside wheels/, whose pytest.ini would import the sources.
+PY_TESTS := $(BUILD)/py-tests
+PY_TRANSFORMERS := $(shell sed -n 's/^transformers==//p' $(PY_REQUIREMENTS))
+$(PY_TESTS)/.stamp: $(KERNEL_WHEEL_DEP) $(PY_VENV)/.stamp $(wildcard wheels/tests/*.py)
 	@rm -rf $(PY_SITE)
 	$(PY_VENV)/bin/pip install -q --no-index --no-deps --target $(PY_SITE) $(KERNEL_WHEEL)
-	@# The tests run from a copy outside wheels/, whose pytest.ini would import the sources.
-	@rm -rf $(BUILD)/py-tests && mkdir -p $(BUILD)/py-tests && cp -r wheels/tests $(BUILD)/py-tests/
-	@printf '[pytest]\nmarkers =\n    cuda: needs a CUDA GPU\n    compile: runs torch.compile\n' > $(BUILD)/py-tests/pytest.ini
-	@cd $(BUILD)/py-tests && PYTHONPATH=$(abspath $(PY_SITE)) MSDA_LIBRARY=$(abspath $(PY_SITE))/msda/libmsda.so \
+	@rm -rf $(PY_TESTS) && mkdir -p $(PY_TESTS) && cp -r wheels/tests $(PY_TESTS)/
+	@printf '[pytest]\nmarkers =\n    cuda: needs a CUDA GPU\n    compile: runs torch.compile\n' > $(PY_TESTS)/pytest.ini
+	@touch $@
+check-python: $(PY_TESTS)/.stamp
+	@cd $(PY_TESTS) && PYTHONPATH=$(abspath $(PY_SITE)) MSDA_LIBRARY=$(abspath $(PY_SITE))/msda/libmsda.so \
 	  MSDA_EXPECT_INSTALLED=$(abspath $(PY_SITE)) MSDA_HEADER=$(abspath kernels/msda.h) MSDA_SIGNATURES=$(abspath recipes/signatures.json) MSDA_EXPECT_VERSION=$(VERSION) \
+	  MSDA_EXPECT_TRANSFORMERS=$(PY_TRANSFORMERS) \
 	  $(abspath $(RUN_SUITE)) python counts \
 	  $(abspath $(PY_VENV))/bin/python -m pytest -q -p no:cacheprovider tests
+
+CHECK_SUITES += transformers4
+.PHONY: check-transformers4
+# msda.patch("transformers") once more, on transformers 4.57 (check-python: the release pinned).
+check-transformers4: $(PY_TESTS)/.stamp $(PY_TRANSFORMERS4)/.stamp
+	@cd $(PY_TESTS) && PYTHONPATH=$(abspath $(PY_SITE)):$(abspath $(PY_TRANSFORMERS4)) \
+	  MSDA_LIBRARY=$(abspath $(PY_SITE))/msda/libmsda.so MSDA_EXPECT_INSTALLED=$(abspath $(PY_SITE)) \
+	  MSDA_EXPECT_TRANSFORMERS=$(PY_TRANSFORMERS4_VERSION) \
+	  $(abspath $(RUN_SUITE)) transformers4 counts \
+	  $(abspath $(PY_VENV))/bin/python -m pytest -q -p no:cacheprovider tests/test_patch_transformers.py
 
 # fetch (issue 10) against a synthetic redist repository on a loopback server (tests/cli/fetch).
 CHECK_SUITES += fetch

@@ -2,7 +2,8 @@
 library with device code for many GPU architectures and a multithreaded CPU path.
 
 With torch:    msda.ms_deform_attn(...), msda.MSDeformAttn(...)  (CPU and CUDA tensors),
-               msda.check_level_tables() (after CUDA-graph replays)
+               msda.check_level_tables() (after CUDA-graph replays),
+               msda.patch(), msda.unpatch()  (switch transformers' models to msda and back)
 Without torch: msda.cpu_forward(...), msda.cpu_backward(...)     (numpy arrays)
 Always:        msda.library_info(), msda.MSDAError
 
@@ -17,6 +18,7 @@ from typing import Any, List
 from ._errors import GPU, MSDAError, MSDAInputError, Status
 from ._library import ENV_LIBRARY, Arch, LibraryInfo, library, library_path
 from ._numpy_api import cpu_backward, cpu_forward
+from ._patch import PatchError, PatchReport, patch, unpatch
 
 try:  # written into the wheel by `msda-doctor build`, from the project's VERSION file
     from ._version import __version__
@@ -30,7 +32,8 @@ _TORCH_EXPORTS = {
     "check_level_tables": ("._torch_kernels", "check_level_tables"),
 }
 
-__all__ = ["ms_deform_attn", "MSDeformAttn", "check_level_tables", "cpu_forward", "cpu_backward", "library_info",
+__all__ = ["ms_deform_attn", "MSDeformAttn", "check_level_tables", "patch", "unpatch", "PatchError", "PatchReport",
+           "cpu_forward", "cpu_backward", "library_info",
            "library_path", "LibraryInfo", "Arch", "MSDAError", "MSDAInputError", "Status",
            "GPU", "ENV_LIBRARY", "__version__"]
 

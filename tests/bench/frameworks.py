@@ -1,0 +1,176 @@
+"""transformers' models with their own MSDA path and with msda.patch (issue 42), on one GPU, in
+one run: default configurations, random weights (nothing downloaded), batch 2 of 800x1066
+images (RT-DETR's, whose feature pyramid needs sides divisible by 32: 640x640, its own size),
+forward + backward, in f32 and under bf16 autocast; CUDA events around each step, medians. Then
+the largest differences of the outputs and of every parameter's gradient (f32, the
+sampling-offset weights perturbed off transformers' initialisation, whose points fall on pixel
+centres where the bilinear gradient has a kink). A two-stage model (GroundingDino) picks its
+decoder's queries by top-k over the encoder's scores, where a difference of 1e-7 can swap two
+near-equal ones: its encoder's outputs are compared apart ("enc diff"), and its decoder's and
+its gradients can differ by what a swapped query changes.
+
+Usage: python3 tests/bench/frameworks.py [--iters N] [--models a,b] (msda importable, a GPU)."""
+import argparse
+import statistics
+import sys
+import time
+
+import torch
+
+import msda
+
+BATCH = 2
+
+
+def _models():
+    import transformers as t
+    text = {"input_ids": lambda: torch.randint(1000, 2000, (BATCH, 12), device="cuda"),
+            "attention_mask": lambda: torch.ones(BATCH, 12, dtype=torch.long, device="cuda")}
+    # The backbones' own default configurations, given, so that nothing is looked up on the Hub.
+    resnet50 = lambda: t.ResNetConfig(out_features=["stage2", "stage3", "stage4"])
+    no_timm = {"use_timm_backbone": False, "use_pretrained_backbone": False, "backbone": None}
+    # name: (model, extra inputs, image size)
+    return {
+        "DeformableDetrModel": (lambda: t.DeformableDetrModel(t.DeformableDetrConfig(backbone_config=resnet50(),
+                                                                                      **no_timm)), {}, (800, 1066)),
+        "GroundingDinoModel": (lambda: t.GroundingDinoModel(t.GroundingDinoConfig(use_timm_backbone=False)), text,
+                               (800, 1066)),
+        "Mask2FormerModel": (lambda: t.Mask2FormerModel(t.Mask2FormerConfig()), {}, (800, 1066)),
+        "RTDetrModel": (lambda: t.RTDetrModel(t.RTDetrConfig()), {}, (640, 640)),
+        "RTDetrV2Model": (lambda: t.RTDetrV2Model(t.RTDetrV2Config()), {}, (640, 640)),
+    }
+
+
+def _floats(out):
+    """The model's floating-point outputs, as [(name, tensor)]."""
+    items = out.items() if hasattr(out, "items") else enumerate(out)
+    found = []
+    for key, v in items:
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            found.append((str(key), v))
+        elif isinstance(v, (tuple, list)):
+            found += [(f"{key}[{i}]", x) for i, x in enumerate(v)
+                      if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    return found
+
+
+def _step(model, inputs, weights, autocast):
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+        outs = _floats(model(**inputs))
+    loss = sum((o.float() * w).sum() for (_, o), w in zip(outs, weights))
+    loss.backward()
+    return outs
+
+
+def _switch(replacements, on):
+    """msda.patch's replacements put in place (ON) or taken out, without planning them again."""
+    for r in replacements:
+        setattr(r.owner, r.name, r.new if on else r.original)
+
+
+def _time(model, inputs, weights, autocast, iters, replacements):
+    """Medians (own, msda) of forward + backward, the two interleaved step by step, so that a
+    drift of the machine's speed (these models are bound by the CPU's launches under autocast)
+    falls on both alike."""
+    times = ([], [])
+    for i in range(iters + 3):
+        for on in (False, True):
+            _switch(replacements, on)
+            model.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            _step(model, inputs, weights, autocast)
+            end.record()
+            torch.cuda.synchronize()
+            if i >= 3:  # warm-up
+                times[on].append(start.elapsed_time(end))
+    _switch(replacements, False)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def _max_difference(a, b):
+    """max |a - b| / max |b| over the elements finite in both (masked logits are -inf in both);
+    inf where only one of the two is finite."""
+    finite = torch.isfinite(a) & torch.isfinite(b)
+    if not torch.equal(finite, torch.isfinite(b)) or not torch.equal(a[~finite], b[~finite]):
+        return float("inf")
+    if not finite.any():
+        return 0.0
+    return ((a[finite] - b[finite]).abs().max() / b[finite].abs().max().clamp_min(1e-30)).item()
+
+
+def _differences(model, inputs, weights):
+    """(largest encoder output difference, largest output difference, largest gradient
+    difference), own path against msda, f32."""
+    runs = []
+    for patched in (False, True):
+        msda.patch("transformers") if patched else msda.unpatch()
+        model.zero_grad(set_to_none=True)
+        outs = [(n, o.detach().clone()) for n, o in _step(model, inputs, weights, False)]
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+        runs.append((outs, grads))
+    msda.unpatch()
+    (own_out, own_grads), (new_out, new_grads) = runs
+    diffs = {n: _max_difference(a, b) for (n, a), (_, b) in zip(new_out, own_out)}
+    enc_diff = max((d for n, d in diffs.items() if n.startswith("encoder_last_hidden_state")), default=float("nan"))
+    out_diff = max(diffs.values())
+    scale = max(g.norm().item() for g in own_grads.values())
+    grad_diff = max(((new_grads[n] - g).norm() / max(g.norm().item(), 1e-3 * scale)).item()
+                    for n, g in own_grads.items())
+    return enc_diff, out_diff, grad_diff
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--models", default="")
+    args = parser.parse_args()
+    import transformers
+    print(f"transformers {transformers.__version__}, torch {torch.__version__}, msda {msda.__version__}, "
+          f"{torch.cuda.get_device_name()}; batch {BATCH}, forward + backward, "
+          f"median of {args.iters} (CUDA events)")
+    print(f"{'model':<22} {'precision':<10} {'own ms':>9} {'msda ms':>9} {'speed-up':>9} "
+          f"{'enc diff':>9} {'out diff':>9} {'grad diff':>9}")
+    wanted = [m for m in args.models.split(",") if m]
+    slower = 0
+    for name, (build, extra, (height, width)) in _models().items():
+        if wanted and name not in wanted:
+            continue
+        msda.unpatch()
+        torch.manual_seed(0)
+        t0 = time.time()
+        try:
+            model = build().cuda().eval()  # eval: dropout off; gradients still flow
+        except Exception as exc:  # reported, and the other models still run
+            print(f"{name:<22} not built: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+            slower += 1
+            continue
+        with torch.no_grad():
+            g = torch.Generator(device="cuda").manual_seed(7)
+            for pname, p in model.named_parameters():
+                if "sampling_offsets" in pname:
+                    p.add_(torch.randn(p.shape, generator=g, device="cuda") * 0.05)
+        inputs = {"pixel_values": torch.randn(BATCH, 3, height, width, device="cuda")}
+        inputs.update({k: f() for k, f in extra.items()})
+        gw = torch.Generator(device="cuda").manual_seed(3)
+        with torch.no_grad():
+            weights = [torch.randn(o.shape, generator=gw, device="cuda") for _, o in _floats(model(**inputs))]
+        enc_diff, out_diff, grad_diff = _differences(model, inputs, weights)
+        msda.unpatch()
+        msda.patch("transformers")
+        replacements = list(msda._patch._active)
+        for autocast in (False, True):
+            own, new = _time(model, inputs, weights, autocast, args.iters, replacements)
+            slower += new > own
+            print(f"{name:<22} {'bf16 auto' if autocast else 'f32':<10} {own:9.1f} {new:9.1f} {own / new:8.2f}x "
+                  f"{enc_diff:9.1e} {out_diff:9.1e} {grad_diff:9.1e}", flush=True)
+        msda.unpatch()
+        del model
+        torch.cuda.empty_cache()
+        print(f"  ({time.time() - t0:.0f} s)", file=sys.stderr)
+    print(f"{slower} case(s) slower with msda.patch than the model's own path")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""msda.patch and msda.unpatch: switch the MSDA op of the frameworks people run their models in
+(Hugging Face transformers first) to msda, and back.
+
+A patch replaces attributes: a class's method or a module's function, which every model the
+framework builds calls through at each forward, so that models built before the call are
+switched as well as new ones. Each framework's adapter (_patch_<framework>.py) first finds every
+attribute it would replace and checks that each looks as expected (its parameters); only when all
+of them do, for every framework asked for, is anything replaced: a framework whose code differs
+is refused with a message saying what was expected, and nothing is half-patched.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Tuple
+
+
+class PatchError(RuntimeError):
+    """msda.patch refused: a framework that is not importable, or whose code is not what the
+    adapter expects (the message says what was expected). Nothing was replaced."""
+
+
+@dataclass
+class Replacement:
+    """One attribute to switch: OWNER.NAME (a class or a module) from ORIGINAL to NEW."""
+
+    owner: Any
+    name: str
+    original: Any
+    new: Any
+    what: str  # as the report names it: "transformers.models.deformable_detr...forward"
+
+
+@dataclass
+class FrameworkPatch:
+    """What msda.patch did to one framework: the version it recognised, what it switched, and
+    what it left on the framework's own code, with why."""
+
+    framework: str
+    version: str
+    switched: List[str] = field(default_factory=list)
+    left: List[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = [f"{self.framework} {self.version}: {len(self.switched)} switched to msda"]
+        lines += [f"  switched: {name}" for name in self.switched]
+        lines += [f"  left as it is: {name}" for name in self.left]
+        return "\n".join(lines)
+
+
+@dataclass
+class PatchReport:
+    """msda.patch's answer: one FrameworkPatch per framework it switched."""
+
+    frameworks: Dict[str, FrameworkPatch] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        if not self.frameworks:
+            return "msda.patch: no framework to switch is importable here"
+        return "\n".join(str(f) for f in self.frameworks.values())
+
+
+# framework name -> (the module to import to find it, its adapter module)
+_FRAMEWORKS: Dict[str, Tuple[str, str]] = {
+    "transformers": ("transformers", "._patch_transformers"),
+}
+
+# What is switched now, in the order it was switched: unpatch restores in reverse.
+_active: List[Replacement] = []
+
+
+def _switched(owner: Any, name: str) -> "Replacement | None":
+    """The active replacement of OWNER.NAME that is still in place, if any."""
+    for r in _active:
+        if r.owner is owner and r.name == name and getattr(owner, name, None) is r.new:
+            return r
+    return None
+
+
+def original(owner: Any, name: str) -> Any:
+    """OWNER.NAME as the framework has it: what msda.patch replaced where it did, so that an
+    adapter planning a second patch checks and wraps the framework's code, not msda's."""
+    r = _switched(owner, name)
+    return r.original if r else getattr(owner, name)
+
+
+def frameworks() -> List[str]:
+    """The frameworks msda.patch knows, whether or not they are installed."""
+    return list(_FRAMEWORKS)
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _adapter(name: str) -> Callable[[], Tuple[FrameworkPatch, List[Replacement]]]:
+    return getattr(importlib.import_module(_FRAMEWORKS[name][1], __package__), "plan")
+
+
+def patch(*names: str) -> PatchReport:
+    """Switches the named frameworks' MSDA op to msda ("transformers"), or every known one that
+    is importable when none is named; returns what was switched. Models built before the call
+    are switched too (the patch replaces what their layers call). Calling it again changes
+    nothing; msda.unpatch() restores the frameworks' own code.
+
+    Raises PatchError, having replaced nothing, when a named framework is unknown or not
+    importable, or when any framework's code is not what msda expects of it."""
+    for name in names:
+        if name not in _FRAMEWORKS:
+            raise PatchError(f"msda.patch: unknown framework '{name}'; it knows "
+                             f"{', '.join(repr(n) for n in _FRAMEWORKS)}")
+        if not _importable(_FRAMEWORKS[name][0]):
+            raise PatchError(f"msda.patch: {name} is not importable here (pip install {name})")
+    wanted = list(dict.fromkeys(names)) or [n for n in _FRAMEWORKS if _importable(_FRAMEWORKS[n][0])]
+    plans = [_adapter(name)() for name in wanted]  # each raises PatchError before any change
+    report = PatchReport()
+    for framework, replacements in plans:
+        for r in replacements:
+            if _switched(r.owner, r.name) is None:  # switched already: left as it is
+                setattr(r.owner, r.name, r.new)
+                _active.append(r)
+        report.frameworks[framework.framework] = framework
+    return report
+
+
+def unpatch() -> List[str]:
+    """Restores what msda.patch switched, where it is still msda's (an attribute something
+    else replaced since is left to it); returns the names restored."""
+    restored = []
+    while _active:
+        r = _active.pop()
+        if getattr(r.owner, r.name, None) is r.new:
+            setattr(r.owner, r.name, r.original)
+            restored.append(r.what)
+    return restored

@@ -1,0 +1,157 @@
+"""msda.patch("transformers"): Hugging Face transformers' models on msda.
+
+transformers runs multi-scale deformable attention in PyTorch (grid_sample per level) unless the
+`kernels` package brings a Hub build. Its models reach the op in three ways, each switched here
+where it is found in the installed transformers (every models/*/modeling_*.py is searched, so
+that models this file does not name are switched too):
+
+- the layer class `MultiScaleDeformableAttention` (DeformableDetr, GroundingDino,
+  MM-GroundingDino, RT-DETR, OmDet-Turbo, LW-DETR, RF-DETR, PP-DocLayout), whose forward is
+  replaced: every instance, made before the patch or after, runs msda's;
+- the function `multi_scale_deformable_attention` (Mask2Former, OneFormer), called by name from
+  its module, replaced there; it gets the levels' sizes as a list, whose tables are cached;
+- the function `multi_scale_deformable_attention_v2` (RT-DETR v2, D-FINE, DEIMv2): a point count
+  per level and a "discrete" mode. Where every level has the same count and the mode is
+  "default" it is the op itself, on locations viewed as (N, Lq, M, L, P, 2), and runs on msda;
+  other calls run transformers' own code.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import os
+import re
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+from torch import Tensor
+
+from . import _patch
+from ._level_table_cache import level_tables
+from ._torch_ops import ms_deform_attn
+
+CLASS = "MultiScaleDeformableAttention"
+FUNCTION = "multi_scale_deformable_attention"
+FUNCTION_V2 = "multi_scale_deformable_attention_v2"
+
+# The parameters each must have, in order: the code msda stands in for.
+EXPECTED = {
+    CLASS: ("self", "value", "value_spatial_shapes", "value_spatial_shapes_list", "level_start_index",
+            "sampling_locations", "attention_weights", "im2col_step"),
+    FUNCTION: ("value", "value_spatial_shapes", "sampling_locations", "attention_weights"),
+    FUNCTION_V2: ("value", "value_spatial_shapes", "sampling_locations", "attention_weights", "num_points_list",
+                  "method"),
+}
+_DEFINITION = re.compile(rb"^(?:class (MultiScaleDeformableAttention)\(|def (multi_scale_deformable_attention(?:_v2)?)\()",
+                         re.M)
+
+
+def class_forward(self: Any, value: Tensor, value_spatial_shapes: Tensor, value_spatial_shapes_list: Any,
+                  level_start_index: Tensor, sampling_locations: Tensor, attention_weights: Tensor,
+                  im2col_step: int = 64) -> Tensor:
+    """MultiScaleDeformableAttention.forward on msda: (N, Lq, M * D), as transformers' own. The
+    level table from the list of sizes transformers passes beside the tensors (the same
+    numbers), in host memory: no check of a new GPU table each forward (_level_table_cache)."""
+    del self, im2col_step
+    if isinstance(value_spatial_shapes_list, (list, tuple)) and len(value_spatial_shapes_list):
+        value_spatial_shapes, level_start_index = level_tables(value_spatial_shapes_list)
+    return ms_deform_attn(value, value_spatial_shapes, level_start_index, sampling_locations, attention_weights)
+
+
+def function(value: Tensor, value_spatial_shapes: "Sequence[Tuple[int, int]] | Tensor", sampling_locations: Tensor,
+             attention_weights: Tensor) -> Tensor:
+    """multi_scale_deformable_attention on msda, the level table cached per list of sizes."""
+    shapes, starts = level_tables(value_spatial_shapes)
+    return ms_deform_attn(value, shapes, starts, sampling_locations, attention_weights)
+
+
+def function_v2(original: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """multi_scale_deformable_attention_v2 on msda where it is the op (the same point count on
+    every level, bilinear sampling), else ORIGINAL, transformers' own."""
+
+    def v2(value: Tensor, value_spatial_shapes: Any, sampling_locations: Tensor, attention_weights: Tensor,
+           num_points_list: List[int], method: str = "default") -> Tensor:
+        levels = len(num_points_list)
+        if (method != "default" or levels == 0 or len(value_spatial_shapes) != levels
+                or any(p != num_points_list[0] for p in num_points_list) or sampling_locations.dim() != 5):
+            return original(value, value_spatial_shapes, sampling_locations, attention_weights, num_points_list,
+                            method)
+        n, queries, heads, _, _ = sampling_locations.shape
+        points = num_points_list[0]
+        shapes, starts = level_tables(value_spatial_shapes)
+        # (N, Lq, M, L * P, 2), level by level: the op's (N, Lq, M, L, P, 2)
+        return ms_deform_attn(value, shapes, starts,
+                              sampling_locations.reshape(n, queries, heads, levels, points, 2),
+                              attention_weights.reshape(n, queries, heads, levels, points))
+
+    v2.__doc__ = function_v2.__doc__
+    v2.__wrapped__ = original  # type: ignore[attr-defined]
+    return v2
+
+
+def _candidates(root: str) -> List[Tuple[str, str]]:
+    """(module name, definition name) for every MSDA definition in ROOT/models/*/modeling_*.py."""
+    found = []
+    models = os.path.join(root, "models")
+    for model in sorted(os.listdir(models)) if os.path.isdir(models) else []:
+        folder = os.path.join(models, model)
+        if not os.path.isdir(folder):
+            continue
+        for name in sorted(os.listdir(folder)):
+            if not (name.startswith("modeling_") and name.endswith(".py")):
+                continue
+            with open(os.path.join(folder, name), "rb") as f:
+                text = f.read()
+            for match in _DEFINITION.finditer(text):
+                found.append((f"transformers.models.{model}.{name[:-3]}",
+                              (match.group(1) or match.group(2)).decode()))
+    return found
+
+
+def _parameters(obj: Any) -> Optional[Tuple[str, ...]]:
+    try:
+        return tuple(inspect.signature(obj).parameters)
+    except (TypeError, ValueError):
+        return None
+
+
+def plan() -> Tuple[_patch.FrameworkPatch, List[_patch.Replacement]]:
+    """What msda.patch("transformers") replaces; PatchError when any of it is not as expected."""
+    import transformers
+
+    spec = importlib.util.find_spec("transformers")
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    report = _patch.FrameworkPatch("transformers", getattr(transformers, "__version__", "unknown"))
+    replacements: List[_patch.Replacement] = []
+    problems: List[str] = []
+    for module_name, name in [c for root in roots for c in _candidates(root)]:
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # a model whose own dependencies are missing cannot run either
+            report.left.append(f"{module_name}.{name}: its module does not import here ({type(exc).__name__}: {exc})")
+            continue
+        owner = getattr(module, name, None)
+        if owner is None:
+            problems.append(f"{module_name} defines {name} but has no such attribute")
+            continue
+        if name == CLASS:
+            target, attr, what = owner, "forward", f"{module_name}.{CLASS}.forward"
+        else:
+            target, attr, what = module, name, f"{module_name}.{name}"
+        framework_code = _patch.original(target, attr)
+        params = _parameters(framework_code)
+        if params != EXPECTED[name]:
+            problems.append(f"{what} takes ({', '.join(params or ('?',))}), msda expects "
+                            f"({', '.join(EXPECTED[name])})")
+            continue
+        new = class_forward if name == CLASS else function if name == FUNCTION else function_v2(framework_code)
+        replacements.append(_patch.Replacement(target, attr, framework_code, new, what))
+        report.switched.append(what + (" (same point count on every level, bilinear; other calls: transformers' own)"
+                                       if name == FUNCTION_V2 else ""))
+    if problems:
+        raise _patch.PatchError(f"msda.patch: transformers {report.version} is not as msda expects, nothing "
+                                f"switched: " + "; ".join(problems))
+    if not replacements and not report.left:
+        raise _patch.PatchError(f"msda.patch: transformers {report.version} has no {CLASS} class or {FUNCTION} "
+                                f"function in its models: nothing to switch")
+    return report, replacements
