@@ -95,6 +95,15 @@ $(PY_TRANSFORMERS4)/.stamp: $(PY_VENV)/.stamp
 	@rm -rf $(PY_TRANSFORMERS4)
 	$(PY_VENV)/bin/pip install -q --target $(PY_TRANSFORMERS4) transformers==$(PY_TRANSFORMERS4_VERSION)
 	@touch $@
+# Hugging Face's kernels package (msda.kernels_repository's test), without its dependencies (the
+# environment's serve), in a folder of its own: transformers 4.57 imports any kernels it finds,
+# and this one needs a newer huggingface_hub than that transformers' folder holds.
+PY_KERNELS := $(BUILD)/py-kernels
+PY_KERNELS_VERSION := 0.17.2
+$(PY_KERNELS)/.stamp: $(PY_VENV)/.stamp
+	@rm -rf $(PY_KERNELS)
+	$(PY_VENV)/bin/pip install -q --no-deps --target $(PY_KERNELS) kernels==$(PY_KERNELS_VERSION)
+	@touch $@
 
 # (here, no GPU) the CPU path, as the Python op runs it, against grid_sample on the CPU, on the
 # library of this CPU's wheel (tests/bench/cpu_bench.py).
@@ -115,8 +124,8 @@ $(PY_TESTS)/.stamp: $(KERNEL_WHEEL_DEP) $(PY_VENV)/.stamp $(wildcard wheels/test
 	@rm -rf $(PY_TESTS) && mkdir -p $(PY_TESTS) && cp -r wheels/tests $(PY_TESTS)/
 	@printf '[pytest]\nmarkers =\n    cuda: needs a CUDA GPU\n    compile: runs torch.compile\n' > $(PY_TESTS)/pytest.ini
 	@touch $@
-check-python: $(PY_TESTS)/.stamp
-	@cd $(PY_TESTS) && PYTHONPATH=$(abspath $(PY_SITE)) MSDA_LIBRARY=$(abspath $(PY_SITE))/msda/libmsda.so \
+check-python: $(PY_TESTS)/.stamp $(PY_KERNELS)/.stamp
+	@cd $(PY_TESTS) && PYTHONPATH=$(abspath $(PY_SITE)):$(abspath $(PY_KERNELS)) MSDA_LIBRARY=$(abspath $(PY_SITE))/msda/libmsda.so \
 	  MSDA_EXPECT_INSTALLED=$(abspath $(PY_SITE)) MSDA_HEADER=$(abspath kernels/msda.h) MSDA_SIGNATURES=$(abspath recipes/signatures.json) MSDA_EXPECT_VERSION=$(VERSION) \
 	  MSDA_EXPECT_TRANSFORMERS=$(PY_TRANSFORMERS) \
 	  $(abspath $(RUN_SUITE)) python counts \

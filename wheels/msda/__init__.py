@@ -3,7 +3,8 @@ library with device code for many GPU architectures and a multithreaded CPU path
 
 With torch:    msda.ms_deform_attn(...), msda.MSDeformAttn(...)  (CPU and CUDA tensors),
                msda.check_level_tables() (after CUDA-graph replays),
-               msda.patch(), msda.unpatch()  (switch transformers' models to msda and back)
+               msda.patch(), msda.unpatch()  (switch transformers' models to msda and back),
+               msda.kernels_repository()     (the same through the `kernels` package's mappings)
 Without torch: msda.cpu_forward(...), msda.cpu_backward(...)     (numpy arrays)
 Always:        msda.library_info(), msda.MSDAError
 
@@ -30,9 +31,11 @@ _TORCH_EXPORTS = {
     "ms_deform_attn": ("._torch_ops", "ms_deform_attn"),
     "MSDeformAttn": (".modules", "MSDeformAttn"),
     "check_level_tables": ("._torch_kernels", "check_level_tables"),
+    "kernels_repository": ("._kernels_hub", "kernels_repository"),
 }
 
 __all__ = ["ms_deform_attn", "MSDeformAttn", "check_level_tables", "patch", "unpatch", "PatchError", "PatchReport",
+           "kernels_repository",
            "cpu_forward", "cpu_backward", "library_info",
            "library_path", "LibraryInfo", "Arch", "MSDAError", "MSDAInputError", "Status",
            "GPU", "ENV_LIBRARY", "__version__"]

@@ -221,3 +221,35 @@ def test_unknown_and_missing_frameworks_are_named():
         msda.patch("transformers", "tensorflow")  # checked before anything is switched
     from transformers.models.deformable_detr import modeling_deformable_detr as m
     assert m.MultiScaleDeformableAttention.forward is not _patch_transformers.class_forward
+
+
+def test_the_kernels_package_maps_transformers_layer_to_msda(calls):
+    """msda.kernels_repository() in a kernels.use_kernel_mapping: kernelize puts msda's layer in
+    place of transformers' MultiScaleDeformableAttention (its forward signature checked by the
+    package), training included; the same outputs. transformers turns its class into a kernels
+    layer only with the kernels releases it lists (5.24: 0.18), which PyPI here may not have: the
+    test makes the layer with the kernels package's own decorator, as transformers does."""
+    kernels = pytest.importorskip("kernels")  # not beside transformers 4.57's huggingface_hub
+    from transformers.models.deformable_detr import modeling_deformable_detr as m
+    layer = kernels.use_kernel_forward_from_hub("MultiScaleDeformableAttention")(
+        type("MultiScaleDeformableAttention", (m.MultiScaleDeformableAttention,), {}))
+    holder = torch.nn.Sequential()
+    holder.attn = layer()
+    g = torch.Generator().manual_seed(5)
+    shapes = [(6, 5), (3, 3)]
+    args = (torch.randn(2, 39, 2, 4, dtype=torch.float64, generator=g), torch.tensor(shapes), shapes,
+            torch.tensor([0, 30]), torch.rand(2, 7, 2, 2, 3, 2, dtype=torch.float64, generator=g),
+            torch.rand(2, 7, 2, 2, 3, dtype=torch.float64, generator=g), 64)
+    want = holder.attn(*args)
+    assert calls[0] == 0
+    repo = msda.kernels_repository()
+    assert repo == msda.kernels_repository() and hash(repo) == hash(msda.kernels_repository())
+    assert repo.layer_name == "MultiScaleDeformableAttention" and "msda" in str(repo)
+    with kernels.use_kernel_mapping({"MultiScaleDeformableAttention": {"cpu": repo}}, inherit_mapping=False):
+        kernels.kernelize(holder, device="cpu", mode=kernels.Mode.TRAINING)
+    value = args[0].clone().requires_grad_()
+    got = holder.attn(value, *args[1:])
+    assert calls[0] == 1
+    assert _rel(got.detach(), want) < 1e-12
+    got.sum().backward()  # has_backward: the op's own
+    assert value.grad is not None and torch.isfinite(value.grad).all()
