@@ -348,6 +348,13 @@ static json_t *json_machine(const md_diagnosis *d)
                            text_or_null(m->py.torch_cuda), "torch_lib", text_or_null(m->py.torch_lib_dir), "cxx11_abi",
                            tri(m->py.cxx11_abi), "has_magma", tri(m->py.has_magma), "msda_importable",
                            m->py.msda_importable);
+    if (json_is_object(python)) {
+        /* {"transformers": "5.24.0", ...}: null where the version could not be read */
+        json_t *fws = json_object();
+        for (size_t i = 0; i < m->py.n_frameworks; i++)
+            json_object_set_new(fws, m->py.frameworks[i].name, text_or_null(m->py.frameworks[i].version));
+        json_object_set_new(python, "frameworks", fws);
+    }
     static const char *const kinds[] = { "extension", "msda-wheel", "other-op" };
     json_t *bins = json_array();
     for (size_t b = 0; b < m->n_binaries; b++) {

@@ -220,7 +220,7 @@ load diag_helpers
   [ "$(jq -r '.logs[0].facts | keys_unsorted | join(",")' <<<"$output")" = \
     "host,gpu_name,compute_capability,torch_version,torch_cuda,nvcc_version,gcc_version,driver_version,driver_cuda,build_archs,torch_cuda_arch_list" ]
   [ "$(jq -r '.machine.python | keys_unsorted | join(",")' <<<"$output")" = \
-    "python,executable,version,torch,torch_cuda,torch_lib,cxx11_abi,has_magma,msda_importable" ]
+    "python,executable,version,torch,torch_cuda,torch_lib,cxx11_abi,has_magma,msda_importable,frameworks" ]
 }
 
 @test "--list: every check and every finding ID of the knowledge base" {

@@ -259,3 +259,35 @@ LOG
     "2.3.1+cu121 12.1 true false true" ]
   jq -e --arg p "$(realpath "$site")/MultiScaleDeformableAttention.so" '.machine.binaries | any(.path == $p)' <<<"$output"
 }
+
+@test "the Python probe names each installed framework with an MSDA op, which op it runs here and what switches it" {
+  [ -x /usr/bin/python3 ] || skip "no /usr/bin/python3"
+  site="$BATS_TEST_TMPDIR/site"
+  mkdir -p "$site/torch/lib" "$site/transformers" "$site/kernels" "$site/mmcv" "$site/groundingdino" \
+           "$site/groundingdino-0.4.0.dist-info" "$site/detrex" "$BATS_TEST_TMPDIR/cwd/msda"
+  printf 'raise SystemExit("torch was imported")\n' > "$site/torch/__init__.py"
+  printf "__version__ = '2.4.0'\ncuda = '12.1'\n" > "$site/torch/version.py"
+  # a version in __init__.py, in version.py, only in the .dist-info's name, and none a string
+  printf 'raise SystemExit("transformers was imported")\n__version__ = "5.24.0"\n' > "$site/transformers/__init__.py"
+  printf '__version__ = importlib.metadata.version("kernels")\n' > "$site/kernels/__init__.py"
+  : > "$site/mmcv/__init__.py"
+  printf "__version__ = '2.2.0'  # the release\n" > "$site/mmcv/version.py"
+  : > "$site/mmcv/_ext.cpython-311-x86_64-linux-gnu.so"
+  : > "$site/groundingdino/__init__.py"
+  : > "$site/detrex/__init__.py"
+  # a folder named msda without __init__.py in the working directory is not msda
+  cd "$BATS_TEST_TMPDIR/cwd"
+  PYTHONPATH="$site" run --separate-stderr diagnose --python /usr/bin/python3 --root "$FAKE_ROOT" --json
+  [ "$(jq -c '.machine.python.frameworks' <<<"$output")" = \
+    '{"transformers":"5.24.0","kernels":null,"mmcv":"2.2.0","groundingdino":"0.4.0","detrex":null}' ]
+  details=$(jq -r '.checks[] | select(.id == "python") | .details[]' <<<"$output")
+  grep -qx 'transformers 5.24.0: runs MSDA in PyTorch (grid_sample), or a Hub build where a model is loaded with use_kernels=True (kernels (version unknown)); the msda wheel and msda.patch("transformers") switch it to msda' <<<"$details"
+  grep -qx "mmcv 2.2.0: runs its own compiled MSDA op, $(realpath "$site")/mmcv/_ext.cpython-311-x86_64-linux-gnu.so (the binaries check says where it runs)" <<<"$details"
+  grep -qx 'groundingdino 0.4.0 without its compiled _C: it runs MSDA in PyTorch, on the CPU only' <<<"$details"
+  grep -qx 'detrex (version unknown) without its compiled _C: its MSDA layers fail on a GPU' <<<"$details"
+  # msda installed: the switch is named as there
+  mkdir -p "$site/msda" && printf "__version__ = '0.1.0'\n" > "$site/msda/_version.py" && : > "$site/msda/__init__.py"
+  PYTHONPATH="$site" run --separate-stderr diagnose --python /usr/bin/python3 --root "$FAKE_ROOT" --json
+  [ "$(jq -r '.machine.python.frameworks.msda' <<<"$output")" = 0.1.0 ]
+  jq -r '.checks[] | select(.id == "python") | .details[]' <<<"$output" | grep -q 'msda.patch("transformers") switches it to msda (installed)$'
+}

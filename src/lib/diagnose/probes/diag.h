@@ -57,6 +57,7 @@ const char *md_check_status_name(md_check_status st);
 
 #define MD_DIAG_MAX_GPUS 16
 #define MD_DIAG_MAX_BINARIES 32
+#define MD_DIAG_MAX_FRAMEWORKS 8
 #define MD_DIAG_MAX_DIRS 16
 
 typedef struct {
@@ -102,6 +103,13 @@ typedef struct {
     bool msda_importable;            /* MultiScaleDeformableAttention or msda can be found */
     char **binary_paths;             /* copies of the op found on sys.path; malloc'd */
     size_t n_binary_paths;
+    /* The frameworks that carry an MSDA op (and msda, and the kernels package) found on
+     * sys.path, with the version their files state ("" where none was read). */
+    struct {
+        char name[24];
+        char version[48];
+    } frameworks[MD_DIAG_MAX_FRAMEWORKS];
+    size_t n_frameworks;
     char error[256];
 } md_python_facts;
 
@@ -221,6 +229,9 @@ void md_probe_toolkits(md_machine *m, md_check *c);
 /* Starts the Python probe; md_probe_python collects it (after the toolkits' probe). */
 void md_probe_python_start(md_machine *m);
 void md_probe_python(md_machine *m, md_check *c);
+/* One line per framework the Python probe found (diag_probe_frameworks.c): which MSDA op it
+ * runs here, and what switches it to msda. */
+void md_python_framework_lines(const md_python_facts *p, md_check *c);
 void md_probe_binaries(md_machine *m, md_check *c);   /* after gpu, jetson and python */
 void md_probe_cudnn(md_machine *m, md_check *c);
 

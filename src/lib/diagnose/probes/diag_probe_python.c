@@ -17,7 +17,9 @@
  * importlib.util: not torch (seconds, and a CUDA context), not json or glob (they pull in re).
  * torch is found with find_spec and its version.py read as text; its C++ ABI and MAGMA are
  * read from its files by the C side. The binaries it lists are the op's copies on sys.path, in
- * eggs on it, and the msda wheel's library. */
+ * eggs on it, and the msda wheel's library. The frameworks are found the same way (regular
+ * packages only: a folder of that name in the working directory is not one), their versions read
+ * from a __version__ line that assigns a string, else from the name of their .dist-info. */
 static const char probe_script[] =
     "import sys, os\n"
     "def q(s):\n"
@@ -50,6 +52,28 @@ static const char probe_script[] =
     "        torch = '{\"version\": %s, \"cuda\": %s, \"lib\": %s}' % (q(v['__version__']), q(v['cuda']),\n"
     "                                                            q(os.path.join(d, 'lib')))\n"
     "except Exception as e: torch = 'null'\n"
+    "fw = []\n"
+    "for n in ('transformers', 'kernels', 'mmcv', 'groundingdino', 'detrex', 'msda'):\n"
+    "    try: s = find_spec(n)\n"
+    "    except Exception: s = None\n"
+    "    if s is None or not s.submodule_search_locations: continue\n"
+    "    d, ver = list(s.submodule_search_locations)[0], None\n"
+    "    if not os.path.isfile(os.path.join(d, '__init__.py')): continue\n"
+    "    for f in ('__init__.py', 'version.py', '_version.py'):\n"
+    "        try:\n"
+    "            for line in open(os.path.join(d, f)):\n"
+    "                x = line.split('=', 1)[1].split('#')[0].strip() if line.startswith('__version__') and '=' in line else ''\n"
+    "                if x[:1] in ('\\'', '\"'):\n"
+    "                    ver = x.strip('\\'\"')\n"
+    "                    break\n"
+    "        except Exception: pass\n"
+    "        if ver: break\n"
+    "    if not ver:\n"
+    "        try:\n"
+    "            for e in os.listdir(os.path.dirname(d)):\n"
+    "                if e.startswith(n + '-') and e.endswith('.dist-info'): ver = e[len(n) + 1:-10]\n"
+    "        except Exception: pass\n"
+    "    fw.append('{\"name\": %s, \"version\": %s}' % (q(n), q(ver)))\n"
     "seen = []\n"
     "def add(f):\n"
     "    f = os.path.realpath(f)\n"
@@ -71,8 +95,8 @@ static const char probe_script[] =
     "    for n in scan(d) or []:\n"
     "        if n.endswith('.egg'): scan(os.path.join(d, n))\n"
     "print('" MARKER "{\"executable\": %s, \"version\": \"%d.%d.%d\", \"msda_importable\": %s, \"torch\": %s, '\n"
-    "      '\"binaries\": [%s]}' % ((q(sys.executable),) + tuple(sys.version_info[:3]) +\n"
-    "      ('true' if found else 'false', torch, ', '.join(q(f) for f in seen))))\n";
+    "      '\"binaries\": [%s], \"frameworks\": [%s]}' % ((q(sys.executable),) + tuple(sys.version_info[:3]) +\n"
+    "      ('true' if found else 'false', torch, ', '.join(q(f) for f in seen), ', '.join(fw))))\n";
 
 static void copy_str(char *out, size_t size, json_t *v)
 {
@@ -123,6 +147,16 @@ static void parse(md_machine *m, json_t *doc)
         const char *path = json_string_value(json_array_get(bins, i));
         if (path && (p->binary_paths[p->n_binary_paths] = strdup(path)) != NULL)
             p->n_binary_paths++;
+    }
+    json_t *fws = json_object_get(doc, "frameworks");
+    for (size_t i = 0; i < json_array_size(fws) && p->n_frameworks < MD_DIAG_MAX_FRAMEWORKS; i++) {
+        json_t *fw = json_array_get(fws, i);
+        if (!json_is_string(json_object_get(fw, "name")))
+            continue;
+        copy_str(p->frameworks[p->n_frameworks].name, sizeof p->frameworks[0].name, json_object_get(fw, "name"));
+        copy_str(p->frameworks[p->n_frameworks].version, sizeof p->frameworks[0].version,
+                 json_object_get(fw, "version"));
+        p->n_frameworks++;
     }
 }
 
@@ -206,4 +240,5 @@ void md_probe_python(md_machine *m, md_check *c)
                      "extensions with another CUDA major", p->torch_cuda, m->build_toolkit->version);
         md_check_raise(c, MD_CHECK_FAIL);
     }
+    md_python_framework_lines(p, c);
 }
