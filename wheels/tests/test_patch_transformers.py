@@ -253,3 +253,50 @@ def test_the_kernels_package_maps_transformers_layer_to_msda(calls):
     assert _rel(got.detach(), want) < 1e-12
     got.sum().backward()  # has_backward: the op's own
     assert value.grad is not None and torch.isfinite(value.grad).all()
+
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+@pytest.mark.cuda
+@needs_cuda
+@pytest.mark.parametrize("model_of", ["deformable_detr", "rt_detr_v2"])
+def test_on_cuda_the_same_outputs_and_gradients_in_f32_and_close_under_bf16_autocast(model_of, calls):
+    """The same comparisons on the GPU: f32 against transformers' own path (the GPU's sums in
+    another order: 1e-4), and under bf16 autocast msda's 16-bit kernels against its own
+    path's f32 grid_sample, as close as bf16 allows."""
+    if model_of == "deformable_detr":
+        model, inputs = _deformable_detr()
+    else:
+        cfg = transformers.RTDetrV2Config(
+            backbone_config=transformers.RTDetrResNetConfig(
+                embedding_size=8, hidden_sizes=[8, 16, 24, 32], depths=[1, 1, 1, 1],
+                out_features=["stage2", "stage3", "stage4"], out_indices=[2, 3, 4]),
+            encoder_in_channels=[16, 24, 32], d_model=32, encoder_hidden_dim=32, encoder_ffn_dim=32,
+            decoder_ffn_dim=32, decoder_layers=1, num_queries=10, decoder_in_channels=[32, 32, 32],
+            decoder_attention_heads=4, encoder_attention_heads=4, hidden_expansion=0.5, decoder_n_points=4)
+        torch.manual_seed(0)
+        model = transformers.RTDetrV2Model(cfg)
+        _perturb_offsets(model)
+        inputs = {"pixel_values": torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(1))}
+    model = model.cuda().eval()
+    inputs = {k: v.cuda() for k, v in inputs.items()}
+
+    def run(autocast):
+        model.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+            out = model(**inputs).last_hidden_state
+        out.float().square().sum().backward()
+        return out.detach().float(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    for autocast, tol in ((False, 1e-4), (True, 3e-2)):
+        msda.unpatch()
+        own_out, own_grads = run(autocast)
+        msda.patch("transformers")
+        before = calls[0]
+        new_out, new_grads = run(autocast)
+        assert calls[0] > before
+        assert _rel(new_out, own_out) < tol
+        scale = max(g.norm().item() for g in own_grads.values())
+        for name, own in own_grads.items():
+            assert (new_grads[name] - own).norm().item() <= tol * max(own.norm().item(), 1e-2 * scale), name
