@@ -199,6 +199,22 @@ static bool v_toolkit(const md_view *v, char *out, size_t size)
     return true;
 }
 
+/* The folder of that toolkit's libraries, with their link stubs in stubs/: ROOT/lib64, or for
+ * Debian's packaged toolkit (its headers in /usr/include), the multiarch folder
+ * /usr/lib/CPU-linux-gnu, where Debian puts libcudart.so and stubs/libcuda.so. */
+static bool v_toolkit_lib(const md_view *v, char *out, size_t size)
+{
+    if (!v->m || !v->m->build_toolkit)
+        return false;
+    const md_toolkit *tk = v->m->build_toolkit;
+    struct utsname u;
+    if (strcmp(tk->include_dir, "/usr/include") == 0)
+        return uname(&u) == 0 && PUT("/usr/lib/%s-linux-gnu", u.machine);
+    char root[PATH_MAX];
+    toolkit_root(tk, root, sizeof root);
+    return PUT("%s/lib64", root);
+}
+
 static bool torch_cuda_major(const md_view *v, unsigned *major)
 {
     const char *tc = md_view_torch_cuda(v);
@@ -529,6 +545,7 @@ static const value_entry values[] = {
     { "requested_arch_list", "requested_sm", v_requested_arch_list, "the architecture the log asked for", NULL },
     { "threads", NULL, v_threads, "a block size that fits the GPU's registers", NULL },
     { "toolkit", NULL, v_toolkit, "a CUDA toolkit's folder", why_toolkit },
+    { "toolkit_lib", NULL, v_toolkit_lib, "a CUDA toolkit's library folder", why_toolkit },
     { "toolkit_for_driver", NULL, v_toolkit_for_driver, "a CUDA toolkit whose SASS the driver loads",
       why_toolkit_for_driver },
     { "toolkit_for_gpu", NULL, v_toolkit_for_gpu, "the newest toolkit that targets the GPU", NULL },

@@ -291,3 +291,22 @@ LOG
   [ "$(jq -r '.machine.python.frameworks.msda' <<<"$output")" = 0.1.0 ]
   jq -r '.checks[] | select(.id == "python") | .details[]' <<<"$output" | grep -q 'msda.patch("transformers") switches it to msda (installed)$'
 }
+
+@test "toolkit-library-not-found: the fix names the toolkit's library folder, lib64 in NVIDIA's layout, the multiarch folder in Debian's" {
+  gpus t4; toolkit 12.4; gxx 12
+  mkdir -p "$BATS_TEST_TMPDIR/cuda-12.4/include" "$BATS_TEST_TMPDIR/cuda-12.4/lib64/stubs"
+  : > "$BATS_TEST_TMPDIR/cuda-12.4/include/cuda.h"
+  lib="$BATS_TEST_TMPDIR/cuda-12.4/lib64"
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$LOGS/toolkit-library-not-found.log"
+  fix=$(jq -r '.findings[] | select(.id == "toolkit-library-not-found") | .fix[]' <<<"$output")
+  grep -qxF "export LIBRARY_PATH=$lib:$lib/stubs:\$LIBRARY_PATH" <<<"$fix" || { echo "$fix" >&2; return 1; }
+  # Debian's nvidia-cuda-toolkit: no include/ beside bin/, its headers in /usr/include, its
+  # libraries (libcudart.so, stubs/libcuda.so) in the multiarch folder
+  [ -e /usr/include/cuda.h ] || skip "no /usr/include/cuda.h (Debian's nvidia-cuda-dev) here"
+  rm -rf "$BATS_TEST_TMPDIR/cuda-12.4/include"
+  lib="/usr/lib/$(uname -m)-linux-gnu"
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$LOGS/toolkit-library-not-found.log"
+  fix=$(jq -r '.findings[] | select(.id == "toolkit-library-not-found") | .fix[]' <<<"$output")
+  grep -qxF "export LIBRARY_PATH=$lib:$lib/stubs:\$LIBRARY_PATH" <<<"$fix" || { echo "$fix" >&2; return 1; }
+  grep -qF "ls $lib/libcudart.so* $lib/stubs/libcudart.so*" <<<"$fix" || { echo "$fix" >&2; return 1; }
+}
