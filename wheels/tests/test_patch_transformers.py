@@ -214,12 +214,21 @@ def test_code_that_differs_is_refused_and_nothing_is_switched(monkeypatch):
     assert m2f.multi_scale_deformable_attention is changed
 
 
-def test_unknown_and_missing_frameworks_are_named():
+def test_unknown_and_missing_frameworks_are_named(monkeypatch):
     with pytest.raises(msda.PatchError, match=r"unknown framework 'tensorflow'; it knows 'transformers'"):
         msda.patch("tensorflow")
     with pytest.raises(msda.PatchError, match=r"unknown framework"):
         msda.patch("transformers", "tensorflow")  # checked before anything is switched
     from transformers.models.deformable_detr import modeling_deformable_detr as m
+    assert m.MultiScaleDeformableAttention.forward is not _patch_transformers.class_forward
+    # where transformers is not installed: named, it is an error; unnamed, nothing to switch
+    from msda import _patch
+    monkeypatch.setattr(_patch, "_importable", lambda module: False)
+    with pytest.raises(msda.PatchError, match=r"^msda.patch: transformers is not importable here "
+                                              r"\(pip install transformers\)$"):
+        msda.patch("transformers")
+    report = msda.patch()
+    assert report.frameworks == {} and str(report) == "msda.patch: no framework to switch is importable here"
     assert m.MultiScaleDeformableAttention.forward is not _patch_transformers.class_forward
 
 
