@@ -117,7 +117,8 @@ static md_status prepare(const md_build_request *req, const char *const *toolkit
         st = md_libmsda_recipe_load(job->kernels_dir, &job->recipe, err);
     if (st == MD_OK)
         st = md_toolkits_find(toolkit_dirs, n_toolkit_dirs, &job->toolkits, &job->n_toolkits, err);
-    for (size_t i = 0; st == MD_OK && i < job->n_toolkits; i++)
+    /* nvcc --help is asked only where the recipe wants ptxas on more than one thread */
+    for (size_t i = 0; st == MD_OK && job->recipe.ptxas_threads > 1 && i < job->n_toolkits; i++)
         md_toolkit_probe_split_compile(&job->toolkits[i]);
     if (st == MD_OK)
         st = md_host_compilers_find(&job->compilers, &job->n_compilers, err);

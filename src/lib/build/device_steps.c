@@ -156,8 +156,7 @@ static md_status plan_image(const md_device_inputs *cfg, const md_plan_target *t
              strv_add_all(v, cfg->recipe->fatbin_compress_flags) && strv_add(v, "-gencode") &&
              strv_add(v, "arch=compute_%u,code=%s_%u", d->ptx_arch, t->ptx ? "compute" : "sm", t->sm) &&
              strv_add_all(v, cfg->recipe->nvcc_flags) && /* -Werror holds for ptxas's warnings too */
-             (t->ptx || !tk->split_compile || cfg->recipe->ptxas_threads == 1 ||
-              strv_add(v, "--split-compile=%u", cfg->recipe->ptxas_threads));
+             (t->ptx || !tk->split_compile || strv_add(v, "--split-compile=%u", cfg->recipe->ptxas_threads));
     ok = ok && strv_add(v, "-o") && strv_add(v, "OUTPUT") && strv_add(v, "%s", ptx_name);
     if (!ok)
         return md_fail(err, MD_ERR_NOMEM, "out of memory");
