@@ -27,17 +27,35 @@ long long md_steps_now_ms(void)
 
 /* The file's bytes, then its path with ROOT (the project folder) left out, as hash_arg does:
  * the same sources in two folders give the same key. */
-static bool hash_file(EVP_MD_CTX *ctx, const char *path, const char *root)
+bool md_digest_file(EVP_MD_CTX *ctx, const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return false;
     char buf[65536];
     size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        EVP_DigestUpdate(ctx, buf, n);
-    bool ok = !ferror(f);
+    bool ok = true;
+    while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0)
+        ok = EVP_DigestUpdate(ctx, buf, n);
+    ok = ok && !ferror(f);
     fclose(f);
+    return ok;
+}
+
+bool md_digest_finish(EVP_MD_CTX *ctx, bool ok, char hex[65])
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned len = 0;
+    ok = ok && EVP_DigestFinal_ex(ctx, md, &len) && len == 32;
+    EVP_MD_CTX_free(ctx);
+    for (unsigned i = 0; ok && i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    return ok;
+}
+
+static bool hash_file(EVP_MD_CTX *ctx, const char *path, const char *root)
+{
+    bool ok = md_digest_file(ctx, path);
     size_t root_len = root ? strlen(root) : 0;
     const char *name = root_len && strncmp(path, root, root_len) == 0 ? path + root_len : path;
     EVP_DigestUpdate(ctx, name, strlen(name) + 1);
@@ -117,13 +135,7 @@ bool md_content_key(const char *tool_version, char *const *argv, size_t skip_arg
     if (ok && extra_file)
         ok = hash_file(ctx, extra_file, root);
     free(files);
-    unsigned char md[32];
-    unsigned len = 0;
-    ok = ok && EVP_DigestFinal_ex(ctx, md, &len);
-    EVP_MD_CTX_free(ctx);
-    for (unsigned i = 0; ok && i < 32; i++)
-        snprintf(key + 2 * i, 3, "%02x", md[i]);
-    return ok;
+    return md_digest_finish(ctx, ok, key);
 }
 
 /* ---- steps ------------------------------------------------------------------------------------- */

@@ -4,6 +4,7 @@
 #ifndef MD_BUILD_STEPS_H
 #define MD_BUILD_STEPS_H
 
+#include <openssl/evp.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -94,6 +95,12 @@ long long md_steps_now_ms(void);
 bool md_steps_move(md_step_list *s, md_build_step **steps, size_t *n_steps);
 
 void md_build_steps_free(md_build_step *steps, size_t n);
+
+/* The digests behind the build's keys (sha256): a file's bytes added to CTX (false when it
+ * cannot be read), and CTX finished into 64 hex digits and freed (false when OK was false or
+ * the digest failed: then HEX is not written). */
+bool md_digest_file(EVP_MD_CTX *ctx, const char *path);
+bool md_digest_finish(EVP_MD_CTX *ctx, bool ok, char hex[65]);
 
 /* sha256, as hex into KEY, over TOOL_VERSION, ARGV but its SKIP_ARG-th string (the output) and
  * with the folder ROOT (the project folder; NULL: none) left out of every argument, SOURCE with

@@ -129,7 +129,7 @@ bool md_package_files(const char *package_dir, strv *out)
 md_status md_package_write_wheel(const md_package_spec *spec, char *written, size_t size, md_error *err)
 {
     strv paths = { 0 };
-    if (!collect_package(spec->package_dir, "", true, &paths) || paths.n == 0) {
+    if (!md_package_files(spec->package_dir, &paths)) {
         strv_free(paths.items);
         return md_fail(err, MD_ERR_IO, "no Python package (a folder with __init__.py) in '%s'", spec->package_dir);
     }

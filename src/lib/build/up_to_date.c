@@ -8,32 +8,6 @@
 #include <unistd.h>
 #include "recipes/product.h"
 
-static bool hash_file_into(EVP_MD_CTX *ctx, const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return false;
-    char buf[65536];
-    size_t n;
-    bool ok = true;
-    while (ok && (n = fread(buf, 1, sizeof buf, f)) > 0)
-        ok = EVP_DigestUpdate(ctx, buf, n);
-    ok = ok && !ferror(f);
-    fclose(f);
-    return ok;
-}
-
-static bool finish(EVP_MD_CTX *ctx, bool ok, char hex[65])
-{
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned len = 0;
-    ok = ok && EVP_DigestFinal_ex(ctx, md, &len) && len == 32;
-    EVP_MD_CTX_free(ctx);
-    for (unsigned i = 0; ok && i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", md[i]);
-    return ok;
-}
-
 bool md_pack_key(const md_step_list *pack, const char *package_dir, char *const *package_files,
                  const char *version, long long source_date_epoch, const char *platform, char key[65])
 {
@@ -50,9 +24,9 @@ bool md_pack_key(const md_step_list *pack, const char *package_dir, char *const 
     for (size_t i = 0; ok && package_files && package_files[i]; i++) {
         char path[PATH_MAX * 2];
         snprintf(path, sizeof path, "%s/%s", package_dir, package_files[i]);
-        ok = EVP_DigestUpdate(ctx, package_files[i], strlen(package_files[i]) + 1) && hash_file_into(ctx, path);
+        ok = EVP_DigestUpdate(ctx, package_files[i], strlen(package_files[i]) + 1) && md_digest_file(ctx, path);
     }
-    return finish(ctx, ok, key);
+    return md_digest_finish(ctx, ok, key);
 }
 
 static bool copy_string(json_t *doc, const char *name, char *out, size_t size)
