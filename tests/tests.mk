@@ -29,11 +29,17 @@ $(INJECT_LIB): tests/faults/inject.c
 	$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -o $@ $< -ldl
 FAULT_ENV = MSDA_INJECT=$(abspath $(INJECT_LIB)) MSDA_DOCTOR_RELEASE=$(abspath msda-doctor)
 
+# The nearest non-driver to the fake driver: cuInit alone (tests/unit/test_cuda_driver.c).
+CUINIT_ONLY := $(BUILD)/fakes/cuinit-only/libcuda.so.1
+$(CUINIT_ONLY): tests/fakes/cuinit-only.c
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(WARN) -O2 -fPIC -shared -fvisibility=hidden -o $@ $<
+
 .PHONY: check-unit check-cli fixtures
 fixtures: $(FIXTURES)/.stamp
 
-check-unit: $(UNIT_BIN) $(FIXTURES)/.stamp $(FAKE_LIBCUDA)
-	@MSDA_FIXTURES=$(FIXTURES) MSDA_FAKE_LIBCUDA=$(abspath $(FAKE_LIBCUDA)) CK_FORK=yes $(RUN_SUITE) unit check $(UNIT_BIN)
+check-unit: $(UNIT_BIN) $(FIXTURES)/.stamp $(FAKE_LIBCUDA) $(CUINIT_ONLY)
+	@MSDA_FIXTURES=$(FIXTURES) MSDA_FAKE_LIBCUDA=$(abspath $(FAKE_LIBCUDA)) MSDA_CUINIT_ONLY=$(abspath $(CUINIT_ONLY)) CK_FORK=yes $(RUN_SUITE) unit check $(UNIT_BIN)
 
 check-cli: $(BUILD)/san/msda-doctor $(FIXTURES)/.stamp $(MAN_PAGE) msda-doctor $(INJECT_LIB)
 	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) MSDA_FIXTURES=$(abspath $(FIXTURES)) MSDA_MAN_PAGE=$(abspath $(MAN_PAGE)) $(FAULT_ENV) \
@@ -257,3 +263,12 @@ check-release: release-host $(BUILD)/host/release-tool msda-doctor
 	@MSDA_DIST=$(abspath $(DIST)) MSDA_RELEASE_TOOL=$(abspath $(BUILD)/host/release-tool) MSDA_VERSION=$(VERSION) \
 	  MSDA_BUILD_CACHE=$(abspath $(TEST_BUILD_CACHE)) MSDA_DOCTOR_DEBIAN=$(abspath msda-doctor) \
 	  $(RUN_SUITE) release tap bats --tap tests/release
+
+# The mutation smoke (tests/mutation/smoke.json): one-line bugs planted one at a time in a copy of
+# the tree, each with the test that must fail; so a test deleted or weakened later fails here.
+# Last: it reuses every suite's build, the device-code cache included.
+CHECK_SUITES += mutation
+.PHONY: check-mutation
+check-mutation: $(BUILD)/san/msda-doctor $(UNIT_BIN) $(KERNEL_DIR)/test-kernels $(KERNEL_LIB) $(FAKE_LAUNCH_DRIVER) \
+                $(FIXTURES)/.stamp $(FAKE_LIBCUDA) $(CUINIT_ONLY) $(PY_VENV)/.stamp
+	@$(RUN_SUITE) mutation tap tests/mutation/smoke $(BUILD)

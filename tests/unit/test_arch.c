@@ -1,3 +1,4 @@
+#include <jansson.h>
 #include <string.h>
 #include "recipes/arch.h"
 #include "unit.h"
@@ -44,6 +45,34 @@ START_TEST(rejects_unknown)
 }
 END_TEST
 
+/* The table must list each architecture once, ascending (lookups stop at the first match): the
+ * shipped file loads; the same file with one entry repeated, or two swapped, does not. */
+START_TEST(the_table_is_refused_unless_strictly_ascending)
+{
+    json_error_t jerr;
+    json_t *doc = json_load_file("recipes/architectures.json", 0, &jerr); /* make runs tests from the top */
+    ck_assert_msg(doc, "recipes/architectures.json: %s", jerr.text);
+    md_error err;
+    ck_assert_int_eq(md_arch_table_load_json(doc, &err), MD_OK);
+    json_t *archs = json_object_get(doc, "architectures");
+    json_t *twice = json_deep_copy(doc), *swapped = json_deep_copy(doc);
+    json_t *a = json_object_get(twice, "architectures");
+    ck_assert_int_eq(json_array_insert_new(a, 1, json_deep_copy(json_array_get(archs, 1))), 0);
+    ck_assert_int_eq(md_arch_table_load_json(twice, &err), MD_ERR_INTERNAL);
+    ck_assert_msg(strstr(err.message, "not ascending"), "message: %s", err.message);
+    a = json_object_get(swapped, "architectures");
+    json_t *second = json_deep_copy(json_array_get(a, 1));
+    ck_assert_int_eq(json_array_remove(a, 1), 0);
+    ck_assert_int_eq(json_array_insert_new(a, 0, second), 0);
+    ck_assert_int_eq(md_arch_table_load_json(swapped, &err), MD_ERR_INTERNAL);
+    json_decref(twice);
+    json_decref(swapped);
+    json_decref(doc);
+    md_arch_table_free();
+    ck_assert_int_eq(md_arch_table_load(&err), MD_OK);
+}
+END_TEST
+
 START_TEST(table_facts)
 {
     md_error err;
@@ -79,6 +108,7 @@ Suite *suite_arch(void)
     tcase_add_test(tc, parses_sm_cc_and_names);
     tcase_add_test(tc, rejects_unknown);
     tcase_add_test(tc, table_facts);
+    tcase_add_test(tc, the_table_is_refused_unless_strictly_ascending);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -74,6 +74,20 @@ START_TEST(no_library_or_not_a_driver)
 }
 END_TEST
 
+/* cuInit without cuDriverGetVersion is refused too: open calls both. */
+START_TEST(cuinit_alone_is_not_a_driver)
+{
+    const char *lib = getenv("MSDA_CUINIT_ONLY");
+    ck_assert_msg(lib && *lib, "MSDA_CUINIT_ONLY is not set (make check-unit sets it)");
+    ck_assert_int_eq(setenv("MSDA_LIBCUDA", lib, 1), 0);
+    md_libcuda cuda;
+    md_error err;
+    ck_assert_int_eq(md_libcuda_open(&cuda, &err), MD_ERR_UNSUPPORTED);
+    ck_assert_msg(strstr(err.message, "lacks the CUDA driver API"), "message: %s", err.message);
+    ck_assert_ptr_null(cuda.lib);
+}
+END_TEST
+
 Suite *suite_cuda_driver(void)
 {
     Suite *s = suite_create("cuda_driver");
@@ -82,6 +96,7 @@ Suite *suite_cuda_driver(void)
     tcase_add_test(tc, missing_group_names_the_first_entry_point);
     tcase_add_test(tc, error_names_come_from_the_driver);
     tcase_add_test(tc, no_library_or_not_a_driver);
+    tcase_add_test(tc, cuinit_alone_is_not_a_driver);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -161,6 +161,12 @@ START_TEST(rejects_bad_entries)
     payload(&b, 8, 0);
     expect_format_error(&b, "runs past its container");
 
+    b.size = 0; /* one byte past its container: the nearest payload that does not fit */
+    container(&b, 64 + 8);
+    entry(&b, 1, 64, 9, 61, 0, 0);
+    payload(&b, 8, 0);
+    expect_format_error(&b, "runs past its container");
+
     b.size = 0;
     container(&b, 40);
     entry(&b, 1, 64, 0, 61, 0, 0);

@@ -214,6 +214,31 @@ static md_status walk(const char *path, md_error *err)
     return st;
 }
 
+/* A zip comment may hold the end record's signature: only the record whose comment reaches the
+ * file's end is the real one, so a fake one inside the comment, declaring 9 entries, changes
+ * nothing. */
+START_TEST(an_end_record_signature_inside_the_comment_is_not_the_end_record)
+{
+    size_t size;
+    unsigned char *whole = read_file(zip_path, &size);
+    unsigned char comment[40] = { 'P', 'K', 5, 6 };
+    comment[10] = 9; /* the fake record's entry count */
+    ck_assert_uint_eq(whole[size - 22], 'P');
+    whole[size - 2] = sizeof comment; /* the real record's comment length */
+    unsigned char *longer = malloc(size + sizeof comment);
+    ck_assert_ptr_nonnull(longer);
+    memcpy(longer, whole, size);
+    memcpy(longer + size, comment, sizeof comment);
+    write_file(zip_path, longer, size + sizeof comment);
+    md_error err;
+    md_error_clear(&err);
+    md_status st = walk(zip_path, &err);
+    ck_assert_msg(st == MD_OK, "%d %s", st, err.message);
+    free(longer);
+    free(whole);
+}
+END_TEST
+
 START_TEST(truncated_archives_fail_cleanly)
 {
     size_t size;
@@ -282,6 +307,7 @@ Suite *suite_zip_members(void)
     TCase *tc = tcase_create("core");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, members_are_listed_in_order);
+    tcase_add_test(tc, an_end_record_signature_inside_the_comment_is_not_the_end_record);
     tcase_add_test(tc, a_member_is_streamed_whole);
     tcase_add_test(tc, a_member_is_extracted_into_a_file);
     tcase_add_test(tc, a_missing_member_names_the_archive_and_the_member);

@@ -15,9 +15,12 @@ case "$1" in
   --list-gpu-code) echo sm_80; echo sm_90; exit 0 ;;
   --help) exit 0 ;;
 esac
-out=
-while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
-case "${FAKE_NVCC_MODE:-ok}" in
+out= image=
+while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; [ "$1" = -fatbin ] && image=1; shift; done
+mode=${FAKE_NVCC_MODE:-ok}
+# hang-tree-image: the PTX steps run, the image step (into the cache) hangs as hang-tree
+[ "$mode" = hang-tree-image ] && { [ -n "$image" ] && mode=hang-tree || mode=ok; }
+case "$mode" in
   fail) echo "msda_kernels.cu(1): error: this nvcc was told to fail" >&2; exit 2 ;;
   kill) kill -9 $$ ;;
   # part of the output first: a compiler stopped mid-write, and a sign for the tests that it runs

@@ -10,12 +10,12 @@ load fake-build
 # Starts a build whose nvcc hangs, waits until it runs, sends SIG to msda-doctor only, and
 # leaves its exit status in $status.
 stop_with() {
-  local sig=$1
+  local sig=$1 mode=${2:-hang-tree}
   export FAKE_PIDS="$BATS_TEST_TMPDIR/pids"
   : > "$FAKE_PIDS"
   # The signal at its default (a background job starts with SIGINT ignored, which the build
   # keeps ignored); fd 3 (bats' own) closed so that a process left behind cannot hold the test.
-  env --default-signal="$sig" MSDA_TOOLKIT_PATHS="$FAKE" FAKE_NVCC_MODE=hang-tree TMPDIR="$BATS_TEST_TMPDIR/tmp" \
+  env --default-signal="$sig" MSDA_TOOLKIT_PATHS="$FAKE" FAKE_NVCC_MODE="$mode" TMPDIR="$BATS_TEST_TMPDIR/tmp" \
     "$MSDA_DOCTOR" build --arch sm_90 --platform "$HOST_CPU" --source "$SRC" --cache "$CACHE" --out "$OUT" \
     > "$BATS_TEST_TMPDIR/build.log" 2>&1 3>&- &
   local pid=$!
@@ -74,6 +74,17 @@ setup_tmp() { mkdir -p "$BATS_TEST_TMPDIR/tmp"; }
   stop_with INT
   [ "$status" -eq 130 ] || { echo "exit $status"; cat "$BATS_TEST_TMPDIR/build.log"; return 1; } >&2
   assert_clean
+  assert_next_build_is_clean
+}
+
+# The PTX steps write into the build's own folder, the image steps into the cache under a
+# temporary name: stopped there, the partial image in the cache must go too.
+@test "SIGTERM while an image step writes into the cache: its partial file is removed, nothing is cached" {
+  setup_tmp
+  stop_with TERM hang-tree-image
+  [ "$status" -eq 143 ] || { echo "exit $status"; cat "$BATS_TEST_TMPDIR/build.log"; return 1; } >&2
+  assert_clean
+  [ -z "$(find "$CACHE" -name '*.fatbin')" ] || { find "$CACHE" >&2; return 1; }
   assert_next_build_is_clean
 }
 
