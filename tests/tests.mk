@@ -111,6 +111,18 @@ $(PY_KERNELS)/.stamp: $(PY_VENV)/.stamp
 	$(PY_VENV)/bin/pip install -q --no-deps --target $(PY_KERNELS) kernels==$(PY_KERNELS_VERSION)
 	@touch $@
 
+# mmcv without compiled ops (mmcv-lite) and what `import mmcv.ops` needs beside the environment's
+# torch, numpy, yaml and rich, in a folder of its own: msda.patch("mmcv")'s tests run on its real
+# code (wheels/tests/test_patch_mmcv.py). No dependency resolution: the list is what it imports.
+PY_MMCV := $(BUILD)/py-mmcv
+PY_MMCV_VERSION := 2.2.0
+PY_MMCV_PACKAGES := mmcv-lite==$(PY_MMCV_VERSION) mmengine==0.10.7 opencv-python-headless==5.0.0.93 addict==2.4.0 \
+                    yapf==0.43.0 termcolor==3.3.0 pillow==13.0.0
+$(PY_MMCV)/.stamp-$(PY_MMCV_VERSION): $(PY_VENV)/.stamp
+	@rm -rf $(PY_MMCV)
+	$(PY_VENV)/bin/pip install -q --no-deps --target $(PY_MMCV) $(PY_MMCV_PACKAGES)
+	@touch $@
+
 # (here, no GPU) the CPU path, as the Python op runs it, against grid_sample on the CPU, on the
 # library of this CPU's wheel (tests/bench/cpu_bench.py).
 .PHONY: bench-cpu
@@ -130,10 +142,10 @@ $(PY_TESTS)/.stamp: $(KERNEL_WHEEL_DEP) $(PY_VENV)/.stamp $(wildcard wheels/test
 	@rm -rf $(PY_TESTS) && mkdir -p $(PY_TESTS) && cp -r wheels/tests $(PY_TESTS)/
 	@printf '[pytest]\nmarkers =\n    cuda: needs a CUDA GPU\n    compile: runs torch.compile\n' > $(PY_TESTS)/pytest.ini
 	@touch $@
-check-python: $(PY_TESTS)/.stamp $(PY_KERNELS)/.stamp
-	@cd $(PY_TESTS) && PYTHONPATH=$(abspath $(PY_SITE)):$(abspath $(PY_KERNELS)) MSDA_LIBRARY=$(abspath $(PY_SITE))/msda/libmsda.so \
+check-python: $(PY_TESTS)/.stamp $(PY_KERNELS)/.stamp $(PY_MMCV)/.stamp-$(PY_MMCV_VERSION)
+	@cd $(PY_TESTS) && PYTHONPATH=$(abspath $(PY_SITE)):$(abspath $(PY_KERNELS)):$(abspath $(PY_MMCV)) MSDA_LIBRARY=$(abspath $(PY_SITE))/msda/libmsda.so \
 	  MSDA_EXPECT_INSTALLED=$(abspath $(PY_SITE)) MSDA_HEADER=$(abspath kernels/msda.h) MSDA_SIGNATURES=$(abspath recipes/signatures.json) MSDA_EXPECT_VERSION=$(VERSION) \
-	  MSDA_EXPECT_TRANSFORMERS=$(PY_TRANSFORMERS) \
+	  MSDA_EXPECT_TRANSFORMERS=$(PY_TRANSFORMERS) MSDA_EXPECT_MMCV=$(PY_MMCV_VERSION) \
 	  $(abspath $(RUN_SUITE)) python counts \
 	  $(abspath $(PY_VENV))/bin/python -m pytest -q -p no:cacheprovider tests
 

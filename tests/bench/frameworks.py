@@ -65,7 +65,7 @@ def _step(model, inputs, weights, autocast):
 def _switch(replacements, on):
     """msda.patch's replacements put in place (ON) or taken out, without planning them again."""
     for r in replacements:
-        setattr(r.owner, r.name, r.new if on else r.original)
+        r.put(r.new if on else r.original)
 
 
 def _time(model, inputs, weights, autocast, iters, replacements):

@@ -1,5 +1,6 @@
 """msda.patch and msda.unpatch: switch the MSDA op of the frameworks people run their models in
-(Hugging Face transformers first) to msda, and back.
+(Hugging Face transformers, and mmcv with what is built on it: mmdet, mmdet3d, BEVFormer) to
+msda, and back.
 
 A patch replaces attributes: a class's method or a module's function, which every model the
 framework builds calls through at each forward, so that models built before the call are
@@ -13,7 +14,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 
 class PatchError(RuntimeError):
@@ -21,15 +22,49 @@ class PatchError(RuntimeError):
     adapter expects (the message says what was expected). Nothing was replaced."""
 
 
+# Replacement.original of a name that was not there: unpatch removes it again.
+ABSENT: Any = object()
+# Replacement.original to be read when the replacement is made (its owner is imported then).
+WHEN_SWITCHED: Any = object()
+
+
 @dataclass
 class Replacement:
-    """One attribute to switch: OWNER.NAME (a class or a module) from ORIGINAL to NEW."""
+    """One name to switch: OWNER.NAME (a class or a module), or OWNER[NAME] when OWNER is a
+    mapping (sys.modules), from ORIGINAL (ABSENT: none) to NEW. With IMPORT set, OWNER is that
+    module, imported when the replacement is made (after the replacements before it: mmcv's ops
+    module can be imported only once its stand-in extension is in place)."""
 
     owner: Any
     name: str
     original: Any
     new: Any
     what: str  # as the report names it: "transformers.models.deformable_detr...forward"
+    mapping: bool = False
+    import_owner: Optional[str] = None
+
+    def target(self) -> Any:
+        if self.import_owner is not None:
+            self.owner, self.import_owner = importlib.import_module(self.import_owner), None
+        return self.owner
+
+    def current(self) -> Any:
+        if self.mapping:
+            return self.target().get(self.name, ABSENT)
+        return getattr(self.target(), self.name, ABSENT)
+
+    def put(self, value: Any) -> None:
+        if self.original is WHEN_SWITCHED:
+            self.original = self.current()
+        if value is not ABSENT:
+            if self.mapping:
+                self.owner[self.name] = value
+            else:
+                setattr(self.owner, self.name, value)
+        elif self.mapping:
+            self.owner.pop(self.name, None)
+        elif hasattr(self.owner, self.name):
+            delattr(self.owner, self.name)
 
 
 @dataclass
@@ -64,6 +99,7 @@ class PatchReport:
 # framework name -> (the module to import to find it, its adapter module)
 _FRAMEWORKS: Dict[str, Tuple[str, str]] = {
     "transformers": ("transformers", "._patch_transformers"),
+    "mmcv": ("mmcv", "._patch_mmcv"),
 }
 
 # What is switched now, in the order it was switched: unpatch restores in reverse.
@@ -73,7 +109,7 @@ _active: List[Replacement] = []
 def _switched(owner: Any, name: str) -> "Replacement | None":
     """The active replacement of OWNER.NAME that is still in place, if any."""
     for r in _active:
-        if r.owner is owner and r.name == name and getattr(owner, name, None) is r.new:
+        if r.target() is owner and r.name == name and r.current() is r.new:
             return r
     return None
 
@@ -101,11 +137,18 @@ def _adapter(name: str) -> Callable[[], Tuple[FrameworkPatch, List[Replacement]]
     return getattr(importlib.import_module(_FRAMEWORKS[name][1], __package__), "plan")
 
 
+def _plan(name: str) -> Tuple[FrameworkPatch, List[Replacement]]:
+    try:
+        return _adapter(name)()
+    except ImportError as e:  # the framework's own import failing (mmcv without OpenCV)
+        raise PatchError(f"msda.patch: {name} cannot be imported here: {e}; nothing switched") from e
+
+
 def patch(*names: str) -> PatchReport:
-    """Switches the named frameworks' MSDA op to msda ("transformers"), or every known one that
-    is importable when none is named; returns what was switched. Models built before the call
-    are switched too (the patch replaces what their layers call). Calling it again changes
-    nothing; msda.unpatch() restores the frameworks' own code.
+    """Switches the named frameworks' MSDA op to msda ("transformers", "mmcv"), or every known
+    one that is importable when none is named; returns what was switched. Models built before
+    the call are switched too (the patch replaces what their layers call). Calling it again
+    changes nothing; msda.unpatch() restores the frameworks' own code.
 
     Raises PatchError, having replaced nothing, when a named framework is unknown or not
     importable, or when any framework's code is not what msda expects of it."""
@@ -116,14 +159,21 @@ def patch(*names: str) -> PatchReport:
         if not _importable(_FRAMEWORKS[name][0]):
             raise PatchError(f"msda.patch: {name} is not importable here (pip install {name})")
     wanted = list(dict.fromkeys(names)) or [n for n in _FRAMEWORKS if _importable(_FRAMEWORKS[n][0])]
-    plans = [_adapter(name)() for name in wanted]  # each raises PatchError before any change
+    plans = [_plan(name) for name in wanted]  # each raises PatchError before any change
     report = PatchReport()
-    for framework, replacements in plans:
-        for r in replacements:
-            if _switched(r.owner, r.name) is None:  # switched already: left as it is
-                setattr(r.owner, r.name, r.new)
-                _active.append(r)
-        report.frameworks[framework.framework] = framework
+    made = len(_active)
+    try:
+        for framework, replacements in plans:
+            for r in replacements:
+                if _switched(r.target(), r.name) is None:  # switched already: left as it is
+                    r.put(r.new)
+                    _active.append(r)
+            report.frameworks[framework.framework] = framework
+    except Exception as e:  # an owner that cannot be imported: what this call switched goes back
+        while len(_active) > made:
+            r = _active.pop()
+            r.put(r.original)
+        raise PatchError(f"msda.patch: {e}; nothing switched") from e
     return report
 
 
@@ -133,7 +183,7 @@ def unpatch() -> List[str]:
     restored = []
     while _active:
         r = _active.pop()
-        if getattr(r.owner, r.name, None) is r.new:
-            setattr(r.owner, r.name, r.original)
+        if r.current() is r.new:
+            r.put(r.original)
             restored.append(r.what)
     return restored

@@ -282,14 +282,20 @@ LOG
     '{"transformers":"5.24.0","kernels":null,"mmcv":"2.2.0","groundingdino":"0.4.0","detrex":null}' ]
   details=$(jq -r '.checks[] | select(.id == "python") | .details[]' <<<"$output")
   grep -qx 'transformers 5.24.0: runs MSDA in PyTorch (grid_sample), or a Hub build where a model is loaded with use_kernels=True (kernels (version unknown)); the msda wheel and msda.patch("transformers") switch it to msda' <<<"$details"
-  grep -qx "mmcv 2.2.0: runs its own compiled MSDA op, $(realpath "$site")/mmcv/_ext.cpython-311-x86_64-linux-gnu.so (the binaries check says where it runs)" <<<"$details"
+  grep -qx "mmcv 2.2.0: runs its own compiled MSDA op, $(realpath "$site")/mmcv/_ext.cpython-311-x86_64-linux-gnu.so (the binaries check says where it runs); the msda wheel and msda.patch(\"mmcv\") switch it to msda" <<<"$details"
   grep -qx 'groundingdino 0.4.0 without its compiled _C: it runs MSDA in PyTorch, on the CPU only' <<<"$details"
   grep -qx 'detrex (version unknown) without its compiled _C: its MSDA layers fail on a GPU' <<<"$details"
   # msda installed: the switch is named as there
   mkdir -p "$site/msda" && printf "__version__ = '0.1.0'\n" > "$site/msda/_version.py" && : > "$site/msda/__init__.py"
   PYTHONPATH="$site" run --separate-stderr diagnose --python /usr/bin/python3 --root "$FAKE_ROOT" --json
   [ "$(jq -r '.machine.python.frameworks.msda' <<<"$output")" = 0.1.0 ]
-  jq -r '.checks[] | select(.id == "python") | .details[]' <<<"$output" | grep -q 'msda.patch("transformers") switches it to msda (installed)$'
+  details=$(jq -r '.checks[] | select(.id == "python") | .details[]' <<<"$output")
+  grep -q 'msda.patch("transformers") switches it to msda (installed)$' <<<"$details"
+  # mmcv without its compiled ops (mmcv-lite) is switched as well
+  rm "$site/mmcv/_ext.cpython-311-x86_64-linux-gnu.so"
+  PYTHONPATH="$site" run --separate-stderr diagnose --python /usr/bin/python3 --root "$FAKE_ROOT" --json
+  jq -r '.checks[] | select(.id == "python") | .details[]' <<<"$output" | grep -qx 'mmcv 2.2.0 without its compiled ops (mmcv-lite, or built with no CUDA): its MultiScaleDeformableAttention fails on a GPU; msda.patch("mmcv") switches it to msda (installed)'
+  grep -qx 'detrex (version unknown) without its compiled _C: its MSDA layers fail on a GPU' <<<"$details"
 }
 
 @test "toolkit-library-not-found: the fix names the toolkit's library folder, lib64 in NVIDIA's layout, the multiarch folder in Debian's" {

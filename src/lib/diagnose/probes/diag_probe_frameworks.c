@@ -2,7 +2,7 @@
  * installed: transformers runs its PyTorch version (grid_sample) unless msda.patch switches it or
  * the kernels package brings a Hub build; mmcv, GroundingDINO and detrex run their own compiled
  * op where one is installed (the binaries check says on which GPUs it runs) and fail, or fall
- * back to the CPU, where none is. */
+ * back to the CPU, where none is; msda.patch switches mmcv either way. */
 #include <stdio.h>
 #include <string.h>
 #include "diag.h"
@@ -38,22 +38,28 @@ void md_python_framework_lines(const md_python_facts *p, md_check *c)
                      msda ? "msda.patch(\"transformers\") switches it to msda (installed)"
                           : "the msda wheel and msda.patch(\"transformers\") switch it to msda");
     }
+    /* patch: the msda.patch argument that switches the framework, where msda has an adapter */
     static const struct {
-        const char *name, *sub, *without;
+        const char *name, *sub, *without, *patch;
     } own[] = {
         { "mmcv", "mmcv", "without its compiled ops (mmcv-lite, or built with no CUDA): its "
-                          "MultiScaleDeformableAttention fails on a GPU" },
-        { "groundingdino", "groundingdino", "without its compiled _C: it runs MSDA in PyTorch, on the CPU only" },
-        { "detrex", "detrex", "without its compiled _C: its MSDA layers fail on a GPU" },
+                          "MultiScaleDeformableAttention fails on a GPU", "mmcv" },
+        { "groundingdino", "groundingdino", "without its compiled _C: it runs MSDA in PyTorch, on the CPU only",
+          NULL },
+        { "detrex", "detrex", "without its compiled _C: its MSDA layers fail on a GPU", NULL },
     };
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
         if ((v = version_of(p, own[i].name)) == NULL)
             continue;
+        char how[160] = "";
+        if (own[i].patch)
+            snprintf(how, sizeof how, "; %smsda.patch(\"%s\") switch%s it to msda%s", msda ? "" : "the msda wheel and ",
+                     own[i].patch, msda ? "es" : "", msda ? " (installed)" : "");
         const char *op = compiled_op(p, own[i].sub);
         if (op)
             md_check_add(c, MD_LINE_DETAIL, "%s %s: runs its own compiled MSDA op, %s (the binaries check says where "
-                         "it runs)", own[i].name, v, op);
+                         "it runs)%s", own[i].name, v, op, how);
         else
-            md_check_add(c, MD_LINE_DETAIL, "%s %s %s", own[i].name, v, own[i].without);
+            md_check_add(c, MD_LINE_DETAIL, "%s %s %s%s", own[i].name, v, own[i].without, how);
     }
 }
