@@ -73,6 +73,17 @@ requests_for() { grep -c "^$1 " "$REPO/requests.log" || true; }
   [ "$(realpath "$TK/lib/alias")" = "$(realpath "$TK/lib/libcudart.so.11.0")" ]
 }
 
+# --- member names: "./top/..." (as `tar -C DIR -c .` writes them) is the same member as "top/..." --
+
+@test "boundary: an archive whose member names begin with './' unpacks as the same toolkit" {
+  repo --dot-names
+  serve
+  fetch
+  assert_fetched
+  [ -f "$TK/include/cuda.h" ] && [ "$(readlink "$TK/lib/libcudart.so")" = libcudart.so.11.0 ]
+  [ ! -e "$TK/.$CUDART_TOP" ] && [ ! -e "$TK/$CUDART_TOP" ]
+}
+
 # --- symlinks that climb: one level out (refused) against zero levels out (kept) -----------------
 
 @test "boundary: a symlink that climbs exactly one level out of the toolkit is refused" {

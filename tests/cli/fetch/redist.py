@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """A synthetic NVIDIA redist repository and a loopback HTTP server for it (tests/cli/fetch).
 
-  redist.py make ROOT VERSION [--evil dotdot|absolute|symlink|hardlink] [--link NAME=TARGET]...
+  redist.py make ROOT VERSION [--evil dotdot|absolute|symlink|hardlink] [--link NAME=TARGET]... [--dot-names]
       writes ROOT/redistrib_VERSION.json and the tar.xz archives it names, as NVIDIA lays them
       out, for each platform that some host fetches by default (recipes/redist.json's
       host_platforms: linux-x86_64 and linux-sbsa, never linux-aarch64), so that the fetch's
       default works on any host and the other host's platform can be asked for by name; --evil
       puts an unsafe member into the cuda_cudart archives; --link adds to them a symlink NAME
-      (under the archive's top folder, as lib/alias) pointing to TARGET, as it is written.
+      (under the archive's top folder, as lib/alias) pointing to TARGET, as it is written;
+      --dot-names writes every member's name with a leading "./", as `tar -C DIR -c .` does.
   redist.py serve ROOT PORTFILE
       serves ROOT on 127.0.0.1 at a free port (written to PORTFILE), with Range requests. Faults
       come from ROOT/faults.json, read at each request: {"PATH": "404" | "500:N" | "cut:N" |
@@ -51,7 +52,7 @@ def add(tar, name, data=b"", mode=0o644, kind=tarfile.REGTYPE, link=""):
     tar.addfile(info, io.BytesIO(data) if kind == tarfile.REGTYPE else None)
 
 
-def make(root, version, evil=None, links=()):
+def make(root, version, evil=None, links=(), dot=""):
     mm = ".".join(version.split(".")[:2])
     full = mm + ".89"
     rng = __import__("random").Random(42)
@@ -85,10 +86,10 @@ def make(root, version, evil=None, links=()):
             path = os.path.join(root, rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with tarfile.open(path, "w:xz") as tar:
-                add(tar, top, kind=tarfile.DIRTYPE, mode=0o755)
+                add(tar, dot + top, kind=tarfile.DIRTYPE, mode=0o755)
                 for member, data, mode, kind, link in files:
                     # Evil absolute members are written as they are; the others under the top folder.
-                    add(tar, member if member.startswith("/") else f"{top}/{member}", data, mode, kind, link)
+                    add(tar, member if member.startswith("/") else f"{dot}{top}/{member}", data, mode, kind, link)
             with open(path, "rb") as f:
                 blob = f.read()
             manifest[name][platform] = {"relative_path": rel, "sha256": hashlib.sha256(blob).hexdigest(),
@@ -191,8 +192,11 @@ def serve(root, portfile, tls=None):
 
 if __name__ == "__main__":
     if sys.argv[1] == "make":
-        evil, links, args = None, [], sys.argv[4:]
+        evil, links, dot, args = None, [], "", sys.argv[4:]
         while args:
+            if args[0] == "--dot-names":
+                dot, args = "./", args[1:]
+                continue
             if args[0] == "--evil" and len(args) > 1:
                 evil = args[1]
             elif args[0] == "--link" and len(args) > 1 and "=" in args[1]:
@@ -200,7 +204,7 @@ if __name__ == "__main__":
             else:
                 sys.exit(__doc__)
             args = args[2:]
-        make(sys.argv[2], sys.argv[3], evil, links)
+        make(sys.argv[2], sys.argv[3], evil, links, dot)
     elif sys.argv[1] == "serve":
         serve(sys.argv[2], sys.argv[3], sys.argv[5:7] if len(sys.argv) > 6 and sys.argv[4] == "--tls" else None)
     else:
