@@ -282,5 +282,5 @@ check-release: release-host $(BUILD)/host/release-tool msda-doctor
 CHECK_SUITES += mutation
 .PHONY: check-mutation
 check-mutation: $(BUILD)/san/msda-doctor $(UNIT_BIN) $(KERNEL_DIR)/test-kernels $(KERNEL_LIB) $(FAKE_LAUNCH_DRIVER) \
-                $(FIXTURES)/.stamp $(FAKE_LIBCUDA) $(CUINIT_ONLY) $(PY_VENV)/.stamp
+                $(FIXTURES)/.stamp $(FAKE_LIBCUDA) $(CUINIT_ONLY) $(PY_VENV)/.stamp $(PY_MMCV)/.stamp-$(PY_MMCV_VERSION)
 	@$(RUN_SUITE) mutation tap tests/mutation/smoke $(BUILD)
