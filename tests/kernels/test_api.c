@@ -90,10 +90,13 @@ START_TEST(each_violation_has_its_status) {
     fixture_init(&f);
     const msda_status want = mutate(&f, _i);
     msda_error err;
-    memset(&err, 0, sizeof err);
+    memset(&err, 0x5a, sizeof err); /* whatever the caller's struct held before */
     ck_assert_int_eq(msda_validate_forward(&f.fwd, &err), want);
     ck_assert_int_eq(err.status, want);
     ck_assert_msg(strlen(err.message) > 0, "no message");
+    /* not a CUDA failure: no CUresult and no CUDA name (msda.h) */
+    ck_assert_int_eq(err.cuda_result, 0);
+    ck_assert_str_eq(err.cuda_name, "");
     for (size_t i = 0; i < sizeof f.out / sizeof f.out[0]; i++) f.out[i] = 42.0f;
     ck_assert_int_eq(msda_forward_cpu(&f.fwd, 0, NULL), want);
     ck_assert_int_eq(msda_forward_cuda(&f.fwd, NULL, &err), want);
