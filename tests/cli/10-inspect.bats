@@ -136,6 +136,14 @@ PY
   [[ "$output" == *"sm_75: cannot run: no SASS sm_7x up to sm_75, no PTX up to compute_75 ("* ]]
 }
 
+@test "a verdict names three of the codes that are there but do not apply, in the file's order, no more" {
+  run --separate-stderr doctor inspect --gpu sm_89 "$(fix f13-variants.fatbin)"
+  [ "$status" -eq 1 ]
+  [[ "${lines[1]}" == *"compute_89; sm_90a SASS is there, but arch-specific code runs only on sm_90; sm_100a SASS is there, but arch-specific code runs only on sm_100; sm_100f SASS is there, but family code runs only on sm_10x from sm_100 (\"no kernel image"* ]] ||
+    { echo "$output" >&2; return 1; }
+  [[ "${lines[1]}" != *sm_120a* ]]
+}
+
 @test "entries name the section that holds them: .nv_fatbin in a library, __nv_relfatbin in an -rdc object (issue 44)" {
   run --separate-stderr doctor inspect --json "$(fix f13-sm80.so)"
   [ "$(jq -r '[.files[0].entries[].section] | unique | join(",")' <<<"$output")" = ".nv_fatbin" ]

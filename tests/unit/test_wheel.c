@@ -455,7 +455,8 @@ START_TEST(lying_records_rejected)
     expect_record_failure(dir, "\"x/a.txt\"," HELLO_SHA ",6\r\nx-1.dist-info/RECORD,,\r\n", NULL);
     expect_record_failure(
         dir, "x/a.txt,sha256=WJG1tSLV3whtD_CxEPvZ0hu0_HFjrzTQgoai6Eb2vgX,6\nx-1.dist-info/RECORD,,\n",
-        "x/a.txt");
+        "'x/a.txt' has sha256 WJG1tSLV3whtD_CxEPvZ0hu0_HFjrzTQgoai6Eb2vgM but RECORD says "
+        "WJG1tSLV3whtD_CxEPvZ0hu0_HFjrzTQgoai6Eb2vgX");
     expect_record_failure(dir, "x/a.txt," HELLO_SHA ",7\nx-1.dist-info/RECORD,,\n", "RECORD says 7");
     expect_record_failure(dir, "x-1.dist-info/RECORD,,\n", "'x/a.txt' is not listed");
     expect_record_failure(dir, "x/a.txt," HELLO_SHA ",6\nx/b.txt," HELLO_SHA ",6\nx-1.dist-info/RECORD,,\n",
