@@ -234,7 +234,9 @@ md_status md_log_matcher_init(md_log_matcher *m, const char *const *patterns, co
         m->group_of[i] = groups[i] < n_groups ? groups[i] : n_groups - 1;
     }
     m->n_groups = n_groups;
-    md_status st = build_literals(m, patterns, n, err);
+    md_status st = md_log_wording_init(&m->wording, NULL, NULL, 0, err); /* characters only, until one is set */
+    if (st == MD_OK)
+        st = build_literals(m, patterns, n, err);
     if (st != MD_OK)
         md_log_matcher_free(m);
     return st;
@@ -252,6 +254,7 @@ void md_log_matcher_free(md_log_matcher *m)
     free(m->literal_text);
     free(m->by_bigram);
     free(m->residual);
+    md_log_wording_free(&m->wording);
     memset(m, 0, sizeof *m);
 }
 
@@ -265,6 +268,7 @@ typedef struct {
     md_log_line ring[MD_LOG_CONTEXT];            /* the last lines, for context */
     size_t ring_next, ring_count;
     bool no_memory;                              /* a regexec could not allocate */
+    char norm[MD_LOG_LINE_MAX + 1];              /* the current line as the patterns see it */
 } scan_state;
 
 /* A regexec that cannot allocate gives no answer, not "no match": a finding lost to it would be a
@@ -315,11 +319,13 @@ static void match_line(scan_state *s, char *line, size_t len)
     md_log_result *r = s->r;
     const md_log_matcher *m = s->m;
     line[len] = '\0';
-    if (candidates(m, line, len, s->cand, &s->no_memory)) {
+    size_t norm_len;
+    const char *norm = md_log_normal_form(&m->wording, line, len, s->norm, sizeof s->norm, &norm_len);
+    if (candidates(m, norm, norm_len, s->cand, &s->no_memory)) {
         memset(s->seen, 0, m->n_groups * sizeof *s->seen);
         for (size_t i = 0; i < m->n_patterns; i++) {
             size_t g = m->group_of[i];
-            if (!s->cand[i] || s->seen[g] || !matches(&m->patterns[i], line, &s->no_memory))
+            if (!s->cand[i] || s->seen[g] || !matches(&m->patterns[i], norm, &s->no_memory))
                 continue;
             s->seen[g] = true;
             md_log_group_hits *h = &r->groups[g];
