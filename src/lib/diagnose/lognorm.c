@@ -151,19 +151,6 @@ static size_t normalise_chars(const unsigned char *cls, const char *line, size_t
 
 /* ---- translations ------------------------------------------------------------------------- */
 
-static unsigned bigram(const char *s)
-{
-    return (unsigned)(unsigned char)s[0] << 8 | (unsigned char)s[1];
-}
-
-/* A 16-bit hash of the four bytes at S. */
-static unsigned head_hash(const char *s)
-{
-    uint32_t v;
-    memcpy(&v, s, 4);
-    return (unsigned)((v * 2654435761u) >> 16);
-}
-
 static int by_length(const void *a, const void *b)
 {
     const md_log_translation *x = a, *y = b;
@@ -214,11 +201,11 @@ md_status md_log_wording_init(md_log_wording *w, const char *const *from, const 
     for (size_t b = 0; b < 65536; b++)
         w->by_bigram[b] = -1;
     for (size_t i = 0; i < n; i++) { /* shortest first, each at the head: the longest leads */
-        unsigned b = bigram(w->items[i].from);
+        unsigned b = md_log_bigram(w->items[i].from);
         w->items[i].next = w->by_bigram[b];
         w->by_bigram[b] = (int)i;
         w->bigram_bits[b >> 6] |= (uint64_t)1 << (b & 63);
-        unsigned h = head_hash(w->items[i].from);
+        unsigned h = md_log_head_hash(w->items[i].from);
         w->head_bits[h >> 6] |= (uint64_t)1 << (h & 63);
     }
     return MD_OK;
@@ -232,40 +219,16 @@ void md_log_wording_free(md_log_wording *w)
     memset(w, 0, sizeof *w);
 }
 
-/* The translation that starts at TEXT (N bytes left), or NULL. */
-static inline const md_log_translation *translation_at(const md_log_wording *w, const char *text, size_t n)
-{
-    if (n < 4)
-        return NULL;
-    unsigned h = head_hash(text);
-    if (!(w->head_bits[h >> 6] >> (h & 63) & 1))
-        return NULL;
-    unsigned b = bigram(text);
-    if (!(w->bigram_bits[b >> 6] >> (b & 63) & 1))
-        return NULL;
-    for (int k = w->by_bigram[b]; k >= 0; k = w->items[k].next)
-        if (w->items[k].from_len <= n && memcmp(text, w->items[k].from, w->items[k].from_len) == 0)
-            return &w->items[k];
-    return NULL;
-}
-
 const char *md_log_normal_form(const md_log_wording *w, const char *line, size_t len, char *out, size_t cap,
                                size_t *out_len)
 {
     /* Most lines need nothing: one pass that only looks, and no copy. A catalogue text never
      * starts inside an ASCII word, so it is looked for only where a word (or other text) starts. */
     const unsigned char *cls = w->byte_class;
-    unsigned prev = 0;
+    unsigned prev;
     size_t i = 0;
-    for (; i < len; i++) {
-        unsigned char c = (unsigned char)line[i];
-        unsigned k = cls[c];
-        if (!(k & MD_LOG_BYTE_PLAIN) && (!(k & MD_LOG_BYTE_RUN) || (i && line[i - 1] == (char)c)))
-            break;
-        if ((k & MD_LOG_BYTE_FIRST) && !(k & prev & MD_LOG_BYTE_ALNUM) && translation_at(w, line + i, len - i))
-            break;
-        prev = k;
-    }
+    while (i < len && !md_log_changes_at(w, line, i, len))
+        i++;
     if (i == len) {
         *out_len = len;
         return line;
@@ -279,7 +242,7 @@ const char *md_log_normal_form(const md_log_wording *w, const char *line, size_t
     for (i = 0, prev = 0; w->n && i + 4 <= n && at < cap - 1;) {
         unsigned k = cls[(unsigned char)chars[i]];
         const md_log_translation *hit = (k & MD_LOG_BYTE_FIRST) && !(k & prev & MD_LOG_BYTE_ALNUM)
-                                            ? translation_at(w, chars + i, n - i) : NULL;
+                                            ? md_log_translation_at(w, chars + i, n - i) : NULL;
         prev = k;
         if (!hit) {
             i++;

@@ -18,8 +18,10 @@
 #ifndef MD_LOGNORM_H
 #define MD_LOGNORM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "base/status.h"
 
 #define MD_LOG_NORM_MAX 8192   /* bytes of a line that are normalised; the rest is cut */
@@ -51,6 +53,52 @@ typedef struct {
                                     * list is not empty (an "er", a "co") are passed over by it */
     unsigned char byte_class[256]; /* MD_LOG_BYTE_* */
 } md_log_wording;
+
+/* The list a text starting at S belongs to: its first two bytes. */
+static inline unsigned md_log_bigram(const char *s)
+{
+    return (unsigned)(unsigned char)s[0] << 8 | (unsigned char)s[1];
+}
+
+/* A 16-bit hash of the four bytes at S. */
+static inline unsigned md_log_head_hash(const char *s)
+{
+    uint32_t v;
+    memcpy(&v, s, 4);
+    return (unsigned)((v * 2654435761u) >> 16);
+}
+
+/* The translation whose text starts at TEXT (N bytes left), or NULL. Inline, with
+ * md_log_changes_at, for the scan's loop over every byte of a log (logscan.c). */
+static inline const md_log_translation *md_log_translation_at(const md_log_wording *w, const char *text, size_t n)
+{
+    if (n < 4)
+        return NULL;
+    unsigned h = md_log_head_hash(text);
+    if (!(w->head_bits[h >> 6] >> (h & 63) & 1))
+        return NULL;
+    unsigned b = md_log_bigram(text);
+    if (!(w->bigram_bits[b >> 6] >> (b & 63) & 1))
+        return NULL;
+    for (int k = w->by_bigram[b]; k >= 0; k = w->items[k].next)
+        if (w->items[k].from_len <= n && memcmp(text, w->items[k].from, w->items[k].from_len) == 0)
+            return &w->items[k];
+    return NULL;
+}
+
+/* Whether normalising LINE (LEN bytes) changes something at byte I, knowing it changed nothing
+ * before: a byte that is not copied as it is (the second of a run of spaces or quotes is the
+ * first such), or a translation's text starting where no ASCII word goes on. */
+static inline bool md_log_changes_at(const md_log_wording *w, const char *line, size_t i, size_t len)
+{
+    unsigned k = w->byte_class[(unsigned char)line[i]];
+    if (!(k & MD_LOG_BYTE_PLAIN) && (!(k & MD_LOG_BYTE_RUN) || (i && line[i - 1] == line[i])))
+        return true;
+    if (!(k & MD_LOG_BYTE_FIRST))
+        return false;
+    unsigned prev = i ? w->byte_class[(unsigned char)line[i - 1]] : 0;
+    return !(k & prev & MD_LOG_BYTE_ALNUM) && md_log_translation_at(w, line + i, len - i);
+}
 
 /* Builds the table from N pairs FROM[i] (a translated text) and TO[i] (its English). A FROM
  * shorter than four bytes once normalised is MD_ERR_INTERNAL (the pairs are embedded data). An

@@ -38,11 +38,14 @@ typedef struct {
 
 /* A literal that any match of a pattern must contain (its longest run of plain characters,
  * one per top-level branch): a line holding none of a pattern's literals cannot match it, so
- * most lines are rejected by one pass over their bytes, without a regexec. */
+ * most lines are rejected by one pass over their bytes, without a regexec. A line that holds it
+ * but not every other run of its branch is rejected too. */
 typedef struct {
     const char *text;      /* into md_log_matcher.literal_text */
     size_t len;            /* at least 2 */
     size_t pattern;
+    const char *also;      /* the other runs its branch's matches must hold, each NUL-terminated */
+    size_t n_also;
     int next;              /* the next literal with the same first two bytes, or -1 */
 } md_log_literal;
 
