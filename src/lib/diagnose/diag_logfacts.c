@@ -201,6 +201,15 @@ static bool contains_ci(const char *hay, const char *needle)
     return strcasestr(hay, needle) != NULL;
 }
 
+/* Whether two torch versions name one build: the same public version, and the same local
+ * version where both give one. pip list and conda list print 2.1.2 where torch.__version__ is
+ * 2.1.2+cu121: the log's row is this machine's torch, not another's. */
+static bool same_torch_version(const char *a, const char *b)
+{
+    size_t pa = strcspn(a, "+"), pb = strcspn(b, "+");
+    return pa == pb && strncmp(a, b, pa) == 0 && (!a[pa] || !b[pb] || strcmp(a + pa, b + pb) == 0);
+}
+
 static void compare(md_log_info *log, const char *fact, const char *logged, const char *machine, bool same,
                     unsigned weight, unsigned *same_w, unsigned *differ_w)
 {
@@ -267,7 +276,7 @@ void md_log_compare(const md_machine *m, md_log_info *log)
                 &same, &differ);
     if (lf->torch_version[0] && m->py.ran)
         compare(log, "torch_version", lf->torch_version, m->py.has_torch ? m->py.torch_version : "no torch",
-                m->py.has_torch && strcmp(lf->torch_version, m->py.torch_version) == 0, 1, &same, &differ);
+                m->py.has_torch && same_torch_version(lf->torch_version, m->py.torch_version), 1, &same, &differ);
     if (lf->torch_cuda[0] && m->py.has_torch)
         compare(log, "torch_cuda", lf->torch_cuda, m->py.torch_cuda[0] ? m->py.torch_cuda : "none (CPU build)",
                 strcmp(lf->torch_cuda, m->py.torch_cuda) == 0, 1, &same, &differ);
