@@ -47,10 +47,10 @@ START_TEST(an_unchanged_line_is_not_copied)
     const char *line = "error: no kernel image is available for execution on the device";
     char out[256];
     size_t n;
-    ck_assert_ptr_eq(md_log_normal_form(&w, line, strlen(line), out, sizeof out, &n), line);
+    ck_assert_ptr_eq(md_log_normal_form(&w, line, strlen(line), 0, out, sizeof out, &n), line);
     ck_assert_uint_eq(n, strlen(line));
     const char *doubled = "a  b";
-    ck_assert_ptr_eq(md_log_normal_form(&w, doubled, 4, out, sizeof out, &n), out);
+    ck_assert_ptr_eq(md_log_normal_form(&w, doubled, 4, 0, out, sizeof out, &n), out);
     ck_assert_str_eq(out, "a b");
     md_log_wording_free(&w);
 }

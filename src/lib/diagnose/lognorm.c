@@ -183,6 +183,8 @@ md_status md_log_wording_init(md_log_wording *w, const char *const *from, const 
         t->to_len = normalise_chars(NULL, to[i], strlen(to[i]), w->text + at, cap - at - 1);
         w->text[at + t->to_len] = '\0';
         at += t->to_len + 1;
+        if (t->from_len > w->longest_from)
+            w->longest_from = t->from_len;
         if (t->from_len < 4) {
             md_status st = md_fail(err, MD_ERR_INTERNAL, "signatures.json: the translation of '%s' is shorter "
                                    "than four bytes", to[i]);
@@ -219,14 +221,14 @@ void md_log_wording_free(md_log_wording *w)
     memset(w, 0, sizeof *w);
 }
 
-const char *md_log_normal_form(const md_log_wording *w, const char *line, size_t len, char *out, size_t cap,
-                               size_t *out_len)
+const char *md_log_normal_form(const md_log_wording *w, const char *line, size_t len, size_t unchanged, char *out,
+                               size_t cap, size_t *out_len)
 {
     /* Most lines need nothing: one pass that only looks, and no copy. A catalogue text never
      * starts inside an ASCII word, so it is looked for only where a word (or other text) starts. */
     const unsigned char *cls = w->byte_class;
     unsigned prev;
-    size_t i = 0;
+    size_t i = unchanged < len ? unchanged : len;
     while (i < len && !md_log_changes_at(w, line, i, len))
         i++;
     if (i == len) {
@@ -236,10 +238,14 @@ const char *md_log_normal_form(const md_log_wording *w, const char *line, size_t
     /* the bytes before I are unchanged: copied at once, but for the last, which the second of a
      * run of spaces or quotes at I needs to see */
     char chars[MD_LOG_NORM_MAX];
-    size_t n = i ? (i - 1 < sizeof chars ? i - 1 : sizeof chars) : 0, at = 0, copied = 0;
-    memcpy(chars, line, n);
-    n += normalise_chars(cls, line + n, len - n, chars + n, sizeof chars - n);
-    for (i = 0, prev = 0; w->n && i + 4 <= n && at < cap - 1;) {
+    size_t prefix = i ? (i - 1 < sizeof chars ? i - 1 : sizeof chars) : 0, at = 0, copied = 0;
+    memcpy(chars, line, prefix);
+    size_t n = prefix + normalise_chars(cls, line + prefix, len - prefix, chars + prefix, sizeof chars - prefix);
+    /* No translation lies within the unchanged prefix (the look above would have stopped at it),
+     * so one can only start where its text reaches past the prefix: the bytes before that are
+     * not looked at again (random bytes and long lines would be, twice). */
+    i = prefix > w->longest_from ? prefix - w->longest_from : 0;
+    for (prev = i ? cls[(unsigned char)chars[i - 1]] : 0; w->n && i + 4 <= n && at < cap - 1;) {
         unsigned k = cls[(unsigned char)chars[i]];
         const md_log_translation *hit = (k & MD_LOG_BYTE_FIRST) && !(k & prev & MD_LOG_BYTE_ALNUM)
                                             ? md_log_translation_at(w, chars + i, n - i) : NULL;
@@ -269,7 +275,7 @@ const char *md_log_normal_form(const md_log_wording *w, const char *line, size_t
 size_t md_log_normalise(const md_log_wording *w, const char *line, size_t len, char *out, size_t cap)
 {
     size_t n;
-    const char *form = md_log_normal_form(w, line, len, out, cap, &n);
+    const char *form = md_log_normal_form(w, line, len, 0, out, cap, &n);
     if (form == line) {
         n = n < cap - 1 ? n : cap - 1;
         memmove(out, line, n);

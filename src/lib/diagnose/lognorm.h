@@ -49,6 +49,7 @@ typedef struct {
     char *text;
     int *by_bigram;                /* 65536 heads of lists, longest text first */
     uint64_t bigram_bits[1024];    /* which lists are not empty */
+    size_t longest_from;           /* the longest translated text, in bytes */
     uint64_t head_bits[1024];      /* a hash of each text's first four bytes: most places where a
                                     * list is not empty (an "er", a "co") are passed over by it */
     unsigned char byte_class[256]; /* MD_LOG_BYTE_* */
@@ -110,9 +111,11 @@ void md_log_wording_free(md_log_wording *w);
 
 /* The normalised form of LINE (LEN bytes, NUL-terminated): LINE itself, without a copy, where
  * normalising changes nothing (most lines), else OUT (CAP bytes, at least 1), NUL-terminated and
- * cut at CAP - 1 bytes. Its length in *OUT_LEN. W is from md_log_wording_init. */
-const char *md_log_normal_form(const md_log_wording *w, const char *line, size_t len, char *out, size_t cap,
-                               size_t *out_len);
+ * cut at CAP - 1 bytes. Its length in *OUT_LEN. W is from md_log_wording_init. UNCHANGED is
+ * how many bytes of LINE a caller already found md_log_changes_at false for (0 when none), so
+ * that they are not looked at again. */
+const char *md_log_normal_form(const md_log_wording *w, const char *line, size_t len, size_t unchanged, char *out,
+                               size_t cap, size_t *out_len);
 
 /* Writes the normalised form of LINE (LEN bytes) into OUT (CAP bytes, at least 1), NUL-terminated
  * and cut at CAP - 1 bytes; returns its length. */

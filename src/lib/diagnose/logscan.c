@@ -343,19 +343,22 @@ static bool holds_all(const char *line, size_t len, const char *also, size_t n)
  * other runs of that literal's branch), and the residual ones (when their alternation matches).
  * Returns whether any is marked. Where W is not NULL, LINE is known to be in W's normal form
  * only once this pass has looked at every byte: it returns -1 at the first byte that
- * normalising would change (lognorm.h), and the normal form must be passed instead. One pass
+ * normalising would change (lognorm.h), its offset in *UNCHANGED, and the normal form must be
+ * passed instead. One pass
  * over the bytes both decides that and finds the literals; most lines need no other.
  * REJECTED[k] is the PASS (a number no other pass over a line is given, never 0) in which
  * literal k was last found without its branch's other runs, so that a literal found again in
  * that pass costs nothing. */
 static int candidates(const md_log_matcher *m, const md_log_wording *w, const char *line, size_t len, bool *cand,
-                      unsigned long long *rejected, unsigned long long pass, bool *no_memory)
+                      unsigned long long *rejected, unsigned long long pass, size_t *unchanged, bool *no_memory)
 {
     bool any = false;
     memset(cand, 0, m->n_patterns * sizeof *cand);
     for (size_t i = 0; i < len; i++) {
-        if (w && md_log_changes_at(w, line, i, len))
+        if (w && md_log_changes_at(w, line, i, len)) {
+            *unchanged = i;
             return -1;
+        }
         if (i + 1 == len)
             break;
         unsigned b = md_log_bigram(line + i);
@@ -364,7 +367,7 @@ static int candidates(const md_log_matcher *m, const md_log_wording *w, const ch
         for (int k = m->by_bigram[b]; k >= 0; k = m->literals[k].next) {
             const md_log_literal *l = &m->literals[k];
             if (cand[l->pattern] || l->len > len - i || rejected[k] == pass ||
-                memcmp(line + i, l->text, l->len) != 0)
+                (l->len > 2 && line[i + 2] != l->text[2]) || memcmp(line + i, l->text, l->len) != 0)
                 continue;
             if (holds_all(line, len, l->also, l->n_also))
                 any = cand[l->pattern] = true;
@@ -386,11 +389,14 @@ static void match_line(scan_state *s, char *line, size_t len)
     line[len] = '\0';
     const char *norm = line;
     /* r->lines counts this line: the two passes over it are 2 lines + 1 and 2 lines + 2 */
-    int any = candidates(m, &m->wording, line, len, s->cand, s->rejected, 2 * r->lines + 1, &s->no_memory);
+    size_t unchanged = 0;
+    int any = candidates(m, &m->wording, line, len, s->cand, s->rejected, 2 * r->lines + 1, &unchanged,
+                         &s->no_memory);
     if (any < 0) {
         size_t norm_len;
-        norm = md_log_normal_form(&m->wording, line, len, s->norm, sizeof s->norm, &norm_len);
-        any = candidates(m, NULL, norm, norm_len, s->cand, s->rejected, 2 * r->lines + 2, &s->no_memory);
+        norm = md_log_normal_form(&m->wording, line, len, unchanged, s->norm, sizeof s->norm, &norm_len);
+        any = candidates(m, NULL, norm, norm_len, s->cand, s->rejected, 2 * r->lines + 2, &unchanged,
+                         &s->no_memory);
     }
     if (any) {
         memset(s->seen, 0, m->n_groups * sizeof *s->seen);
@@ -447,8 +453,29 @@ md_status md_log_scan(FILE *in, const char *name, const md_log_matcher *m, md_lo
         if (n == 0)
             break;
         out->bytes += n;
-        for (size_t i = 0; i < n; i++) {
-            unsigned char c = (unsigned char)buf[i];
+        size_t end = 0; /* where the current line ends in BUF (its '\n', or N); valid while >= i */
+        for (size_t i = 0; i < n;) {
+            if (cs == CL_TEXT) {
+                /* the common bytes, up to the line's end or the next byte the cleaner must see
+                 * (ESC, CR, NUL), copied at once without the state machine */
+                if (end < i || i == 0) {
+                    const char *nl = memchr(buf + i, '\n', n - i);
+                    end = nl ? (size_t)(nl - buf) : n;
+                }
+                size_t j = i;
+                while (j < end && buf[j] != 0x1b && buf[j] != '\r' && buf[j] != '\0')
+                    j++;
+                if (j > i) {
+                    size_t take = j - i < MD_LOG_LINE_MAX - len ? j - i : MD_LOG_LINE_MAX - len;
+                    memcpy(line + len, buf + i, take);
+                    len += take;
+                    cut |= take < j - i;
+                    pending = true;
+                    i = j;
+                    continue;
+                }
+            }
+            unsigned char c = (unsigned char)buf[i++];
             if (c == '\n') {
                 out->lines++;
                 if (cut)
@@ -460,13 +487,6 @@ md_status md_log_scan(FILE *in, const char *name, const md_log_matcher *m, md_lo
                 continue;
             }
             pending = true;
-            if (cs == CL_TEXT && c != 0x1b && c != '\r' && c != 0) { /* the common byte, without the state machine */
-                if (len < MD_LOG_LINE_MAX)
-                    line[len++] = (char)c;
-                else
-                    cut = true;
-                continue;
-            }
             int k = clean_byte(&cs, c);
             if (k < 0)
                 continue;
