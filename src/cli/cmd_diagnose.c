@@ -229,12 +229,13 @@ static json_t *json_finding(const md_diagnosis *d, const md_finding *f)
                                           (json_int_t)f->first_line, "count", (json_int_t)f->count)
                               : json_null();
     const char *judged = !f->from_log ? "machine" : f->on_machine ? "log-and-machine" : "log";
-    return json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "id", f->sig->id,
+    return json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o}", "id", f->sig->id,
                      "severity", f->sig->severity, "title", f->sig->title, "cause", md_cli_json_bytes(f->cause), "evidence", ev, "fix",
                      fix, "notes", notes, "source", f->from_log ? "log" : "probe", "judged_on", judged, "matched",
                      f->matched->id, "causes", causes, "log", log, "gpu", f->gpu >= 0 ? json_integer(f->gpu) : json_null(),
                      "confirmed_by", strings(f->confirmed, f->n_confirmed), "ruled_out_by",
-                     strings(f->ruled_out, f->n_ruled_out));
+                     strings(f->ruled_out, f->n_ruled_out), "ambiguous_with",
+                     f->tied_with ? json_string(f->tied_with->id) : json_null());
 }
 
 static json_t *json_log(const md_log_info *l)

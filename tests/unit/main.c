@@ -10,6 +10,8 @@ int main(void)
     srunner_add_suite(sr, suite_wheel());
     srunner_add_suite(sr, suite_elf_glibc());
     srunner_add_suite(sr, suite_logscan());
+    srunner_add_suite(sr, suite_lognorm());
+    srunner_add_suite(sr, suite_logfacts());
     srunner_add_suite(sr, suite_toolkit_table());
     srunner_add_suite(sr, suite_driver_table());
     srunner_add_suite(sr, suite_platform());

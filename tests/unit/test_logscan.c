@@ -154,6 +154,43 @@ START_TEST(a_pattern_without_literals_still_matches)
 }
 END_TEST
 
+/* A line holding a pattern's literal but not the other runs its branch must hold costs no
+ * regexec and matches nothing; holding them all, it is matched. The first pass looks at the
+ * line as written; a line in another normal form is looked at again as the patterns see it, and
+ * what the first pass ruled out is not ruled out there ("'q'" is only in the normal form). */
+START_TEST(a_literal_without_its_branchs_other_runs_is_no_candidate)
+{
+    static const char *const pats[] = { "torch ?== ?[0-9]", "longliteral[0-9]+ 'q'" };
+    static const size_t groups[] = { 0, 1 };
+    md_log_matcher m;
+    md_error err;
+    ck_assert_int_eq(md_log_matcher_init(&m, pats, groups, 2, 2, &err), MD_OK);
+    ck_assert_uint_eq(m.n_residual, 0);
+    for (size_t k = 0; k < m.n_literals; k++)
+        if (m.literals[k].pattern == 0) {
+            ck_assert_str_eq(m.literals[k].text, "torch");
+            ck_assert_uint_eq(m.literals[k].n_also, 1);
+            ck_assert_str_eq(m.literals[k].also, "==");
+        }
+    const char text[] = "torch 2.0\n"                                  /* no "==": no match */
+                        "site-packages/torch/lib torch == 2\n"          /* the second "torch" */
+                        "torch==1.13\n"
+                        "longliteral1 \xe2\x80\x98q\xe2\x80\x99\n"      /* 'q' only once normalised */
+                        "longliteral1 q\n";
+    FILE *in = fmemopen((void *)text, sizeof text - 1, "r");
+    md_log_result r;
+    ck_assert_int_eq(md_log_scan(in, "t", &m, &r, &err), MD_OK);
+    fclose(in);
+    ck_assert_uint_eq(r.groups[0].count, 2);
+    ck_assert_uint_eq(r.groups[0].hits[0].line, 2);
+    ck_assert_uint_eq(r.groups[0].hits[1].line, 3);
+    ck_assert_uint_eq(r.groups[1].count, 1);
+    ck_assert_uint_eq(r.groups[1].hits[0].line, 4);
+    md_log_result_free(&r);
+    md_log_matcher_free(&m);
+}
+END_TEST
+
 START_TEST(knowledge_has_29_ids_with_compiled_patterns)
 {
     md_knowledge kb;
@@ -204,6 +241,7 @@ Suite *suite_logscan(void)
     tcase_add_test(tc, knowledge_refuses_a_malformed_entry_by_name);
     tcase_add_test(tc, required_literals);
     tcase_add_test(tc, a_pattern_without_literals_still_matches);
+    tcase_add_test(tc, a_literal_without_its_branchs_other_runs_is_no_candidate);
     suite_add_tcase(s, tc);
     return s;
 }

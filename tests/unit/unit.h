@@ -10,6 +10,8 @@ Suite *suite_fixtures(void);
 Suite *suite_wheel(void);
 Suite *suite_elf_glibc(void);
 Suite *suite_logscan(void);
+Suite *suite_lognorm(void);
+Suite *suite_logfacts(void);
 Suite *suite_toolkit_table(void);
 Suite *suite_driver_table(void);
 Suite *suite_platform(void);

@@ -96,7 +96,8 @@ static void log_facts_evidence(const md_log_facts *lf, md_finding *f)
 }
 
 /* Scores each reading of the ambiguous message and orders them, best first (ties: the data's
- * order). The finding becomes the best reading's. */
+ * order). The finding becomes the best reading's; a reading of another finding with the same
+ * score is kept as tied_with, so that the report says nothing decided between them. */
 static void rank_readings(const md_view *v, md_finding *f)
 {
     const md_reading *rd = f->reading;
@@ -121,6 +122,10 @@ static void rank_readings(const md_view *v, md_finding *f)
             f->causes[k - 1] = t;
         }
     f->sig = f->causes[0].sig;
+    f->tied_with = NULL;
+    for (size_t i = 1; i < f->n_causes && !f->tied_with; i++)
+        if (f->causes[i].score == f->causes[0].score && f->causes[i].sig != f->sig)
+            f->tied_with = f->causes[i].sig;
 }
 
 void md_finding_fill(const md_diagnosis *d, md_finding *f)
@@ -180,6 +185,11 @@ void md_finding_fill(const md_diagnosis *d, md_finding *f)
         else
             note_missing(&v, f, missing, missing_len);
     }
+    if (f->tied_with && f->n_notes < MD_SIG_MAX_ITEMS)
+        snprintf(f->notes[f->n_notes++], sizeof f->notes[0],
+                 "Ambiguous: nothing in the log%s decides between %s and %s, which score the same; the fixes "
+                 "are %s's, and if they do not help, see %s (msda-doctor diagnose --list).",
+                 v.m ? " or on this machine" : "", f->sig->id, f->tied_with->id, f->sig->id, f->tied_with->id);
 }
 
 bool md_probe_raises(const md_diagnosis *d, const md_signature *sig)

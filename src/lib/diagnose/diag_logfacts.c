@@ -53,33 +53,50 @@ static void add_build(md_log_facts *lf, unsigned sm, bool ptx)
     }
 }
 
-/* "6.1;7.5+PTX", "8.6 9.0": each entry a target, +PTX adding PTX of it. */
+/* An architecture list in any of its notations, each entry a target: TORCH_CUDA_ARCH_LIST's
+ * "6.1;7.5+PTX" or "8.6 9.0", CMake's "86;89-virtual", nvcc's "sm_86,compute_86" and
+ * "[sm_86,compute_86]". +PTX, -virtual and compute_ give PTX, the others SASS. */
 static void parse_arch_list(md_log_facts *lf, const char *text)
 {
+    static const char separators[] = "; ,[]'\"\t";
     for (const char *p = text; *p;) {
-        size_t len = strcspn(p, "; ");
+        size_t len = strcspn(p, separators);
+        char entry[32];
+        snprintf(entry, sizeof entry, "%.*s", (int)(len < sizeof entry ? len : sizeof entry - 1), p);
         unsigned ma, mi;
-        if (len && sscanf(p, "%u.%u", &ma, &mi) == 2) {
+        char *end;
+        if (strncmp(entry, "sm_", 3) == 0 && isdigit((unsigned char)entry[3]))
+            add_build(lf, (unsigned)strtoul(entry + 3, NULL, 10), false);
+        else if (strncmp(entry, "compute_", 8) == 0 && isdigit((unsigned char)entry[8]))
+            add_build(lf, (unsigned)strtoul(entry + 8, NULL, 10), true);
+        else if (sscanf(entry, "%u.%u", &ma, &mi) == 2 && ma < 100 && mi < 10) {
             add_build(lf, ma * 10 + mi, false);
-            if (len > 4 && memmem(p, len, "+PTX", 4))
+            if (strstr(entry, "+PTX"))
                 add_build(lf, ma * 10 + mi, true);
+        } else if (isdigit((unsigned char)entry[0])) { /* CMake: 86, 86-real, 86-virtual */
+            unsigned long sm = strtoul(entry, &end, 10);
+            if (sm >= 10 && sm < 1000 && (*end == '\0' || *end == '-'))
+                add_build(lf, (unsigned)sm, strcmp(end, "-virtual") == 0);
         }
         p += len + (p[len] != '\0');
     }
 }
 
-/* Every match of SPEC in TEXT: "sm"/"compute" in group 1, the number in the spec's group. */
-static void gencode_line(md_log_facts *lf, const md_capture_spec *spec, const char *text)
+/* Every match of SPEC in the kept line KEPT: the spec's group is a list of targets. */
+static void gencode_line(const md_knowledge *kb, md_log_facts *lf, const md_capture_spec *spec, const char *kept)
 {
+    char text[2 * MD_LOG_TEXT_MAX];
+    md_log_normalise(&kb->matcher.wording, kept, strlen(kept), text, sizeof text);
     for (size_t p = 0; p < spec->n_compiled; p++) {
         const regex_t *re = &spec->compiled[p];
         regmatch_t g[10];
+        int n = spec->group[p];
         for (const char *at = text; regexec(re, at, 10, g, 0) == 0 && g[0].rm_eo > 0; at += g[0].rm_eo) {
-            int n = spec->group[p];
             if (g[n].rm_so < 0)
                 continue;
-            bool ptx = g[1].rm_so >= 0 && strncmp(at + g[1].rm_so, "compute", 7) == 0;
-            add_build(lf, (unsigned)strtoul(at + g[n].rm_so, NULL, 10), ptx);
+            char targets[128];
+            snprintf(targets, sizeof targets, "%.*s", (int)(g[n].rm_eo - g[n].rm_so), at + g[n].rm_so);
+            parse_arch_list(lf, targets);
         }
     }
 }
@@ -94,7 +111,9 @@ static int driver_cuda_of_text(const char *text)
     return *end == '\0' && v >= 1000 && v < 100000 ? (int)v : 0;
 }
 
-static bool first_value(const md_capture_spec *spec, const md_log_group_hits *h, char *out, size_t size)
+/* The first value SPEC reads from the kept lines, in the form the patterns matched (lognorm.h). */
+static bool first_value(const md_knowledge *kb, const md_capture_spec *spec, const md_log_group_hits *h, char *out,
+                        size_t size)
 {
     for (size_t p = 0; p < spec->n_compiled; p++) {
         const regex_t *re = &spec->compiled[p];
@@ -102,8 +121,10 @@ static bool first_value(const md_capture_spec *spec, const md_log_group_hits *h,
         for (size_t i = 0; i < h->n_hits && !found; i++) {
             regmatch_t g[10];
             int n = spec->group[p];
-            if (regexec(re, h->hits[i].text, 10, g, 0) == 0 && g[n].rm_so >= 0) {
-                snprintf(out, size, "%.*s", (int)(g[n].rm_eo - g[n].rm_so), h->hits[i].text + g[n].rm_so);
+            char text[2 * MD_LOG_TEXT_MAX];
+            md_log_normalise(&kb->matcher.wording, h->hits[i].text, strlen(h->hits[i].text), text, sizeof text);
+            if (regexec(re, text, 10, g, 0) == 0 && g[n].rm_so >= 0) {
+                snprintf(out, size, "%.*s", (int)(g[n].rm_eo - g[n].rm_so), text + g[n].rm_so);
                 found = true;
             }
         }
@@ -125,17 +146,18 @@ void md_log_facts_read(const md_knowledge *kb, const md_log_result *r, md_log_fa
         char value[128] = "";
         if (kind == LF_GENCODE) {
             for (size_t k = 0; k < h->n_hits; k++)
-                gencode_line(lf, &np->spec, h->hits[k].text);
+                gencode_line(kb, lf, &np->spec, h->hits[k].text);
             continue;
         }
-        if (!first_value(&np->spec, h, value, sizeof value))
+        if (!first_value(kb, &np->spec, h, value, sizeof value))
             continue;
         switch (kind) {
         case LF_HOST: snprintf(lf->host, sizeof lf->host, "%s", value); break;
         case LF_GPU_NAME: snprintf(lf->gpu_name, sizeof lf->gpu_name, "%s", value); break;
-        case LF_CC: {
+        case LF_CC: { /* "8.6", torch's tuple "8, 6", or "86" */
             unsigned ma, mi;
-            lf->sm = sscanf(value, "%u.%u", &ma, &mi) == 2 ? ma * 10 + mi : (unsigned)strtoul(value, NULL, 10);
+            lf->sm = sscanf(value, "%u.%u", &ma, &mi) == 2 || sscanf(value, "%u, %u", &ma, &mi) == 2
+                         ? ma * 10 + mi : (unsigned)strtoul(value, NULL, 10);
             break;
         }
         case LF_TORCH: snprintf(lf->torch_version, sizeof lf->torch_version, "%s", value); break;
@@ -177,6 +199,15 @@ void md_log_facts_read(const md_knowledge *kb, const md_log_result *r, md_log_fa
 static bool contains_ci(const char *hay, const char *needle)
 {
     return strcasestr(hay, needle) != NULL;
+}
+
+/* Whether two torch versions name one build: the same public version, and the same local
+ * version where both give one. pip list and conda list print 2.1.2 where torch.__version__ is
+ * 2.1.2+cu121: the log's row is this machine's torch, not another's. */
+static bool same_torch_version(const char *a, const char *b)
+{
+    size_t pa = strcspn(a, "+"), pb = strcspn(b, "+");
+    return pa == pb && strncmp(a, b, pa) == 0 && (!a[pa] || !b[pb] || strcmp(a + pa, b + pb) == 0);
 }
 
 static void compare(md_log_info *log, const char *fact, const char *logged, const char *machine, bool same,
@@ -245,7 +276,7 @@ void md_log_compare(const md_machine *m, md_log_info *log)
                 &same, &differ);
     if (lf->torch_version[0] && m->py.ran)
         compare(log, "torch_version", lf->torch_version, m->py.has_torch ? m->py.torch_version : "no torch",
-                m->py.has_torch && strcmp(lf->torch_version, m->py.torch_version) == 0, 1, &same, &differ);
+                m->py.has_torch && same_torch_version(lf->torch_version, m->py.torch_version), 1, &same, &differ);
     if (lf->torch_cuda[0] && m->py.has_torch)
         compare(log, "torch_cuda", lf->torch_cuda, m->py.torch_cuda[0] ? m->py.torch_cuda : "none (CPU build)",
                 strcmp(lf->torch_cuda, m->py.torch_cuda) == 0, 1, &same, &differ);

@@ -24,15 +24,19 @@ void md_finding_add_evidence(md_finding *f, const char *fmt, ...)
 
 /* ---- captures ------------------------------------------------------------------------------- */
 
-static bool capture_with(const md_finding *f, const md_capture_spec *c, char *out, size_t size)
+/* Captures read the kept lines in the form the patterns matched (lognorm.h). */
+static bool capture_with(const md_view *v, const md_capture_spec *c, char *out, size_t size)
 {
+    const md_finding *f = v->f;
     size_t total = f->hits.n_hits + f->hits.n_context;
     for (size_t p = 0; p < c->n_compiled; p++) {
         const regex_t *re = &c->compiled[p];
         bool found = false;
         for (size_t i = 0; i < total && !found; i++) {
-            const char *text = i < f->hits.n_hits ? f->hits.hits[i].text
+            const char *kept = i < f->hits.n_hits ? f->hits.hits[i].text
                                                    : f->hits.context[f->hits.n_context - 1 - (i - f->hits.n_hits)].text;
+            char text[2 * MD_LOG_TEXT_MAX];
+            md_log_normalise(&v->d->kb.matcher.wording, kept, strlen(kept), text, sizeof text);
             regmatch_t g[10];
             if (regexec(re, text, 10, g, 0) == 0 && g[c->group[p]].rm_so >= 0) {
                 snprintf(out, size, "%.*s", (int)(g[c->group[p]].rm_eo - g[c->group[p]].rm_so), text + g[c->group[p]].rm_so);
@@ -52,7 +56,7 @@ bool md_view_capture(const md_view *v, const char *name, char *out, size_t size)
     const md_signature *sigs[2] = { v->f->sig, v->f->matched };
     for (size_t i = 0; i < 2; i++) {
         const md_capture_spec *c = sigs[i] ? md_signature_capture(sigs[i], name) : NULL;
-        if (c && capture_with(v->f, c, out, size))
+        if (c && capture_with(v, c, out, size))
             return true;
     }
     return false;

@@ -52,6 +52,8 @@ typedef struct {
     size_t n_ruled_out;
     md_finding_cause causes[MD_SIG_MAX_CAUSES]; /* readings of an ambiguous message, best first */
     size_t n_causes;
+    const md_signature *tied_with; /* another finding whose reading scored as high as the first, where
+                                    * nothing in the log or on the machine decides; NULL when decided */
 } md_finding;
 
 /* What a log says about the machine it came from (recipes/signatures.json, log_facts). */

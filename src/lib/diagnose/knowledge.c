@@ -229,6 +229,31 @@ static void free_spec(md_capture_spec *spec)
     spec->n_compiled = 0;
 }
 
+/* log_translations: the catalogues' translated texts the lines are normalised with (lognorm.h). */
+static md_status load_translations(md_knowledge *kb, md_error *err)
+{
+    json_t *list = json_object_get(kb->doc, "log_translations");
+    if (list && !json_is_array(list))
+        return md_fail(err, MD_ERR_INTERNAL, "signatures.json: log_translations is malformed");
+    size_t n = json_array_size(list);
+    const char **from = calloc(n ? n : 1, sizeof *from), **to = calloc(n ? n : 1, sizeof *to);
+    md_status st = from && to ? MD_OK : md_fail(err, MD_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < n && st == MD_OK; i++) {
+        json_t *e = json_array_get(list, i);
+        from[i] = json_string_value(json_object_get(e, "text"));
+        to[i] = json_string_value(json_object_get(e, "english"));
+        if (!from[i] || !to[i] || !json_is_string(json_object_get(e, "catalogue")))
+            st = md_fail(err, MD_ERR_INTERNAL, "signatures.json: log_translations entry %zu is malformed", i);
+    }
+    if (st == MD_OK) {
+        md_log_wording_free(&kb->matcher.wording);
+        st = md_log_wording_init(&kb->matcher.wording, from, to, n, err);
+    }
+    free(from);
+    free(to);
+    return st;
+}
+
 static md_status build_matcher(md_knowledge *kb, md_error *err)
 {
     pattern_list l = { 0 };
@@ -259,6 +284,8 @@ static md_status build_matcher(md_knowledge *kb, md_error *err)
                       : md_fail(err, MD_ERR_NOMEM, "out of memory");
     free(l.pats);
     free(l.groups);
+    if (st == MD_OK)
+        st = load_translations(kb, err);
     return st;
 }
 

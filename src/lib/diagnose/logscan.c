@@ -73,12 +73,19 @@ size_t md_log_clean(char *line, size_t len)
 
 /* ---- the matcher -------------------------------------------------------------------------- */
 
-/* The longest run of plain characters every match of the branch [P, END) must hold. */
-static size_t branch_literal(const char *p, const char *end, char *best, size_t cap)
+/* The longest run of plain characters every match of the branch [P, END) must hold. Where
+ * ALL is not NULL, every run of at least two such characters is written there too, each
+ * NUL-terminated (those that fit in ALL_CAP bytes), and counted in *N_ALL. */
+static size_t branch_literal(const char *p, const char *end, char *best, size_t cap, char *all, size_t all_cap,
+                             size_t *n_all)
 {
     char run[256];
-    size_t n = 0, best_n = 0;
-#define END_RUN() do { if (n > best_n && n < cap) { memcpy(best, run, n); best_n = n; } n = 0; } while (0)
+    size_t n = 0, best_n = 0, all_at = 0;
+#define END_RUN() do { \
+        if (n > best_n && n < cap) { memcpy(best, run, n); best_n = n; } \
+        if (all && n >= 2 && all_at + n + 1 <= all_cap) { \
+            memcpy(all + all_at, run, n); all[all_at + n] = '\0'; all_at += n + 1; (*n_all)++; } \
+        n = 0; } while (0)
     while (p < end) {
         char c;
         const char *next;
@@ -117,7 +124,11 @@ static size_t branch_literal(const char *p, const char *end, char *best, size_t 
     return best_n;
 }
 
-size_t md_log_required_literals(const char *pattern, char *out, size_t cap)
+/* md_log_required_literals, and where ALSO is not NULL, for branch k the other runs its
+ * matches must hold besides its literal (ALSO_CAP bytes each, NUL-terminated in turn), counted in
+ * N_ALSO[k]. */
+static size_t required_literals(const char *pattern, char *out, size_t cap, char (*also)[256], size_t *n_also,
+                                size_t max_branches)
 {
     size_t count = 0, at = 0;
     const char *start = pattern, *p = pattern;
@@ -135,10 +146,26 @@ size_t md_log_required_literals(const char *pattern, char *out, size_t cap)
             continue;
         }
         if (*p == '|' || *p == '\0') {
-            char lit[256];
-            size_t n = branch_literal(start, p, lit, sizeof lit);
-            if (n < 2 || at + n + 1 > cap)
+            char lit[256], runs[256];
+            size_t n_runs = 0;
+            size_t n = branch_literal(start, p, lit, sizeof lit, also ? runs : NULL, sizeof runs, &n_runs);
+            if (n < 2 || at + n + 1 > cap || (also && count >= max_branches))
                 return 0;
+            if (also) { /* the runs but the literal itself, which is the first run of its length */
+                size_t a = 0, k = 0;
+                bool skipped = false;
+                n_also[count] = 0;
+                for (const char *r = runs; k < n_runs; k++, r += strlen(r) + 1) {
+                    size_t len = strlen(r);
+                    if (!skipped && len == n && memcmp(r, lit, n) == 0) {
+                        skipped = true;
+                        continue;
+                    }
+                    memcpy(also[count] + a, r, len + 1);
+                    a += len + 1;
+                    n_also[count]++;
+                }
+            }
             memcpy(out + at, lit, n);
             out[at + n] = '\0';
             at += n + 1;
@@ -152,9 +179,9 @@ size_t md_log_required_literals(const char *pattern, char *out, size_t cap)
     }
 }
 
-static unsigned bigram(const char *s)
+size_t md_log_required_literals(const char *pattern, char *out, size_t cap)
 {
-    return (unsigned)(unsigned char)s[0] << 8 | (unsigned char)s[1];
+    return required_literals(pattern, out, cap, NULL, NULL, 0);
 }
 
 /* The literals of every pattern, by their first two bytes; the patterns without one in an
@@ -163,7 +190,7 @@ static md_status build_literals(md_log_matcher *m, const char *const *patterns, 
 {
     size_t text_cap = 64, text_len = 0, total = 1;
     for (size_t i = 0; i < n; i++)
-        text_cap += strlen(patterns[i]) + 2;
+        text_cap += 2 * strlen(patterns[i]) + 2; /* its literals and other runs, each with a NUL */
     m->literal_text = malloc(text_cap);
     m->literals = calloc(n * 4 + 1, sizeof *m->literals);
     m->by_bigram = malloc(65536 * sizeof *m->by_bigram);
@@ -173,9 +200,10 @@ static md_status build_literals(md_log_matcher *m, const char *const *patterns, 
     for (size_t b = 0; b < 65536; b++)
         m->by_bigram[b] = -1;
     for (size_t i = 0; i < n; i++) {
-        char lits[512];
-        size_t count = md_log_required_literals(patterns[i], lits, sizeof lits);
-        if (count == 0 || count > 4 || text_len + strlen(patterns[i]) + 2 > text_cap) {
+        char lits[512], also[4][256];
+        size_t n_also[4];
+        size_t count = required_literals(patterns[i], lits, sizeof lits, also, n_also, 4);
+        if (count == 0 || text_len + 2 * strlen(patterns[i]) + 2 > text_cap) {
             m->residual[i] = true;
             m->n_residual++;
             total += strlen(patterns[i]) + 3;
@@ -190,7 +218,15 @@ static md_status build_literals(md_log_matcher *m, const char *const *patterns, 
             lit->len = len;
             lit->pattern = i;
             text_len += len + 1;
-            unsigned b = bigram(lit->text);
+            lit->also = m->literal_text + text_len;
+            lit->n_also = n_also[k];
+            for (size_t a = 0, at = 0; a < n_also[k]; a++) {
+                size_t also_len = strlen(also[k] + at) + 1;
+                memcpy(m->literal_text + text_len, also[k] + at, also_len);
+                text_len += also_len;
+                at += also_len;
+            }
+            unsigned b = md_log_bigram(lit->text);
             lit->next = m->by_bigram[b];
             m->by_bigram[b] = (int)m->n_literals++;
             m->bigram_bits[b >> 6] |= (uint64_t)1 << (b & 63);
@@ -234,7 +270,9 @@ md_status md_log_matcher_init(md_log_matcher *m, const char *const *patterns, co
         m->group_of[i] = groups[i] < n_groups ? groups[i] : n_groups - 1;
     }
     m->n_groups = n_groups;
-    md_status st = build_literals(m, patterns, n, err);
+    md_status st = md_log_wording_init(&m->wording, NULL, NULL, 0, err); /* characters only, until one is set */
+    if (st == MD_OK)
+        st = build_literals(m, patterns, n, err);
     if (st != MD_OK)
         md_log_matcher_free(m);
     return st;
@@ -252,6 +290,7 @@ void md_log_matcher_free(md_log_matcher *m)
     free(m->literal_text);
     free(m->by_bigram);
     free(m->residual);
+    md_log_wording_free(&m->wording);
     memset(m, 0, sizeof *m);
 }
 
@@ -262,9 +301,11 @@ typedef struct {
     md_log_result *r;
     bool *seen;                                  /* per group, on the current line */
     bool *cand;                                  /* per pattern, on the current line */
+    unsigned long long *rejected;                /* per literal: candidates() */
     md_log_line ring[MD_LOG_CONTEXT];            /* the last lines, for context */
     size_t ring_next, ring_count;
     bool no_memory;                              /* a regexec could not allocate */
+    char norm[MD_LOG_LINE_MAX + 1];              /* the current line as the patterns see it */
 } scan_state;
 
 /* A regexec that cannot allocate gives no answer, not "no match": a finding lost to it would be a
@@ -287,26 +328,57 @@ static void remember(md_log_line *dst, unsigned long long number, const char *te
     dst->text[keep] = '\0';
 }
 
-/* Marks in CAND the patterns that LINE may match: those one of whose literals it holds, and
- * the residual ones (when their alternation matches). Returns whether any is marked. */
-static bool candidates(const md_log_matcher *m, const char *line, size_t len, bool *cand, bool *no_memory)
+/* Whether LINE (LEN bytes) holds each of the N NUL-terminated texts at ALSO: the other runs a
+ * branch's match must hold besides its literal. A regexec costs far more than these memmems,
+ * and a literal such as "torch" is on many lines where "torch==" is on none. */
+static bool holds_all(const char *line, size_t len, const char *also, size_t n)
+{
+    for (size_t k = 0; k < n; k++, also += strlen(also) + 1)
+        if (!memmem(line, len, also, strlen(also)))
+            return false;
+    return true;
+}
+
+/* Marks in CAND the patterns that LINE may match: those one of whose literals it holds (with the
+ * other runs of that literal's branch), and the residual ones (when their alternation matches).
+ * Returns whether any is marked. Where W is not NULL, LINE is known to be in W's normal form
+ * only once this pass has looked at every byte: it returns -1 at the first byte that
+ * normalising would change (lognorm.h), its offset in *UNCHANGED, and the normal form must be
+ * passed instead. One pass
+ * over the bytes both decides that and finds the literals; most lines need no other.
+ * REJECTED[k] is the PASS (a number no other pass over a line is given, never 0) in which
+ * literal k was last found without its branch's other runs, so that a literal found again in
+ * that pass costs nothing. */
+static int candidates(const md_log_matcher *m, const md_log_wording *w, const char *line, size_t len, bool *cand,
+                      unsigned long long *rejected, unsigned long long pass, size_t *unchanged, bool *no_memory)
 {
     bool any = false;
     memset(cand, 0, m->n_patterns * sizeof *cand);
-    if (m->n_residual && (!m->has_prefilter || matches(&m->prefilter, line, no_memory)))
-        for (size_t i = 0; i < m->n_patterns; i++)
-            if (m->residual[i])
-                any = cand[i] = true;
-    for (size_t i = 0; i + 1 < len; i++) {
-        unsigned b = bigram(line + i);
+    for (size_t i = 0; i < len; i++) {
+        if (w && md_log_changes_at(w, line, i, len)) {
+            *unchanged = i;
+            return -1;
+        }
+        if (i + 1 == len)
+            break;
+        unsigned b = md_log_bigram(line + i);
         if (!(m->bigram_bits[b >> 6] >> (b & 63) & 1))
             continue;
         for (int k = m->by_bigram[b]; k >= 0; k = m->literals[k].next) {
             const md_log_literal *l = &m->literals[k];
-            if (!cand[l->pattern] && l->len <= len - i && memcmp(line + i, l->text, l->len) == 0)
+            if (cand[l->pattern] || l->len > len - i || rejected[k] == pass ||
+                (l->len > 2 && line[i + 2] != l->text[2]) || memcmp(line + i, l->text, l->len) != 0)
+                continue;
+            if (holds_all(line, len, l->also, l->n_also))
                 any = cand[l->pattern] = true;
+            else
+                rejected[k] = pass;
         }
     }
+    if (m->n_residual && (!m->has_prefilter || matches(&m->prefilter, line, no_memory)))
+        for (size_t i = 0; i < m->n_patterns; i++)
+            if (m->residual[i])
+                any = cand[i] = true;
     return any;
 }
 
@@ -315,11 +387,22 @@ static void match_line(scan_state *s, char *line, size_t len)
     md_log_result *r = s->r;
     const md_log_matcher *m = s->m;
     line[len] = '\0';
-    if (candidates(m, line, len, s->cand, &s->no_memory)) {
+    const char *norm = line;
+    /* r->lines counts this line: the two passes over it are 2 lines + 1 and 2 lines + 2 */
+    size_t unchanged = 0;
+    int any = candidates(m, &m->wording, line, len, s->cand, s->rejected, 2 * r->lines + 1, &unchanged,
+                         &s->no_memory);
+    if (any < 0) {
+        size_t norm_len;
+        norm = md_log_normal_form(&m->wording, line, len, unchanged, s->norm, sizeof s->norm, &norm_len);
+        any = candidates(m, NULL, norm, norm_len, s->cand, s->rejected, 2 * r->lines + 2, &unchanged,
+                         &s->no_memory);
+    }
+    if (any) {
         memset(s->seen, 0, m->n_groups * sizeof *s->seen);
         for (size_t i = 0; i < m->n_patterns; i++) {
             size_t g = m->group_of[i];
-            if (!s->cand[i] || s->seen[g] || !matches(&m->patterns[i], line, &s->no_memory))
+            if (!s->cand[i] || s->seen[g] || !matches(&m->patterns[i], norm, &s->no_memory))
                 continue;
             s->seen[g] = true;
             md_log_group_hits *h = &r->groups[g];
@@ -347,11 +430,12 @@ md_status md_log_scan(FILE *in, const char *name, const md_log_matcher *m, md_lo
     out->groups = calloc(m->n_groups ? m->n_groups : 1, sizeof *out->groups);
     bool *seen = calloc(m->n_groups ? m->n_groups : 1, sizeof *seen);
     bool *cand = calloc(m->n_patterns ? m->n_patterns : 1, sizeof *cand);
+    unsigned long long *rejected = calloc(m->n_literals ? m->n_literals : 1, sizeof *rejected);
     char *buf = malloc(READ_CHUNK);
     char *line = malloc(MD_LOG_LINE_MAX + 1);
     scan_state *s = calloc(1, sizeof *s);
     md_status st = MD_OK;
-    if (!out->groups || !seen || !cand || !buf || !line || !s) {
+    if (!out->groups || !seen || !cand || !rejected || !buf || !line || !s) {
         st = md_fail(err, MD_ERR_NOMEM, "out of memory");
         goto end;
     }
@@ -360,6 +444,7 @@ md_status md_log_scan(FILE *in, const char *name, const md_log_matcher *m, md_lo
     s->r = out;
     s->seen = seen;
     s->cand = cand;
+    s->rejected = rejected;
     clean_state cs = CL_TEXT;
     size_t len = 0;
     bool cut = false, pending = false;
@@ -368,8 +453,29 @@ md_status md_log_scan(FILE *in, const char *name, const md_log_matcher *m, md_lo
         if (n == 0)
             break;
         out->bytes += n;
-        for (size_t i = 0; i < n; i++) {
-            unsigned char c = (unsigned char)buf[i];
+        size_t end = 0; /* where the current line ends in BUF (its '\n', or N); valid while >= i */
+        for (size_t i = 0; i < n;) {
+            if (cs == CL_TEXT) {
+                /* the common bytes, up to the line's end or the next byte the cleaner must see
+                 * (ESC, CR, NUL), copied at once without the state machine */
+                if (end < i || i == 0) {
+                    const char *nl = memchr(buf + i, '\n', n - i);
+                    end = nl ? (size_t)(nl - buf) : n;
+                }
+                size_t j = i;
+                while (j < end && buf[j] != 0x1b && buf[j] != '\r' && buf[j] != '\0')
+                    j++;
+                if (j > i) {
+                    size_t take = j - i < MD_LOG_LINE_MAX - len ? j - i : MD_LOG_LINE_MAX - len;
+                    memcpy(line + len, buf + i, take);
+                    len += take;
+                    cut |= take < j - i;
+                    pending = true;
+                    i = j;
+                    continue;
+                }
+            }
+            unsigned char c = (unsigned char)buf[i++];
             if (c == '\n') {
                 out->lines++;
                 if (cut)
@@ -381,13 +487,6 @@ md_status md_log_scan(FILE *in, const char *name, const md_log_matcher *m, md_lo
                 continue;
             }
             pending = true;
-            if (cs == CL_TEXT && c != 0x1b && c != '\r' && c != 0) { /* the common byte, without the state machine */
-                if (len < MD_LOG_LINE_MAX)
-                    line[len++] = (char)c;
-                else
-                    cut = true;
-                continue;
-            }
             int k = clean_byte(&cs, c);
             if (k < 0)
                 continue;
@@ -415,6 +514,7 @@ end:
     free(buf);
     free(seen);
     free(cand);
+    free(rejected);
     if (st != MD_OK)
         md_log_result_free(out);
     return st;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "base/status.h"
+#include "lognorm.h"
 
 #define MD_LOG_LINE_MAX 8192     /* bytes of a line that are kept and matched */
 #define MD_LOG_HITS_KEPT 3       /* matching lines remembered per group */
@@ -37,11 +38,14 @@ typedef struct {
 
 /* A literal that any match of a pattern must contain (its longest run of plain characters,
  * one per top-level branch): a line holding none of a pattern's literals cannot match it, so
- * most lines are rejected by one pass over their bytes, without a regexec. */
+ * most lines are rejected by one pass over their bytes, without a regexec. A line that holds it
+ * but not every other run of its branch is rejected too. */
 typedef struct {
     const char *text;      /* into md_log_matcher.literal_text */
     size_t len;            /* at least 2 */
     size_t pattern;
+    const char *also;      /* the other runs its branch's matches must hold, each NUL-terminated */
+    size_t n_also;
     int next;              /* the next literal with the same first two bytes, or -1 */
 } md_log_literal;
 
@@ -59,6 +63,8 @@ typedef struct {
     size_t n_residual;
     regex_t prefilter;     /* the residual patterns in one alternation */
     bool has_prefilter;
+    md_log_wording wording; /* what lines are normalised with before matching (lognorm.h); set
+                             * after md_log_matcher_init, freed with the matcher */
 } md_log_matcher;
 
 /* The literals any match of PATTERN must contain, one per top-level branch, into OUT (CAP
@@ -80,7 +86,8 @@ typedef struct {
     size_t n_groups;
 } md_log_result;
 
-/* Reads IN to its end through a fixed buffer, matching each cleaned line. Fills OUT (free with
+/* Reads IN to its end through a fixed buffer, matching the normalised form of each cleaned line
+ * (lognorm.h) and keeping the cleaned line as it was. Fills OUT (free with
  * md_log_result_free). A read error is MD_ERR_IO with NAME in the message. */
 md_status md_log_scan(FILE *in, const char *name, const md_log_matcher *m, md_log_result *out, md_error *err);
 void md_log_result_free(md_log_result *r);

@@ -211,7 +211,7 @@ load diag_helpers
   [ "$(jq -r '[.checks[].id] | join(",")' <<<"$output")" = "gpu,nvidia-smi,jetson,toolkits,python,binaries,cudnn" ]
   jq -e '[.checks[].status] | all(IN("ok", "warning", "fail", "error", "skipped"))' <<<"$output"
   [ "$(jq -r '.findings[0] | keys_unsorted | join(",")' <<<"$output")" = \
-    "id,severity,title,cause,evidence,fix,notes,source,judged_on,matched,causes,log,gpu,confirmed_by,ruled_out_by" ]
+    "id,severity,title,cause,evidence,fix,notes,source,judged_on,matched,causes,log,gpu,confirmed_by,ruled_out_by,ambiguous_with" ]
   [ "$(jq -r '.findings[0].log | keys_unsorted | join(",")' <<<"$output")" = "file,line,count" ]
   [ "$(jq -r '.machine | keys_unsorted | join(",")' <<<"$output")" = \
     "probed,gpus,driver,nvidia_smi,jetson,toolkits,host_compiler,python,binaries,cudnn,nccl" ]

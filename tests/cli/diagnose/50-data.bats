@@ -151,9 +151,14 @@ LOG
   run --separate-stderr diagnose --no-probe --json "$LOGS/cuda-unavailable-at-build.log"
   [ "$(jq -r '[.findings[0].causes[].id] | join(",")' <<<"$output")" = "cuda-unavailable-at-build,cuda-home-missing" ]
   jq -e '.findings[0].causes[0].for | index("hint:no_cuda_runtime")' <<<"$output"
+  # the shell's "nvcc: not found" is cuda-home-missing by itself, before any reading
+  printf '%s\n' '/bin/sh: 1: nvcc: not found' "NotImplementedError: Cuda is not availabel" > "$BATS_TEST_TMPDIR/sh.log"
+  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/sh.log"
+  [ "$(jq -r '[.findings[] | "\(.id):\(.matched)"] | join(" ")' <<<"$output")" = "cuda-home-missing:cuda-home-missing" ]
+  # torch's own word for a CUDA_HOME without nvcc is a hint only: the reading decides
   cat > "$BATS_TEST_TMPDIR/no-nvcc.log" <<'LOG'
 $ python setup.py build install
-/bin/sh: 1: nvcc: not found
+FileNotFoundError: [Errno 2] No such file or directory: '/usr/local/cuda/bin/nvcc'
 Traceback (most recent call last):
   File "setup.py", line 69, in <module>
     ext_modules=get_extensions(),

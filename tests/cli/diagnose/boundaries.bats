@@ -133,15 +133,25 @@ readings() { jq -r '[.findings[0].causes[] | "\(.id)=\(.score)"] | join(" ")' <<
     '[["hint:arch_list_not_set"],["log_build_archs_cover_gpu_arch"]]' ]
   [ "$(ids)" = cuda-version-mismatch ]
   [[ "$(jq -r '.findings[0].causes[0].cause' <<<"$output")" == "The same message comes from an extension compiled with another CUDA toolkit"*"(nvcc 11.8, torch's CUDA 12.1)"* ]]
+  # decided by a point: not ambiguous, in JSON or in text
+  [ "$(jq -r '.findings[0].ambiguous_with' <<<"$output")" = null ]
+  jq -e '.findings[0].notes | all(startswith("Ambiguous") | not)' <<<"$output"
+  run --separate-stderr diagnose --no-probe "$BATS_TEST_TMPDIR/mismatch.log"
+  [[ "$output" != *Ambiguous* ]]
 }
 
-@test "two readings of one message tied: the data's first reading wins" {
+@test "two readings of one message tied: the data's first reading wins, called ambiguous" {
   ambiguous_log "$BATS_TEST_TMPDIR/tie.log"
   run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/tie.log"
   assert_clean_stderr
   [ "$(readings)" = "no-kernel-image=0 cuda-version-mismatch=0" ] || { echo "readings: $(readings)" >&2; return 1; }
   [ "$(ids)" = no-kernel-image ]
   [[ "$(jq -r '.findings[0].causes[0].cause' <<<"$output")" == "'invalid device function' from an extension usually means"* ]]
+  # and says that nothing decided: the other ID in JSON, a note naming both
+  [ "$(jq -r '.findings[0].ambiguous_with' <<<"$output")" = cuda-version-mismatch ]
+  jq -e '.findings[0].notes | any(startswith("Ambiguous: nothing in the log decides between no-kernel-image and cuda-version-mismatch, which score the same"))' <<<"$output"
+  run --separate-stderr diagnose --no-probe "$BATS_TEST_TMPDIR/tie.log"
+  [[ "$output" == *"Ambiguous: nothing in the log decides between no-kernel-image and cuda-version-mismatch"*"(msda-doctor diagnose --list)."* ]]
 }
 
 # Read alone (--no-probe), a Jetson's log is judged by its GPU: the wheel its fix installs is the
