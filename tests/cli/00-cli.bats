@@ -176,6 +176,12 @@ table_option_tags() {
   [[ "$stderr" == *"unknown command 'frobnicate'"* ]]
 }
 
+@test "an unknown option before any command is named as an option, not as a command" {
+  run --separate-stderr doctor --frob
+  [ "$status" -eq 2 ]
+  [[ "$stderr" == *"unknown option '--frob'"* ]]
+}
+
 @test "an unknown option is a usage error naming it, with the command's hint" {
   run --separate-stderr doctor inspect --frob x
   [ "$status" -eq 2 ]

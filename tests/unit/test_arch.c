@@ -21,6 +21,7 @@ START_TEST(parses_sm_cc_and_names)
     ck_assert_uint_eq(parse_ok("sm_90a").arch->sm, 90);
     ck_assert_uint_eq(parse_ok("12.0").arch->sm, 120);
     ck_assert_uint_eq(parse_ok("sm_121").arch->sm, 121);
+    ck_assert_uint_eq(parse_ok("sm86").arch->sm, 86); /* as some build scripts write it */
     ck_assert_uint_eq(parse_ok("p40").arch->sm, 61);
     ck_assert_uint_eq(parse_ok("Tesla P40").arch->sm, 61);
     ck_assert_uint_eq(parse_ok("tx2").arch->sm, 62);

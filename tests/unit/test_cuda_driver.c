@@ -74,6 +74,29 @@ START_TEST(no_library_or_not_a_driver)
 }
 END_TEST
 
+/* MSDA_LIBCUDA unset or empty: the system's driver, by its soname. The fake is loaded first, so
+ * that the soname finds it already in the process (dlopen matches a loaded library's soname)
+ * rather than whatever driver this machine has. */
+START_TEST(no_variable_means_the_system_driver)
+{
+    use_fake("a100.json");
+    md_libcuda fake;
+    md_error err;
+    ck_assert_int_eq(md_libcuda_open(&fake, &err), MD_OK);
+    const char *values[] = { NULL, "" };
+    for (size_t i = 0; i < 2; i++) {
+        if (values[i])
+            ck_assert_int_eq(setenv("MSDA_LIBCUDA", values[i], 1), 0);
+        else
+            ck_assert_int_eq(unsetenv("MSDA_LIBCUDA"), 0);
+        md_libcuda cuda;
+        ck_assert_msg(md_libcuda_open(&cuda, &err) == MD_OK, "%s", err.message);
+        ck_assert_str_eq(cuda.path, "libcuda.so.1");
+        ck_assert_ptr_eq(cuda.lib, fake.lib);
+    }
+}
+END_TEST
+
 /* cuInit without cuDriverGetVersion is refused too: open calls both. */
 START_TEST(cuinit_alone_is_not_a_driver)
 {
@@ -97,6 +120,7 @@ Suite *suite_cuda_driver(void)
     tcase_add_test(tc, error_names_come_from_the_driver);
     tcase_add_test(tc, no_library_or_not_a_driver);
     tcase_add_test(tc, cuinit_alone_is_not_a_driver);
+    tcase_add_test(tc, no_variable_means_the_system_driver);
     suite_add_tcase(s, tc);
     return s;
 }

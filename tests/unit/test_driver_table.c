@@ -79,6 +79,12 @@ START_TEST(the_first_driver_of_a_cuda_version)
     ck_assert(md_driver_min_for_cuda(12020, out, sizeof out)); /* no floor: the branch */
     ck_assert_str_eq(out, "535");
     ck_assert(!md_driver_min_for_cuda(14000, out, sizeof out));
+    /* what code needs, said with the driver where the table knows it and in words where not */
+    char need[64];
+    md_driver_need_text(13000, need, sizeof need);
+    ck_assert_str_eq(need, "driver >= 580.65.06 (CUDA 13.0)");
+    md_driver_need_text(14000, need, sizeof need);
+    ck_assert_str_eq(need, "a driver of CUDA 14.0 or newer");
     ck_assert_int_eq(md_driver_cuda_of_branch(440), 10020);
     ck_assert_int_eq(md_driver_cuda_of_branch(100), 0);
 }
