@@ -100,13 +100,14 @@ def make(root, html_only=False, bad_sha=(), missing=(), only=None, evil=()):
                 json.dump({"meta": {"api-version": "1.1"}, "name": project, "files": files}, f, indent=1)
         anchors = []
         for i, fl in enumerate(files):
-            # Both quote styles, an entity in the URL and extra attributes, as real indexes vary.
+            # Both quote styles, entities in the URL (decimal, hex with x and with X) and extra
+            # attributes, as real indexes vary.
             href = f"{fl['url']}#sha256={fl['hashes']['sha256']}"
             yanked = ' data-yanked="broken"' if fl["yanked"] else ""
             if i % 2:
                 anchors.append(f"<a href='{href.replace('../', '&#46;&#46;/', 1)}' data-requires-python=\"&gt;=3\"{yanked}>{fl['filename']}</a><br/>")
             else:
-                anchors.append(f'<A HREF="{href}"{yanked}>\n  {fl["filename"]}\n</A><br/>')
+                anchors.append(f'<A HREF="{href.replace("../", "&#X2e;&#x2E;/", 1)}"{yanked}>\n  {fl["filename"]}\n</A><br/>')
         if not html_only:
             # A JSON index whose HTML lists nothing: a fetch that read the HTML would find no release.
             with open(os.path.join(page, "index.html"), "w") as f:
