@@ -44,3 +44,21 @@ def deterministic_algorithms():
               torch.is_deterministic_algorithms_warn_only_enabled())
     yield lambda mode, warn_only=False: torch.use_deterministic_algorithms(mode, warn_only=warn_only)
     torch.use_deterministic_algorithms(before[0], warn_only=before[1])
+
+
+@pytest.fixture
+def unpatched():
+    """msda.patch's tests: every framework on its own code before and after the test."""
+    import msda
+    msda.unpatch()
+    yield
+    msda.unpatch()
+
+
+def check_framework_version(module, variable):
+    """make names the release of a framework its suite means to test (VARIABLE), so that a
+    missing or different one fails rather than skips."""
+    expected = os.environ.get(variable)
+    if not expected:
+        pytest.skip(f"{variable} is not set (make sets it)")
+    assert module.__version__ == expected

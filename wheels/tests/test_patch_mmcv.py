@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import msda
+from conftest import check_framework_version
 from msda import _patch_mmcv
 
 mmcv = pytest.importorskip("mmcv")
@@ -19,17 +20,10 @@ mmcv = pytest.importorskip("mmcv")
 
 def test_the_mmcv_under_test_is_the_one_expected():
     """make check-python names the release it means to test, so that a missing mmcv fails."""
-    expected = os.environ.get("MSDA_EXPECT_MMCV")
-    if not expected:
-        pytest.skip("MSDA_EXPECT_MMCV is not set (make sets it)")
-    assert mmcv.__version__ == expected
+    check_framework_version(mmcv, "MSDA_EXPECT_MMCV")
 
 
-@pytest.fixture(autouse=True)
-def unpatched():
-    msda.unpatch()
-    yield
-    msda.unpatch()
+pytestmark = pytest.mark.usefixtures("unpatched")
 
 
 def _inputs(dtype=torch.float64, n=2, heads=2, dim=4, shapes=((6, 5), (3, 4), (2, 2)), queries=7, points=3,

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import msda
+from conftest import check_framework_version
 from msda import _patch_transformers
 
 transformers = pytest.importorskip("transformers")
@@ -19,17 +20,10 @@ transformers = pytest.importorskip("transformers")
 
 def test_the_transformers_under_test_is_the_one_expected():
     """make check-python and check-transformers4 name the release each means to test."""
-    expected = os.environ.get("MSDA_EXPECT_TRANSFORMERS")
-    if not expected:
-        pytest.skip("MSDA_EXPECT_TRANSFORMERS is not set (make sets it)")
-    assert transformers.__version__ == expected
+    check_framework_version(transformers, "MSDA_EXPECT_TRANSFORMERS")
 
 
-@pytest.fixture(autouse=True)
-def unpatched():
-    msda.unpatch()
-    yield
-    msda.unpatch()
+pytestmark = pytest.mark.usefixtures("unpatched")
 
 
 @pytest.fixture
