@@ -117,8 +117,10 @@ $(PY_KERNELS)/.stamp: $(PY_VENV)/.stamp
 PY_MMCV := $(BUILD)/py-mmcv
 PY_MMCV_VERSION := 2.2.0
 PY_MMCV_PACKAGES := mmcv-lite==$(PY_MMCV_VERSION) mmengine==0.10.7 opencv-python-headless==5.0.0.93 addict==2.4.0 \
-                    yapf==0.43.0 termcolor==3.3.0 pillow==13.0.0
-$(PY_MMCV)/.stamp-$(PY_MMCV_VERSION): $(PY_VENV)/.stamp
+                    yapf==0.43.0 termcolor==3.3.0 pillow==13.0.0 platformdirs==4.5.1
+# The stamp is named by the list, so that a changed list installs again.
+PY_MMCV_STAMP := $(PY_MMCV)/.stamp-$(shell echo '$(PY_MMCV_PACKAGES)' | cksum | cut -d' ' -f1)
+$(PY_MMCV_STAMP): $(PY_VENV)/.stamp
 	@rm -rf $(PY_MMCV)
 	$(PY_VENV)/bin/pip install -q --no-deps --target $(PY_MMCV) $(PY_MMCV_PACKAGES)
 	@touch $@
@@ -142,7 +144,7 @@ $(PY_TESTS)/.stamp: $(KERNEL_WHEEL_DEP) $(PY_VENV)/.stamp $(wildcard wheels/test
 	@rm -rf $(PY_TESTS) && mkdir -p $(PY_TESTS) && cp -r wheels/tests $(PY_TESTS)/
 	@printf '[pytest]\nmarkers =\n    cuda: needs a CUDA GPU\n    compile: runs torch.compile\n' > $(PY_TESTS)/pytest.ini
 	@touch $@
-check-python: $(PY_TESTS)/.stamp $(PY_KERNELS)/.stamp $(PY_MMCV)/.stamp-$(PY_MMCV_VERSION)
+check-python: $(PY_TESTS)/.stamp $(PY_KERNELS)/.stamp $(PY_MMCV_STAMP)
 	@cd $(PY_TESTS) && PYTHONPATH=$(abspath $(PY_SITE)):$(abspath $(PY_KERNELS)):$(abspath $(PY_MMCV)) MSDA_LIBRARY=$(abspath $(PY_SITE))/msda/libmsda.so \
 	  MSDA_EXPECT_INSTALLED=$(abspath $(PY_SITE)) MSDA_HEADER=$(abspath kernels/msda.h) MSDA_SIGNATURES=$(abspath recipes/signatures.json) MSDA_EXPECT_VERSION=$(VERSION) \
 	  MSDA_EXPECT_TRANSFORMERS=$(PY_TRANSFORMERS) MSDA_EXPECT_MMCV=$(PY_MMCV_VERSION) \
@@ -282,5 +284,5 @@ check-release: release-host $(BUILD)/host/release-tool msda-doctor
 CHECK_SUITES += mutation
 .PHONY: check-mutation
 check-mutation: $(BUILD)/san/msda-doctor $(UNIT_BIN) $(KERNEL_DIR)/test-kernels $(KERNEL_LIB) $(FAKE_LAUNCH_DRIVER) \
-                $(FIXTURES)/.stamp $(FAKE_LIBCUDA) $(CUINIT_ONLY) $(PY_VENV)/.stamp $(PY_MMCV)/.stamp-$(PY_MMCV_VERSION)
+                $(FIXTURES)/.stamp $(FAKE_LIBCUDA) $(CUINIT_ONLY) $(PY_VENV)/.stamp $(PY_MMCV_STAMP)
 	@$(RUN_SUITE) mutation tap tests/mutation/smoke $(BUILD)

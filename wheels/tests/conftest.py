@@ -54,11 +54,3 @@ def unpatched():
     yield
     msda.unpatch()
 
-
-def check_framework_version(module, variable):
-    """make names the release of a framework its suite means to test (VARIABLE), so that a
-    missing or different one fails rather than skips."""
-    expected = os.environ.get(variable)
-    if not expected:
-        pytest.skip(f"{variable} is not set (make sets it)")
-    assert module.__version__ == expected
