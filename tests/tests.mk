@@ -159,7 +159,8 @@ check-transformers4: $(PY_TESTS)/.stamp $(PY_TRANSFORMERS4)/.stamp
 	  MSDA_LIBRARY=$(abspath $(PY_SITE))/msda/libmsda.so MSDA_EXPECT_INSTALLED=$(abspath $(PY_SITE)) \
 	  MSDA_EXPECT_TRANSFORMERS=$(PY_TRANSFORMERS4_VERSION) \
 	  $(abspath $(RUN_SUITE)) transformers4 counts \
-	  $(abspath $(PY_VENV))/bin/python -m pytest -q -p no:cacheprovider tests/test_patch_transformers.py
+	  $(abspath $(PY_VENV))/bin/python -m pytest -q -p no:cacheprovider tests/test_frameworks_installed.py \
+	  tests/test_patch_transformers.py
 
 # fetch (issue 10) against a synthetic redist repository on a loopback server (tests/cli/fetch).
 CHECK_SUITES += fetch
