@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -119,6 +120,15 @@ def original(owner: Any, name: str) -> Any:
     adapter planning a second patch checks and wraps the framework's code, not msda's."""
     r = _switched(owner, name)
     return r.original if r else getattr(owner, name)
+
+
+def parameters(obj: Any) -> Tuple[str, ...]:
+    """OBJ's parameter names, as an adapter checks the framework code it stands in for; () where
+    Python cannot tell them."""
+    try:
+        return tuple(inspect.signature(obj).parameters)
+    except (TypeError, ValueError):
+        return ()
 
 
 def frameworks() -> List[str]:

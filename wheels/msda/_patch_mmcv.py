@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import inspect
 import os
 import sys
 import types
@@ -106,13 +105,6 @@ def _compiled_ext() -> Any:
         return None
 
 
-def _parameters(obj: Any) -> Tuple[str, ...]:
-    try:
-        return tuple(inspect.signature(obj).parameters)
-    except (TypeError, ValueError):
-        return ()
-
-
 def _source_parameters(package_dir: str) -> Tuple[str, ...]:
     """FUNCTION's parameters as its source file defines them: read, not imported, since mmcv's
     ops package cannot be imported before a stand-in extension is in place, and an import is
@@ -138,7 +130,7 @@ def plan() -> Tuple[_patch.FrameworkPatch, List[_patch.Replacement]]:
     module = sys.modules.get(OPS_MODULE)
     if module is not None:
         framework_code = _patch.original(module, FUNCTION)
-        params = _parameters(framework_code)
+        params = _patch.parameters(framework_code)
     else:
         params = _source_parameters(os.path.dirname(mmcv.__file__ or ""))
     if params != EXPECTED_FUNCTION:

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import inspect
 import os
 import re
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Sequence, Tuple
 
 from torch import Tensor
 
@@ -108,13 +107,6 @@ def _candidates(root: str) -> List[Tuple[str, str]]:
     return found
 
 
-def _parameters(obj: Any) -> Optional[Tuple[str, ...]]:
-    try:
-        return tuple(inspect.signature(obj).parameters)
-    except (TypeError, ValueError):
-        return None
-
-
 def plan() -> Tuple[_patch.FrameworkPatch, List[_patch.Replacement]]:
     """What msda.patch("transformers") replaces; PatchError when any of it is not as expected."""
     import transformers
@@ -139,7 +131,7 @@ def plan() -> Tuple[_patch.FrameworkPatch, List[_patch.Replacement]]:
         else:
             target, attr, what = module, name, f"{module_name}.{name}"
         framework_code = _patch.original(target, attr)
-        params = _parameters(framework_code)
+        params = _patch.parameters(framework_code)
         if params != EXPECTED[name]:
             problems.append(f"{what} takes ({', '.join(params or ('?',))}), msda expects "
                             f"({', '.join(EXPECTED[name])})")
