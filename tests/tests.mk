@@ -117,7 +117,7 @@ $(PY_KERNELS)/.stamp: $(PY_VENV)/.stamp
 PY_MMCV := $(BUILD)/py-mmcv
 PY_MMCV_VERSION := 2.2.0
 PY_MMCV_PACKAGES := mmcv-lite==$(PY_MMCV_VERSION) mmengine==0.10.7 opencv-python-headless==5.0.0.93 addict==2.4.0 \
-                    yapf==0.43.0 termcolor==3.3.0 pillow==13.0.0 platformdirs==4.5.1
+                    yapf==0.43.0 termcolor==3.3.0 pillow==13.0.0 platformdirs==4.14.8
 # The stamp is named by the list, so that a changed list installs again.
 PY_MMCV_STAMP := $(PY_MMCV)/.stamp-$(shell echo '$(PY_MMCV_PACKAGES)' | cksum | cut -d' ' -f1)
 $(PY_MMCV_STAMP): $(PY_VENV)/.stamp
