@@ -344,8 +344,8 @@ static bool holds_all(const char *line, size_t len, const char *also, size_t n)
  * Returns whether any is marked. Where W is not NULL, LINE is known to be in W's normal form
  * only once this pass has looked at every byte: it returns -1 at the first byte that
  * normalising would change (lognorm.h), its offset in *UNCHANGED, and the normal form must be
- * passed instead. One pass
- * over the bytes both decides that and finds the literals; most lines need no other.
+ * passed instead. One pass over the bytes both decides that and finds the literals; most lines
+ * need no other.
  * REJECTED[k] is the PASS (a number no other pass over a line is given, never 0) in which
  * literal k was last found without its branch's other runs, so that a literal found again in
  * that pass costs nothing. */
