@@ -1,8 +1,9 @@
 // The MSDA kernels: forward and backward per data type, written from the formula in msda.h.
 //
 // Two element types per kernel: Tr for value, grad_output, output and grad_value; Cr for
-// sampling_locations, attention_weights and their gradients (Tr itself, or f32 beside a 16-bit
-// Tr: mixed precision). Both accumulate in the same type.
+// sampling_locations, attention_weights and their gradients: Tr itself for f32 and f64, and for
+// a 16-bit Tr coord16<Tr>, Tr's own type or f32 (mixed precision) as the launcher says (coords
+// below). Both accumulate in the same type.
 //
 // Work layout, shared by both: a head's D channels are split into D / VEC vectors ("chunks")
 // of VEC elements (16 bytes where D and the pointers allow, 8 for 16-bit types in the buffered
@@ -156,20 +157,77 @@ __device__ __forceinline__ void plan_buffer(const msda_kparams &p, level_table &
     __syncthreads();
 }
 
+// A group's coordinates (its locations or weights, or their gradients) from `first` on, read and
+// written in the accumulation type. Cr is the type itself (f32_t, f64_t, f16_t, bf16_t), or
+// coord16<Tr> beside a 16-bit value: Tr's own type or f32, as p.coord_f32 says, so that one
+// kernel serves both with a uniform branch a coordinate where each type took a kernel of its own
+// (fewer kernels to compile, issue 41; which kernels take it: MSDA_16BIT_FORWARD_SET below).
+template <class Tr> struct coord16 {
+    typedef float A;
+};
+template <class Cr> struct coords {
+    typedef typename Cr::S S;
+    typedef typename Cr::A A;
+    S *base;
+    __device__ __forceinline__ coords(uint64_t address, int64_t first, int32_t)
+        : base(reinterpret_cast<S *>(address) + first) {}
+    __device__ __forceinline__ A operator[](int64_t i) const { return to_acc<Cr>(base[i]); }
+    __device__ __forceinline__ void pair(int64_t i, A (&xy)[2]) const { load_vec<Cr, 2>(base + i, xy); }
+    __device__ __forceinline__ void put(int64_t i, A v) const { base[i] = from_acc<Cr>(v); }
+    __device__ __forceinline__ void put_streaming(int64_t i, A v) const { __stcs(base + i, from_acc<Cr>(v)); }
+    __device__ __forceinline__ const void *at(int64_t i) const { return base + i; }
+    __device__ __forceinline__ coords from(int64_t i) const { return coords(*this, i); }
+    __device__ __forceinline__ coords(const coords &c, int64_t i) : base(c.base + i) {}
+};
+template <class Tr> struct coords<coord16<Tr>> {
+    typedef float A;
+    char *base;
+    int shift; // log2 of a coordinate's bytes: one address computation for either type
+    __device__ __forceinline__ coords(uint64_t address, int64_t first, int32_t coord_f32)
+        : base(reinterpret_cast<char *>(address)), shift(coord_f32 ? 2 : 1) {
+        base += first << shift;
+    }
+    __device__ __forceinline__ char *at(int64_t i) const { return base + (i << shift); }
+    __device__ __forceinline__ coords from(int64_t i) const { return coords(*this, i); }
+    __device__ __forceinline__ coords(const coords &c, int64_t i) : base(c.at(i)), shift(c.shift) {}
+    __device__ __forceinline__ float operator[](int64_t i) const {
+        const char *x = at(i);
+        return shift == 2 ? *reinterpret_cast<const float *>(x) : to_acc<Tr>(*reinterpret_cast<const unsigned short *>(x));
+    }
+    __device__ __forceinline__ void pair(int64_t i, float (&xy)[2]) const {
+        if (shift == 2)
+            load_vec<f32_t, 2>(reinterpret_cast<const float *>(at(i)), xy);
+        else
+            load_vec<Tr, 2>(reinterpret_cast<const unsigned short *>(at(i)), xy);
+    }
+    __device__ __forceinline__ void put(int64_t i, float v) const {
+        if (shift == 2)
+            *reinterpret_cast<float *>(at(i)) = v;
+        else
+            *reinterpret_cast<unsigned short *>(at(i)) = from_acc<Tr>(v);
+    }
+    __device__ __forceinline__ void put_streaming(int64_t i, float v) const {
+        if (shift == 2)
+            __stcs(reinterpret_cast<float *>(at(i)), v);
+        else
+            __stcs(reinterpret_cast<unsigned short *>(at(i)), from_acc<Tr>(v));
+    }
+};
+
 // The softmax over a group's L*P logits (msda.h, MSDA_WEIGHTS_LOGITS): its max and the sum of
 // exp(x - max), so that w = exp(x - max) / sum. The max takes a NaN up (a plain fmax would drop
 // it), so a row with a NaN, a +inf (inf - inf) or only -inf logits gives NaN everywhere, as
 // torch.softmax and the CPU path do. Each thread of the group computes it alone: the L*P logits
 // are one or two cache lines, shared by the group, and no shuffle is needed.
 template <class Cr, typename A>
-__device__ __forceinline__ void softmax_stats(const typename Cr::S *x, int LP, A &mx, A &sum) {
+__device__ __forceinline__ void softmax_stats(const coords<Cr> &x, int LP, A &mx, A &sum) {
     mx = -(A)INFINITY;
     for (int k = 0; k < LP; k++) {
-        const A v = to_acc<Cr>(x[k]);
+        const A v = x[k];
         if (v > mx || v != v) mx = v;
     }
     sum = (A)0;
-    for (int k = 0; k < LP; k++) sum += exp(to_acc<Cr>(x[k]) - mx);
+    for (int k = 0; k < LP; k++) sum += exp(x[k] - mx);
 }
 
 // softmax_stats, computed by the `size` threads of a group together (sub: this thread's place in
@@ -177,11 +235,11 @@ __device__ __forceinline__ void softmax_stats(const typename Cr::S *x, int LP, A
 // keeps it. The butterfly leaves the same sums on every thread. Every thread of the warp calls it.
 // Without SUM, the max alone (sum 0): the points kernel takes the sum with its points.
 template <class Cr, typename A, bool SUM = true>
-__device__ __forceinline__ void softmax_stats_group(const typename Cr::S *x, int LP, int sub, int size, A &mx,
+__device__ __forceinline__ void softmax_stats_group(const coords<Cr> &x, int LP, int sub, int size, A &mx,
                                                     A &sum) {
     mx = -(A)INFINITY;
     for (int k = sub; k < LP; k += size) {
-        const A v = to_acc<Cr>(x[k]);
+        const A v = x[k];
         if (v > mx || v != v) mx = v;
     }
     for (int o = 1; o < size; o <<= 1) {
@@ -190,7 +248,7 @@ __device__ __forceinline__ void softmax_stats_group(const typename Cr::S *x, int
     }
     sum = (A)0;
     if constexpr (SUM) {
-        for (int k = sub; k < LP; k += size) sum += exp(to_acc<Cr>(x[k]) - mx);
+        for (int k = sub; k < LP; k += size) sum += exp(x[k] - mx);
         for (int o = 1; o < size; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     }
 }
@@ -223,16 +281,15 @@ __device__ __forceinline__ group_place place_of(const msda_kparams &p, int64_t t
 // beside the table's rather than after it. Lane 0 of a group asks; a prefetch needs no register
 // and never faults. Not where the points are split over parts (a decoder: few groups, each
 // thread's work short), where it measured 2% slower; the encoders 1-2% faster.
-template <typename C>
+template <class Cr>
 __device__ __forceinline__ void prefetch_group_inputs(const msda_kparams &p, int64_t t, int LP) {
     const int group_log2 = p.lanes_log2 + p.parts_log2;
     const int64_t group = t >> group_log2;
     if (p.parts_log2 || group >= p.groups || (t & ((1 << group_log2) - 1))) return;
-    const C *loc = reinterpret_cast<const C *>(p.locations) + group * LP * 2;
-    const C *wgt = reinterpret_cast<const C *>(p.weights) + group * LP;
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(loc));
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(loc + LP * 2 - 1));
-    asm volatile("prefetch.global.L1 [%0];" ::"l"(wgt));
+    const coords<Cr> loc(p.locations, group * LP * 2, p.coord_f32), wgt(p.weights, group * LP, p.coord_f32);
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(loc.at(0)));
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(loc.at(LP * 2 - 1)));
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(wgt.at(0)));
 }
 
 // A sampling point as the forward's points kernel uses it: its corners' weights (the attention
@@ -249,12 +306,12 @@ template <typename A> struct point_setup {
 // batch element's value is under 2^32 bytes, so an inside corner's offset is exact (an outside
 // one may wrap, and is never loaded).
 template <class Cr, typename A, bool SOFTMAX>
-__device__ __forceinline__ point_setup<A> setup_point(const typename Cr::S *loc, const typename Cr::S *wgt, int k,
+__device__ __forceinline__ point_setup<A> setup_point(const coords<Cr> &loc, const coords<Cr> &wgt, int k,
                                                       int H, int W, uint32_t first, uint32_t row, A wmax, A wsum_inv) {
     point_setup<A> s = {{(A)0, (A)0, (A)0, (A)0}, 0u, 0u, (A)0};
     A xy[2];
-    load_vec<Cr, 2>(loc + 2 * k, xy);
-    A a = to_acc<Cr>(wgt[k]);
+    loc.pair(2 * k, xy);
+    A a = wgt[k];
     if constexpr (SOFTMAX) {
         a = exp(a - wmax);
         s.e = a;
@@ -313,11 +370,10 @@ template <class Tr, class Cr, int VEC, bool SOFTMAX, int P>
 __device__ __forceinline__ void forward_points(const msda_kparams &p) {
     typedef typename Tr::S S;
     typedef typename Tr::A A;
-    typedef typename Cr::S C;
     constexpr bool share_setup = sizeof(S) == 2 || (SOFTMAX && sizeof(S) == 4);
     __shared__ level_table lv;
     const int LP = p.levels * P;
-    prefetch_group_inputs<C>(p, (int64_t)blockIdx.x * blockDim.x + threadIdx.x, LP);
+    prefetch_group_inputs<Cr>(p, (int64_t)blockIdx.x * blockDim.x + threadIdx.x, LP);
     const bool table_ok = load_levels(p, lv); // inconsistent: nothing sampled, NaN out
     const int lanes = 1 << p.lanes_log2, parts = 1 << p.parts_log2;
     const uint32_t row = (uint32_t)(p.heads * p.channels * sizeof(S));
@@ -329,8 +385,7 @@ __device__ __forceinline__ void forward_points(const msda_kparams &p) {
         const int lane = g.lane, part = g.part;
         const char *value = reinterpret_cast<const char *>(
             reinterpret_cast<const S *>(p.value) + (g.n * p.spatial * p.heads + g.m) * p.channels + lane * VEC);
-        const C *loc = reinterpret_cast<const C *>(p.locations) + group * LP * 2;
-        const C *wgt = reinterpret_cast<const C *>(p.weights) + group * LP;
+        const coords<Cr> loc(p.locations, group * LP * 2, p.coord_f32), wgt(p.weights, group * LP, p.coord_f32);
         A wmax = (A)0, wsum_inv = (A)1, esum = (A)0;
         if constexpr (SOFTMAX) {
             A wsum;
@@ -401,7 +456,6 @@ template <class Tr, class Cr, int VEC, bool SOFTMAX = false>
 __device__ __forceinline__ void forward(const msda_kparams &p) {
     typedef typename Tr::S S;
     typedef typename Tr::A A;
-    typedef typename Cr::S C;
     static_assert(sizeof(typename Cr::A) == sizeof(A), "one accumulation type");
     __shared__ level_table lv;
     // An inconsistent table: nothing is sampled, and every output element is NaN.
@@ -417,8 +471,7 @@ __device__ __forceinline__ void forward(const msda_kparams &p) {
         const int64_t group = g.group;
         const int lane = g.lane, part = g.part;
         const S *value = reinterpret_cast<const S *>(p.value) + (g.n * p.spatial * p.heads + g.m) * p.channels;
-        const C *loc = reinterpret_cast<const C *>(p.locations) + group * LP * 2;
-        const C *wgt = reinterpret_cast<const C *>(p.weights) + group * LP;
+        const coords<Cr> loc(p.locations, group * LP * 2, p.coord_f32), wgt(p.weights, group * LP, p.coord_f32);
         S *out = reinterpret_cast<S *>(p.output) + group * p.channels;
         A wmax = (A)0, wsum = (A)1;
         if constexpr (SOFTMAX) {
@@ -439,10 +492,10 @@ __device__ __forceinline__ void forward(const msda_kparams &p) {
                     bilinear<A> b;
                     A a;
                     if constexpr (SOFTMAX)
-                        a = exp(to_acc<Cr>(wgt[lp]) - wmax) / wsum;
+                        a = exp(wgt[lp] - wmax) / wsum;
                     else
-                        a = to_acc<Cr>(wgt[lp]);
-                    if (locate(to_acc<Cr>(loc[2 * lp]), to_acc<Cr>(loc[2 * lp + 1]), H, W, b)) {
+                        a = wgt[lp];
+                    if (locate(loc[2 * lp], loc[2 * lp + 1], H, W, b)) {
 #pragma unroll
                         for (int j = 0; j < 4; j++) {
                             if (!b.in[j]) continue;
@@ -656,7 +709,6 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
     typedef typename Tr::S S;
     typedef typename Tr::A A;
     typedef typename Tr::G G;
-    typedef typename Cr::S C;
     static_assert(sizeof(typename Cr::A) == sizeof(A), "one accumulation type");
     static_assert(!HALF_SUMS || (sizeof(S) == 2 && Tr::buffered && !ALL_BUFFER), "half sums: 16-bit, mixed");
     static_assert(!EXACT || (!ALL_BUFFER && !HALF_SUMS), "exact sums: every level in them");
@@ -670,7 +722,7 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
     // zeroed it), and the location and weight gradients are NaN.
     const bool table_ok = load_levels(p, lv);
     if constexpr (BUFFERED) plan_buffer(p, lv, table_ok);
-    C *gloc_all = reinterpret_cast<C *>(p.grad_locations), *gwgt_all = reinterpret_cast<C *>(p.grad_weights);
+    const coords<Cr> gloc_all(p.grad_locations, 0, p.coord_f32), gwgt_all(p.grad_weights, 0, p.coord_f32);
     const int lanes = 1 << p.lanes_log2;
     const int64_t row = (int64_t)p.heads * p.channels;
     const int LP = p.levels * p.points;
@@ -684,9 +736,12 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
     const bool spread_grads = MSDA_SPREAD_GRADS && lanes >= p.points;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     if (!table_ok) { // uniform across the block
-        const C nan = from_acc<Cr>(quiet_nan<A>());
-        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < p.groups * LP; i += stride)
-            gloc_all[2 * i] = gloc_all[2 * i + 1] = gwgt_all[i] = nan;
+        const A nan = quiet_nan<A>();
+        for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < p.groups * LP; i += stride) {
+            gloc_all.put(2 * i, nan);
+            gloc_all.put(2 * i + 1, nan);
+            gwgt_all.put(i, nan);
+        }
         return;
     }
     // p.threads and the stride are whole warps, so all 32 lanes of a warp run the same
@@ -703,11 +758,10 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
         float *gbuffer = reinterpret_cast<float *>(p.buffer) + (n * p.buffer_spatial * p.heads + m) * p.channels;
         unsigned short *greplica =
             reinterpret_cast<unsigned short *>(p.buffer) + (n * p.buffer_spatial * p.heads + m) * p.channels;
-        const C *loc = reinterpret_cast<const C *>(p.locations) + group * LP * 2;
-        const C *wgt = reinterpret_cast<const C *>(p.weights) + group * LP;
+        const coords<Cr> loc(p.locations, group * LP * 2, p.coord_f32), wgt(p.weights, group * LP, p.coord_f32);
         const S *gout = reinterpret_cast<const S *>(p.grad_output) + group * p.channels;
-        C *gloc = reinterpret_cast<C *>(p.grad_locations) + group * LP * 2;
-        C *gwgt = reinterpret_cast<C *>(p.grad_weights) + group * LP;
+        const coords<Cr> gloc(p.grad_locations, group * LP * 2, p.coord_f32),
+            gwgt(p.grad_weights, group * LP, p.coord_f32);
 
         A g_own[VEC]; // this lane's grad_output vector when it has a single chunk
 #pragma unroll
@@ -740,10 +794,10 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                 bool inside = false;
                 if (active) {
                     if constexpr (SOFTMAX)
-                        a = exp(to_acc<Cr>(wgt[lp]) - wmax) * wsum_inv;
+                        a = exp(wgt[lp] - wmax) * wsum_inv;
                     else
-                        a = to_acc<Cr>(wgt[lp]);
-                    inside = locate(to_acc<Cr>(loc[2 * lp]), to_acc<Cr>(loc[2 * lp + 1]), H, W, b);
+                        a = wgt[lp];
+                    inside = locate(loc[2 * lp], loc[2 * lp + 1], H, W, b);
                 }
                 if (inside) {
                     for (int c = lane; c < p.chunks; c += lanes) {
@@ -822,9 +876,10 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                         st[0] = d_x, st[1] = d_y, st[2] = d_weight;
                     }
                 } else if (active && lane == 0) {
-                    __stcs(gloc + 2 * lp, from_acc<Cr>(d_x));
-                    __stcs(gloc + 2 * lp + 1, from_acc<Cr>(d_y));
-                    __stcs(gwgt + lp, from_acc<Cr>(d_weight));
+                    const coords<Cr> xy = gloc.from(2 * lp);
+                    xy.put_streaming(0, d_x);
+                    xy.put_streaming(1, d_y);
+                    gwgt.put_streaming(lp, d_weight);
                 }
             }
             if (spread_grads) {
@@ -832,9 +887,10 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                 if (active && lane < p.points) {
                     const int at = lp - p.points + lane;
                     const A *st = staged + 3 * threadIdx.x;
-                    __stcs(gloc + 2 * at, from_acc<Cr>(st[0]));
-                    __stcs(gloc + 2 * at + 1, from_acc<Cr>(st[1]));
-                    __stcs(gwgt + at, from_acc<Cr>(st[2]));
+                    const coords<Cr> xy = gloc.from(2 * at);
+                    xy.put_streaming(0, st[0]);
+                    xy.put_streaming(1, st[1]);
+                    gwgt.put_streaming(at, st[2]);
                 }
                 __syncwarp();
             }
@@ -845,8 +901,8 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
             if (active && (spread_grads ? lane < p.points : lane == 0)) {
                 const int first = spread_grads ? lane : 0, step = spread_grads ? p.points : 1;
                 for (int k = first; k < LP; k += step) {
-                    const A w = exp(to_acc<Cr>(wgt[k]) - wmax) * wsum_inv;
-                    gwgt[k] = from_acc<Cr>(w * (to_acc<Cr>(gwgt[k]) - wdot));
+                    const A w = exp(wgt[k] - wmax) * wsum_inv;
+                    gwgt.put(k, w * (gwgt[k] - wdot));
                 }
             }
         }
@@ -874,18 +930,13 @@ template <class Fn> __device__ __forceinline__ void by_chunks(int chunks, Fn fn)
 // p.chunks elements a thread, 8 or 4 where M * D and the gradient's alignment allow (the
 // launcher checks): one 16- or 8-byte store, and one division per vector. One element a thread,
 // with a 64-bit division each, took 35 us of enc_b2's 0.84 ms bf16 backward on the H200.
-template <class Tr, int VEC> __device__ __forceinline__ void convert_vec(const msda_kparams &p) {
-    __shared__ level_table lv;
+template <class Tr, int VEC>
+__device__ __forceinline__ void convert_vec(const msda_kparams &p, const level_table &lv, bool every_level) {
     const float *src = reinterpret_cast<const float *>(p.buffer);
     typename Tr::S *dst = reinterpret_cast<typename Tr::S *>(p.output);
     const int64_t row = (int64_t)p.heads * p.channels;
     const int64_t per_n = p.buffer_spatial * row;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x * VEC;
-    const bool every_level = p.buffer_levels == msda_all_levels(p.levels); // uniform: a parameter
-    if (!every_level) {
-        plan_buffer(p, lv, load_levels(p, lv));
-        if (!lv.buffered) return; // nothing in the buffer, or an inconsistent table
-    }
     for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC; i < p.threads; i += stride) {
         const int64_t n = i / per_n, rest = i - n * per_n;
         int64_t to = n * p.spatial * row + rest;
@@ -911,8 +962,16 @@ template <class Tr, int VEC> __device__ __forceinline__ void convert_vec(const m
     }
 }
 
+// The plan once, outside the three widths' loops: its code (the level table's checks and the
+// planning, 64-bit arithmetic on one thread) is most of these kernels' size to compile.
 template <class Tr> __device__ __forceinline__ void convert(const msda_kparams &p) {
-    by_chunks(p.chunks, [&](auto w) { convert_vec<Tr, decltype(w)::value>(p); });
+    __shared__ level_table lv;
+    const bool every_level = p.buffer_levels == msda_all_levels(p.levels); // uniform: a parameter
+    if (!every_level) {
+        plan_buffer(p, lv, load_levels(p, lv));
+        if (!lv.buffered) return; // nothing in the buffer, or an inconsistent table
+    }
+    by_chunks(p.chunks, [&](auto w) { convert_vec<Tr, decltype(w)::value>(p, lv, every_level); });
 }
 
 #if (MSDA_ENABLE_F16 && MSDA_F16_STRATEGY == MSDA_ATOMIC_MIXED) || MSDA_HALF_SUMS_BUILT // the replicas' kernels below
@@ -994,10 +1053,8 @@ __device__ __forceinline__ void sum_replicas(const unsigned short *from, int64_t
 // elements a thread (8, 4 or 1, as for convert); the threads loop over the replicated levels'
 // positions of every batch element as this kernel's own plan of the table finds them (the host
 // sizes the grid from its bound where the table is on the device).
-template <class Tr, int VEC> __device__ __forceinline__ void gather_replicas_vec(const msda_kparams &p) {
-    __shared__ level_table lv;
-    plan_buffer(p, lv, load_levels(p, lv));
-    if (!lv.buffered) return; // nothing replicated, or an inconsistent table
+template <class Tr, int VEC>
+__device__ __forceinline__ void gather_replicas_vec(const msda_kparams &p, const level_table &lv) {
     const int64_t row = (int64_t)p.heads * p.channels;
     int64_t positions = 0;
     for (int l = 0; l < p.levels; l++)
@@ -1024,7 +1081,10 @@ template <class Tr, int VEC> __device__ __forceinline__ void gather_replicas_vec
 }
 
 template <class Tr> __device__ __forceinline__ void gather_replicas(const msda_kparams &p) {
-    by_chunks(p.chunks, [&](auto w) { gather_replicas_vec<Tr, decltype(w)::value>(p); });
+    __shared__ level_table lv; // planned once, as in convert
+    plan_buffer(p, lv, load_levels(p, lv));
+    if (!lv.buffered) return; // nothing replicated, or an inconsistent table
+    by_chunks(p.chunks, [&](auto w) { gather_replicas_vec<Tr, decltype(w)::value>(p, lv); });
 }
 #endif
 
@@ -1244,24 +1304,39 @@ template <class Tr> __device__ __forceinline__ void exact_finish(const msda_kpar
     extern "C" __global__ void __launch_bounds__(                                                                    \
         MSDA_MAX_THREADS, sizeof(typename TR::S) == 4 && VEC == 4 ? MSDA_F32_SOFTMAX_BACKWARD_MIN_BLOCKS : 0)
 
-// NAME: the value type, and "c32" where the coordinates are f32 beside a 16-bit value. Each pair
-// comes with its fused-softmax twin, msda_{forward,backward}_softmax_NAME_vVEC, and each forward
-// with its points twin, msda_forward_points_[softmax_]NAME_vVEC (msda_module.c names them so).
-#define MSDA_KERNEL_PAIR(NAME, TR, CR, VEC)                                                                          \
+// NAME: the value type, and "c32" where the coordinates are f32 beside a 16-bit value (or none
+// where the kernel takes either: coord16). Each forward comes with its fused-softmax twin, msda_forward_softmax_NAME_vVEC, and
+// its points twins, msda_forward_points_[softmax_]NAME_vVEC (msda_module.c names them so); each
+// backward with its fused twin, msda_backward_softmax_NAME_vVEC.
+#define MSDA_FORWARD_PAIR(NAME, TR, CR, VEC)                                                                         \
     MSDA_KERNEL msda_forward_##NAME##_v##VEC(const msda_kparams p) { forward<TR, CR, VEC>(p); }                    \
-    MSDA_KERNEL msda_backward_##NAME##_v##VEC(const msda_kparams p) { backward<TR, CR, VEC>(p); }                  \
     MSDA_KERNEL msda_forward_softmax_##NAME##_v##VEC(const msda_kparams p) { forward<TR, CR, VEC, true>(p); }      \
-    MSDA_SOFTMAX_BACKWARD_KERNEL(TR, VEC) msda_backward_softmax_##NAME##_v##VEC(const msda_kparams p) {           \
-        backward<TR, CR, VEC, false, true>(p);                                                                       \
-    }                                                                                                                \
     MSDA_POINTS_KERNEL msda_forward_points_##NAME##_v##VEC(const msda_kparams p) { MSDA_POINTS_BODY(TR, CR, VEC, false); } \
     MSDA_POINTS_KERNEL msda_forward_points_softmax_##NAME##_v##VEC(const msda_kparams p) {                         \
         MSDA_POINTS_BODY(TR, CR, VEC, true);                                                                         \
     }
-#define MSDA_KERNEL_SET(NAME, TR, CR)                                                                                \
-    MSDA_KERNEL_PAIR(NAME, TR, CR, 8)                                                                                \
-    MSDA_KERNEL_PAIR(NAME, TR, CR, 4)                                                                                \
-    MSDA_KERNEL_PAIR(NAME, TR, CR, 1)
+#define MSDA_BACKWARD_PAIR(NAME, TR, CR, VEC)                                                                        \
+    MSDA_KERNEL msda_backward_##NAME##_v##VEC(const msda_kparams p) { backward<TR, CR, VEC>(p); }                  \
+    MSDA_SOFTMAX_BACKWARD_KERNEL(TR, VEC) msda_backward_softmax_##NAME##_v##VEC(const msda_kparams p) {           \
+        backward<TR, CR, VEC, false, true>(p);                                                                       \
+    }
+#define MSDA_KERNEL_PAIR(NAME, TR, CR, VEC) MSDA_FORWARD_PAIR(NAME, TR, CR, VEC) MSDA_BACKWARD_PAIR(NAME, TR, CR, VEC)
+// A 16-bit value's kernels with 16- and 8-byte vectors, those its usual problems run, keep one
+// instantiation per coordinate type (NAME: the value's own, NAMEc32: f32), whose code the
+// coordinates' run-time type (coord16) made slower by 1 to 3 % on the H200 (kernels/PERF.md,
+// "Fewer kernels to compile"); those of one element a lane take either.
+#define MSDA_16BIT_FORWARD_SET(NAME, TR)                                                                             \
+    MSDA_FORWARD_PAIR(NAME, TR, TR, 8)                                                                               \
+    MSDA_FORWARD_PAIR(NAME##c32, TR, f32_t, 8)                                                                       \
+    MSDA_FORWARD_PAIR(NAME, TR, TR, 4)                                                                               \
+    MSDA_FORWARD_PAIR(NAME##c32, TR, f32_t, 4)                                                                       \
+    MSDA_FORWARD_PAIR(NAME, TR, coord16<TR>, 1)
+#define MSDA_16BIT_BACKWARD_SET(NAME, TR)                                                                            \
+    MSDA_BACKWARD_PAIR(NAME, TR, TR, 8)                                                                              \
+    MSDA_BACKWARD_PAIR(NAME##c32, TR, f32_t, 8)                                                                      \
+    MSDA_BACKWARD_PAIR(NAME, TR, TR, 4)                                                                              \
+    MSDA_BACKWARD_PAIR(NAME##c32, TR, f32_t, 4)                                                                      \
+    MSDA_BACKWARD_PAIR(NAME, TR, coord16<TR>, 1)
 #define MSDA_BUFFER_SET(NAME, TR, CR)                                                                                \
     MSDA_BUFFER_KERNEL msda_backward_##NAME##_buffer_v4(const msda_kparams p) { backward<TR, CR, 4, true>(p); }    \
     MSDA_BUFFER_KERNEL msda_backward_##NAME##_buffer_v1(const msda_kparams p) { backward<TR, CR, 1, true>(p); }    \
@@ -1279,12 +1354,11 @@ MSDA_KERNEL_PAIR(f64, f64_t, f64_t, 2)
 MSDA_KERNEL_PAIR(f64, f64_t, f64_t, 1)
 #endif
 #if MSDA_ENABLE_F16 && MSDA_IN_PART(MSDA_PART_F16)
-MSDA_KERNEL_SET(f16, f16_t, f16_t)
-MSDA_KERNEL_SET(f16c32, f16_t, f32_t)
+MSDA_16BIT_FORWARD_SET(f16, f16_t)
+MSDA_16BIT_BACKWARD_SET(f16, f16_t)
 MSDA_KERNEL msda_convert_f16(const msda_kparams p) { convert<f16_t>(p); }
 #if MSDA_F16_STRATEGY == MSDA_ATOMIC_F32_BUFFER || MSDA_F16_STRATEGY == MSDA_ATOMIC_MIXED
-MSDA_BUFFER_SET(f16, f16_t, f16_t)
-MSDA_BUFFER_SET(f16c32, f16_t, f32_t)
+MSDA_BUFFER_SET(f16, f16_t, coord16<f16_t>)
 #endif
 #if MSDA_F16_STRATEGY == MSDA_ATOMIC_MIXED // where replicas can be in effect (msda_config says)
 MSDA_KERNEL msda_gather_replicas_f16(const msda_kparams p) { gather_replicas<f16_t>(p); }
@@ -1292,27 +1366,30 @@ MSDA_KERNEL msda_zero_backward_f16(const msda_kparams p) { zero_backward(p); }
 #endif
 #endif
 #if MSDA_ENABLE_BF16 && MSDA_IN_PART(MSDA_PART_MAIN)
-MSDA_KERNEL_SET(bf16, bf16_t, bf16_t)
-MSDA_KERNEL_SET(bf16c32, bf16_t, f32_t)
+MSDA_16BIT_FORWARD_SET(bf16, bf16_t)
+// Where bf16 takes half sums its mixed backward runs on none of the problems the launcher gives
+// it (past half sums' limit of adds it takes the all-buffer kernel), so it is not built.
+#if !MSDA_BF16_HALF_SUMS
+MSDA_16BIT_BACKWARD_SET(bf16, bf16_t)
+#endif
 MSDA_KERNEL msda_convert_bf16(const msda_kparams p) { convert<bf16_t>(p); }
 #if MSDA_BF16_STRATEGY == MSDA_ATOMIC_F32_BUFFER || MSDA_BF16_STRATEGY == MSDA_ATOMIC_MIXED
-MSDA_BUFFER_SET(bf16, bf16_t, bf16_t)
-MSDA_BUFFER_SET(bf16c32, bf16_t, f32_t)
+MSDA_BUFFER_SET(bf16, bf16_t, coord16<bf16_t>)
 #endif
 #if MSDA_HALF_SUMS_BUILT
-// bf16's half sums (msda_device.cuh): msda_backward_[softmax_]NAME_half_vVEC, the bounds their
-// scale comes from, and the rounding in place.
+// bf16's half sums (msda_device.cuh): msda_backward_[softmax_]bf16[c32]_half_vVEC (as
+// MSDA_16BIT_BACKWARD_SET), the bounds their scale comes from (grad_output's, then the weights' in
+// bf16 or f32), and the rounding in place.
 #define MSDA_HALF_SUMS_PAIR(NAME, TR, CR, VEC)                                                                      \
     MSDA_KERNEL msda_backward_##NAME##_half_v##VEC(const msda_kparams p) { backward<TR, CR, VEC, false, false, true>(p); } \
     MSDA_KERNEL msda_backward_softmax_##NAME##_half_v##VEC(const msda_kparams p) {                                 \
         backward<TR, CR, VEC, false, true, true>(p);                                                                 \
     }
 MSDA_HALF_SUMS_PAIR(bf16, bf16_t, bf16_t, 8)
-MSDA_HALF_SUMS_PAIR(bf16, bf16_t, bf16_t, 4)
-MSDA_HALF_SUMS_PAIR(bf16, bf16_t, bf16_t, 1)
 MSDA_HALF_SUMS_PAIR(bf16c32, bf16_t, f32_t, 8)
+MSDA_HALF_SUMS_PAIR(bf16, bf16_t, bf16_t, 4)
 MSDA_HALF_SUMS_PAIR(bf16c32, bf16_t, f32_t, 4)
-MSDA_HALF_SUMS_PAIR(bf16c32, bf16_t, f32_t, 1)
+MSDA_HALF_SUMS_PAIR(bf16, bf16_t, coord16<bf16_t>, 1)
 MSDA_KERNEL msda_half_bounds_bf16(const msda_kparams p) { half_sum_bounds<bf16_t>(p); }
 MSDA_KERNEL msda_half_bounds_bf16c32(const msda_kparams p) { half_sum_bounds<f32_t>(p); }
 MSDA_KERNEL msda_finish_half_bf16(const msda_kparams p) { finish_half_sums(p); }
@@ -1329,15 +1406,13 @@ MSDA_KERNEL msda_zero_backward_bf16(const msda_kparams p) { zero_backward(p); }
     MSDA_KERNEL msda_backward_softmax_##NAME##_exact_v##VEC(const msda_kparams p) {                                 \
         backward<TR, CR, VEC, false, true, false, true>(p);                                                          \
     }
-// A 16-bit value's set, with 16-, 8- and 4-byte vectors, and its bounds (grad_output, then the
-// weights' type: the value's, and f32 beside it).
+// A 16-bit value's set, with 8- and 2-byte vectors (the launcher takes no 16-byte one: each
+// element's exact sum is its own 64-bit atomic, which bounds the kernel, so the wider load saved
+// nothing worth a third kernel to compile), and its bounds (grad_output, then the weights' type:
+// the value's, and f32 beside it).
 #define MSDA_EXACT_SET(NAME, TR)                                                                                     \
-    MSDA_EXACT_PAIR(NAME, TR, TR, 8)                                                                                 \
-    MSDA_EXACT_PAIR(NAME, TR, TR, 4)                                                                                 \
-    MSDA_EXACT_PAIR(NAME, TR, TR, 1)                                                                                 \
-    MSDA_EXACT_PAIR(NAME##c32, TR, f32_t, 8)                                                                         \
-    MSDA_EXACT_PAIR(NAME##c32, TR, f32_t, 4)                                                                         \
-    MSDA_EXACT_PAIR(NAME##c32, TR, f32_t, 1)                                                                         \
+    MSDA_EXACT_PAIR(NAME, TR, coord16<TR>, 4)                                                                        \
+    MSDA_EXACT_PAIR(NAME, TR, coord16<TR>, 1)                                                                        \
     MSDA_KERNEL msda_exact_bounds_##NAME(const msda_kparams p) { exact_bounds_of<TR, TR>(p); }                      \
     MSDA_KERNEL msda_exact_bounds_##NAME##c32(const msda_kparams p) { exact_bounds_of<TR, f32_t>(p); }              \
     MSDA_KERNEL msda_exact_finish_##NAME(const msda_kparams p) { exact_finish<TR>(p); }

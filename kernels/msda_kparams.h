@@ -68,6 +68,11 @@ typedef struct msda_kparams {
     uint64_t level_shapes;     /* const int64_t*, (L, 2) */
     uint64_t level_starts;     /* const int64_t*, (L,) */
     uint64_t device_status;    /* int32_t*, where an inconsistent table's status goes, or 0 */
+    /* Last, so that the fields above keep their places in the kernels' parameter bank. */
+    int32_t coord_f32;         /* a 16-bit value's locations, weights and their gradients are
+                                  f32 rather than the value's type, for the kernels that take
+                                  either (msda_kernels.cu, coords) */
+    int32_t reserved;          /* 0: the struct's size a multiple of 8 alike in C and C++ */
 } msda_kparams;
 
 /* What the loaded device code was built with; read by the host from the module's constant
@@ -98,13 +103,15 @@ typedef struct msda_device_config {
                                           (msda_launch.c, head_phases_log2) */
 } msda_device_config;
 
-#define MSDA_DEVICE_ABI 15 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
+#define MSDA_DEVICE_ABI 16 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
                               8: the buffer's levels planned on the device, packed;
                               9: points16_waves; 10: the backward's query spread;
                               11: bf16's half sums; 12: f16 replicas; 13: grad_value and the
                               replicas zeroed by one kernel, bf16's gathered as rounded;
                               14: the backward's heads in phases; 15: deterministic
-                              backward (exact integer sums of grad_value) */
+                              backward (exact integer sums of grad_value); 16: one 16-bit
+                              kernel for both coordinate types (coord_f32), no 16-byte
+                              deterministic kernels, no bf16 mixed backward beside half sums */
 
 /* The points a level of the forward's points kernels (msda_forward_points_*). */
 #define MSDA_FAST_POINTS 4

@@ -13,64 +13,55 @@ typedef struct {
     msda_kernel_id fwd, bwd;
 } vec_kernels;
 
-/* [weights are logits (fused softmax)][dtype][coordinates in f32 beside a 16-bit value] */
+/* [weights are logits (fused softmax)][dtype][coordinates in f32 beside a 16-bit value]; a
+ * 16-bit value's kernels of one element a lane take either coordinate type
+ * (msda_kparams.coord_f32). */
 static const vec_kernels dtype_kernels[2][4][2][3] = {
     {
     [MSDA_F32] = {{{4, K_FWD_F32_V4, K_BWD_F32_V4}, {1, K_FWD_F32_V1, K_BWD_F32_V1}}},
     [MSDA_F64] = {{{2, K_FWD_F64_V2, K_BWD_F64_V2}, {1, K_FWD_F64_V1, K_BWD_F64_V1}}},
     [MSDA_F16] = {{{8, K_FWD_F16_V8, K_BWD_F16_V8}, {4, K_FWD_F16_V4, K_BWD_F16_V4}, {1, K_FWD_F16_V1, K_BWD_F16_V1}},
                   {{8, K_FWD_F16C32_V8, K_BWD_F16C32_V8}, {4, K_FWD_F16C32_V4, K_BWD_F16C32_V4},
-                   {1, K_FWD_F16C32_V1, K_BWD_F16C32_V1}}},
+                   {1, K_FWD_F16_V1, K_BWD_F16_V1}}},
     [MSDA_BF16] = {{{8, K_FWD_BF16_V8, K_BWD_BF16_V8}, {4, K_FWD_BF16_V4, K_BWD_BF16_V4}, {1, K_FWD_BF16_V1, K_BWD_BF16_V1}},
                    {{8, K_FWD_BF16C32_V8, K_BWD_BF16C32_V8}, {4, K_FWD_BF16C32_V4, K_BWD_BF16C32_V4},
-                    {1, K_FWD_BF16C32_V1, K_BWD_BF16C32_V1}}},
+                    {1, K_FWD_BF16_V1, K_BWD_BF16_V1}}},
     },
     {
     [MSDA_F32] = {{{4, K_SFWD_F32_V4, K_SBWD_F32_V4}, {1, K_SFWD_F32_V1, K_SBWD_F32_V1}}},
     [MSDA_F64] = {{{2, K_SFWD_F64_V2, K_SBWD_F64_V2}, {1, K_SFWD_F64_V1, K_SBWD_F64_V1}}},
     [MSDA_F16] = {{{8, K_SFWD_F16_V8, K_SBWD_F16_V8}, {4, K_SFWD_F16_V4, K_SBWD_F16_V4}, {1, K_SFWD_F16_V1, K_SBWD_F16_V1}},
                   {{8, K_SFWD_F16C32_V8, K_SBWD_F16C32_V8}, {4, K_SFWD_F16C32_V4, K_SBWD_F16C32_V4},
-                   {1, K_SFWD_F16C32_V1, K_SBWD_F16C32_V1}}},
+                   {1, K_SFWD_F16_V1, K_SBWD_F16_V1}}},
     [MSDA_BF16] = {{{8, K_SFWD_BF16_V8, K_SBWD_BF16_V8}, {4, K_SFWD_BF16_V4, K_SBWD_BF16_V4}, {1, K_SFWD_BF16_V1, K_SBWD_BF16_V1}},
                    {{8, K_SFWD_BF16C32_V8, K_SBWD_BF16C32_V8}, {4, K_SFWD_BF16C32_V4, K_SBWD_BF16C32_V4},
-                    {1, K_SFWD_BF16C32_V1, K_SBWD_BF16C32_V1}}},
+                    {1, K_SFWD_BF16_V1, K_SBWD_BF16_V1}}},
     },
 };
 
-/* The backward without the native path, every level buffered:
- * [logits][bf16][coordinates f32][vec 1]. */
-static const msda_kernel_id all_buffer_kernels[2][2][2][2] = {
-    {{{K_BWDBUF_F16_V4, K_BWDBUF_F16_V1}, {K_BWDBUF_F16C32_V4, K_BWDBUF_F16C32_V1}},
-     {{K_BWDBUF_BF16_V4, K_BWDBUF_BF16_V1}, {K_BWDBUF_BF16C32_V4, K_BWDBUF_BF16C32_V1}}},
-    {{{K_SBWDBUF_F16_V4, K_SBWDBUF_F16_V1}, {K_SBWDBUF_F16C32_V4, K_SBWDBUF_F16C32_V1}},
-     {{K_SBWDBUF_BF16_V4, K_SBWDBUF_BF16_V1}, {K_SBWDBUF_BF16C32_V4, K_SBWDBUF_BF16C32_V1}}},
+/* The backward without the native path, every level buffered: [logits][bf16][vec 1]. */
+static const msda_kernel_id all_buffer_kernels[2][2][2] = {
+    {{K_BWDBUF_F16_V4, K_BWDBUF_F16_V1}, {K_BWDBUF_BF16_V4, K_BWDBUF_BF16_V1}},
+    {{K_SBWDBUF_F16_V4, K_SBWDBUF_F16_V1}, {K_SBWDBUF_BF16_V4, K_SBWDBUF_BF16_V1}},
 };
 
 /* bf16's half sums (msda_device.cuh, MSDA_BF16_HALF_SUMS): [logits][coordinates f32][vec 8, 4, 1]. */
 static const msda_kernel_id half_sum_kernels[2][2][3] = {
     {{K_BWDHALF_BF16_V8, K_BWDHALF_BF16_V4, K_BWDHALF_BF16_V1},
-     {K_BWDHALF_BF16C32_V8, K_BWDHALF_BF16C32_V4, K_BWDHALF_BF16C32_V1}},
+     {K_BWDHALF_BF16C32_V8, K_BWDHALF_BF16C32_V4, K_BWDHALF_BF16_V1}},
     {{K_SBWDHALF_BF16_V8, K_SBWDHALF_BF16_V4, K_SBWDHALF_BF16_V1},
-     {K_SBWDHALF_BF16C32_V8, K_SBWDHALF_BF16C32_V4, K_SBWDHALF_BF16C32_V1}},
+     {K_SBWDHALF_BF16C32_V8, K_SBWDHALF_BF16C32_V4, K_SBWDHALF_BF16_V1}},
 };
 
-/* The deterministic backward (exact sums): [logits][dtype][coordinates f32][as dtype_kernels' vec]. */
-static const msda_kernel_id exact_kernels[2][4][2][3] = {
-    {
-    [MSDA_F32] = {{K_BWDX_F32_V4, K_BWDX_F32_V1}},
-    [MSDA_F64] = {{K_BWDX_F64_V2, K_BWDX_F64_V1}},
-    [MSDA_F16] = {{K_BWDX_F16_V8, K_BWDX_F16_V4, K_BWDX_F16_V1}, {K_BWDX_F16C32_V8, K_BWDX_F16C32_V4, K_BWDX_F16C32_V1}},
-    [MSDA_BF16] = {{K_BWDX_BF16_V8, K_BWDX_BF16_V4, K_BWDX_BF16_V1},
-                   {K_BWDX_BF16C32_V8, K_BWDX_BF16C32_V4, K_BWDX_BF16C32_V1}},
-    },
-    {
-    [MSDA_F32] = {{K_SBWDX_F32_V4, K_SBWDX_F32_V1}},
-    [MSDA_F64] = {{K_SBWDX_F64_V2, K_SBWDX_F64_V1}},
-    [MSDA_F16] = {{K_SBWDX_F16_V8, K_SBWDX_F16_V4, K_SBWDX_F16_V1},
-                  {K_SBWDX_F16C32_V8, K_SBWDX_F16C32_V4, K_SBWDX_F16C32_V1}},
-    [MSDA_BF16] = {{K_SBWDX_BF16_V8, K_SBWDX_BF16_V4, K_SBWDX_BF16_V1},
-                   {K_SBWDX_BF16C32_V8, K_SBWDX_BF16C32_V4, K_SBWDX_BF16C32_V1}},
-    },
+/* The deterministic backward (exact sums): [logits][dtype][vec: the widest it takes, 1]. Each
+ * element's sum is its own 64-bit atomic, which bounds these kernels: a 16-bit value's take
+ * vectors of at most EXACT_MAX_VEC elements (msda_kernels.cu, MSDA_EXACT_SET). */
+#define EXACT_MAX_VEC 4
+static const msda_kernel_id exact_kernels[2][4][2] = {
+    {[MSDA_F32] = {K_BWDX_F32_V4, K_BWDX_F32_V1}, [MSDA_F64] = {K_BWDX_F64_V2, K_BWDX_F64_V1},
+     [MSDA_F16] = {K_BWDX_F16_V4, K_BWDX_F16_V1}, [MSDA_BF16] = {K_BWDX_BF16_V4, K_BWDX_BF16_V1}},
+    {[MSDA_F32] = {K_SBWDX_F32_V4, K_SBWDX_F32_V1}, [MSDA_F64] = {K_SBWDX_F64_V2, K_SBWDX_F64_V1},
+     [MSDA_F16] = {K_SBWDX_F16_V4, K_SBWDX_F16_V1}, [MSDA_BF16] = {K_SBWDX_BF16_V4, K_SBWDX_BF16_V1}},
 };
 /* Their bounds: [dtype][coordinates f32]; and the rounding: [dtype]. */
 static const msda_kernel_id exact_bounds_kernels[4][2] = {
@@ -107,6 +98,7 @@ static void fill_params(const msda_problem *pb, int vec, const int64_t *shapes, 
     while (lanes_log2 < 5 && (1 << lanes_log2) < kp->chunks) lanes_log2++;
     kp->lanes_log2 = lanes_log2;
     kp->groups = pb->N * pb->Lq * pb->M;
+    kp->coord_f32 = pb->coord_f32;
     kp->parts_log2 = 0;
     kp->threads = ((kp->groups << lanes_log2) + 31) / 32 * 32;
     if (pb->table_on_device) { /* the kernels read and check it */
@@ -356,6 +348,11 @@ static buffer_plan plan_buffer(const msda_problem *pb, const msda_module *mod) {
     const int strategy = backward_strategy(mod, pb->dtype);
     if (strategy != MSDA_ATOMIC_F32_BUFFER && strategy != MSDA_ATOMIC_MIXED) return bp;
     const int half_sums = half_sums_apply(mod, pb, strategy);
+    const uint32_t all = msda_all_levels(pb->L);
+    /* Where the device code has half sums it has no mixed bf16 backward (msda_kernels.cu): past
+     * their limit of adds every level goes through the f32 buffer. */
+    if (pb->dtype == MSDA_BF16 && strategy == MSDA_ATOMIC_MIXED && mod->config.bf16_half_sums && !half_sums)
+        return (buffer_plan){.levels = all, .spatial = pb->S, .every_level = 1};
     bp.replica_adds = replica_adds(mod, pb, strategy, half_sums);
     if (bp.replica_adds > 0) {
         bp.half_sums = half_sums;
@@ -376,7 +373,6 @@ static buffer_plan plan_buffer(const msda_problem *pb, const msda_module *mod) {
         return (buffer_plan){.levels = msda_all_levels(pb->L), .spatial = pb->S, .every_level = 1};
     }
     const int32_t max_adds = buffer_max_adds(pb->dtype, strategy, half_sums);
-    const uint32_t all = msda_all_levels(pb->L);
     if (pb->table_on_device) { /* the kernels plan from the table: room for any table */
         if (max_adds == 0 || msda_every_level_buffered(pb->L, pb->S, pb->Lq, pb->P, max_adds)) {
             bp.levels = all, bp.spatial = pb->S, bp.every_level = 1;
@@ -464,9 +460,8 @@ static void set_backward_pointers(const msda_backward_args *a, msda_kparams *kp)
 static msda_status backward_exact(const msda_backward_args *a, const msda_problem *pb, const msda_driver *drv,
                                   const msda_module *mod, CUstream stream, msda_error *err) {
     const void *const ptrs[] = {a->value, a->grad_output};
-    const vec_kernels *v = pick_vec(pb, 8, ptrs, 2);
-    const vec_kernels *widest = dtype_kernels[pb->logits][pb->dtype][pb->coord_f32];
-    const msda_kernel *k = &mod->kernels[exact_kernels[pb->logits][pb->dtype][pb->coord_f32][v - widest]];
+    const vec_kernels *v = pick_vec(pb, EXACT_MAX_VEC, ptrs, 2);
+    const msda_kernel *k = &mod->kernels[exact_kernels[pb->logits][pb->dtype][v->vec == 1]];
     const msda_kernel *bounds = &mod->kernels[exact_bounds_kernels[pb->dtype][pb->coord_f32]];
     const msda_kernel *finish = &mod->kernels[exact_finish_kernels[pb->dtype]];
     const msda_kernel *missing = !k->fn ? k : !bounds->fn ? bounds : !finish->fn ? finish : NULL;
@@ -528,7 +523,7 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     }
     msda_kernel_id kid = v->bwd;
     if (bp.every_level) /* the kernel without the native path (fewer registers) */
-        kid = all_buffer_kernels[pb.logits][pb.dtype == MSDA_BF16][pb.coord_f32][v->vec != 4];
+        kid = all_buffer_kernels[pb.logits][pb.dtype == MSDA_BF16][v->vec != 4];
     else if (bp.half_sums)
         kid = half_sum_kernels[pb.logits][pb.coord_f32][v->vec == 8 ? 0 : v->vec == 4 ? 1 : 2];
     const msda_kernel *k = &mod->kernels[kid];

@@ -4,7 +4,8 @@
  * module; every part holds msda_config. Shared by the device code, which compiles a part's
  * kernels only, and the loader, which looks each kernel up in its part's module.
  *
- * The split balances cicc's and ptxas's time (CUDA 13.0, sm_90: 17.3 s and 16.8 s of one core):
+ * The split balances cicc's and ptxas's time (CUDA 13.0, sm_90, cicc + ptxas on one core: part 0
+ * 7.5 + 5.8 s, part 1 5.8 + 4.2 s; kernels/PERF.md, "Fewer kernels to compile"):
  *   part 0: the f32 and f64 kernels, and bf16's but for its deterministic backward;
  *   part 1: the f16 kernels, and bf16's deterministic backward.
  * kernels/libmsda.json's device.parts says how many parts the build compiles; a library whose

@@ -235,9 +235,9 @@ START_TEST(each_image_is_its_parts_and_each_kernel_is_in_its_own) {
         const char *name;
         int part;
     } kernels[] = {{"msda_forward_f32_v4", MSDA_PART_MAIN},        {"msda_backward_f64_exact_v2", MSDA_PART_MAIN},
-                   {"msda_backward_bf16_v8", MSDA_PART_MAIN},      {"msda_backward_bf16c32_half_v4", MSDA_PART_MAIN},
+                   {"msda_backward_bf16_buffer_v4", MSDA_PART_MAIN}, {"msda_backward_bf16_half_v4", MSDA_PART_MAIN},
                    {"msda_forward_points_bf16_v8", MSDA_PART_MAIN}, {"msda_forward_f16_v8", MSDA_PART_F16},
-                   {"msda_gather_replicas_f16", MSDA_PART_F16},     {"msda_backward_bf16_exact_v8", MSDA_PART_F16},
+                   {"msda_gather_replicas_f16", MSDA_PART_F16},     {"msda_backward_bf16_exact_v4", MSDA_PART_F16},
                    {"msda_exact_finish_bf16", MSDA_PART_F16}};
     for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++)
         for (int p = 0; p < MSDA_PART_COUNT; p++) {

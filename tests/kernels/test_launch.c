@@ -225,6 +225,15 @@ START_TEST(the_16bit_backward_buffers_what_the_plan_says) {
     ck_assert_uint_eq(ops[2].params.buffer_levels, 0xfu);
     ck_assert_uint_eq(ops[2].params.half_sums, 0);
     ck_assert_str_eq(ops[3].name, "msda_convert_bf16");
+    /* The same past 2^20 adds on a host table, where bf16's own limit would leave the finest
+     * level native: the device code has no mixed bf16 backward beside half sums, so every level
+     * goes through the buffer. */
+    n = backward(MSDA_BF16, 1, 262145, MSDA_HOST, &ops);
+    ck_assert_int_eq(n, 4);
+    ck_assert_str_eq(ops[2].name, "msda_backward_bf16_buffer_v4");
+    ck_assert_uint_eq(ops[2].params.buffer_levels, 0xfu);
+    ck_assert_uint_eq(ops[2].params.buffer_spatial, DETR_S);
+    ck_assert_str_eq(ops[3].name, "msda_convert_bf16");
     /* f16 decoder, host table: no level over the limit, no buffer, no conversion. */
     n = backward(MSDA_F16, 2, 900, MSDA_HOST, &ops);
     ck_assert_int_eq(n, 2);
@@ -309,6 +318,15 @@ START_TEST(the_bf16_backward_adds_its_native_levels_as_scaled_halves) {
     n = backward_of(&a, &ops);
     ck_assert_str_eq(ops[3].name, "msda_half_bounds_bf16c32");
     ck_assert_str_eq(ops[4].name, "msda_backward_bf16c32_half_v8");
+    /* One element a lane: the kernel that takes either coordinate type, told which. */
+    a.value = (const char *)NOWHERE(1) + 2;
+    n = backward_of(&a, &ops);
+    ck_assert_str_eq(ops[4].name, "msda_backward_bf16_half_v1");
+    ck_assert_int_eq(ops[4].params.coord_f32, 1);
+    a.coord_type = MSDA_COORD_SAME;
+    n = backward_of(&a, &ops);
+    ck_assert_str_eq(ops[4].name, "msda_backward_bf16_half_v1");
+    ck_assert_int_eq(ops[4].params.coord_f32, 0);
     /* The workspace the caller is told to bring is what the call takes. */
     a = backward_args(MSDA_BF16, 2, DETR_S, MSDA_HOST);
     size_t bytes = 0;
@@ -621,13 +639,15 @@ START_TEST(the_deterministic_backward_sums_grad_value_exactly_then_rounds_it) {
     /* bf16 (half sums by default) and f16 (replicas by default) take the same path. */
     a = exact_args(MSDA_BF16, 2, 900, MSDA_DEVICE);
     n = backward_of(&a, &ops);
-    assert_exact(ops, n, "msda_exact_bounds_bf16", "msda_backward_bf16_exact_v8", "msda_exact_finish_bf16", 2, 900, 0);
+    assert_exact(ops, n, "msda_exact_bounds_bf16", "msda_backward_bf16_exact_v4", "msda_exact_finish_bf16", 2, 900, 0);
+    ck_assert_int_eq(ops[3].params.coord_f32, 0);
     a = exact_args(MSDA_F16, 2, 900, MSDA_HOST);
     a.coord_type = MSDA_COORD_F32;
     a.weights = MSDA_WEIGHTS_LOGITS;
     n = backward_of(&a, &ops);
-    assert_exact(ops, n, "msda_exact_bounds_f16c32", "msda_backward_softmax_f16c32_exact_v8", "msda_exact_finish_f16",
+    assert_exact(ops, n, "msda_exact_bounds_f16c32", "msda_backward_softmax_f16_exact_v4", "msda_exact_finish_f16",
                  2, 900, 1);
+    ck_assert_int_eq(ops[3].params.coord_f32, 1);
     a = exact_args(MSDA_F64, 1, 900, MSDA_HOST);
     n = backward_of(&a, &ops);
     assert_exact(ops, n, "msda_exact_bounds_f64", "msda_backward_f64_exact_v2", "msda_exact_finish_f64", 1, 900, 0);
