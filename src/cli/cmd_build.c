@@ -155,7 +155,7 @@ static const md_option md_cli_build_options[] = {
     { 't', "toolkit", "DIR", MD_OPT_REPEATABLE, "a CUDA toolkit (DIR/bin/nvcc) to use beside those found" },
     { 'D', "define", "NAME=VALUE", MD_OPT_REPEATABLE,
       "set a device-code macro for every target: a knob of kernels/libmsda.json, or another" },
-    { 'j', "jobs", "N", MD_OPT_SHORT, "compilations at a time (default: the number of cores)" },
+    { 'j', "jobs", "N", MD_OPT_SHORT, "compilations at a time (default: the cores this process may run on)" },
     { 's', "source", "DIR", 0, "build from the project folder DIR, with kernels/ and wheels/ (default: the sources built into msda-doctor)" },
     { 'o', "out", "DIR", 0, "where the wheels go (default: " MD_BUILD_DEFAULT_OUT ")" },
     { 'c', "cache", "DIR", 0, "compiled objects by content (default: " MD_BUILD_DEFAULT_CACHE ")" },
@@ -367,10 +367,11 @@ static int cmd_build(int argc, char **argv)
             json_array_append_new(outputs, json_pack("{s:s, s:s, s:s, s:s}", "platform", result.outputs[i].platform,
                                                      "library", result.outputs[i].library, "platform_tag",
                                                      result.outputs[i].platform_tag, "wheel", result.outputs[i].wheel));
-        rc = md_cli_print_json(json_pack("{s:b, s:b, s:{s:s, s:b}, s:o, s:o, s:o, s:i, s:i, s:o}", "dry_run",
+        rc = md_cli_print_json(json_pack("{s:b, s:b, s:{s:s, s:b}, s:o, s:i, s:o, s:o, s:i, s:i, s:o}", "dry_run",
                                          opt.req.dry_run, "up_to_date", result.up_to_date,
                                          "source", "dir", job->source_dir, "embedded", job->embedded_source, "plan",
-                                         plan_json(plan), "steps", steps, "outputs", outputs, "compiled",
+                                         plan_json(plan), "jobs", (int)job->cfg.jobs, "steps", steps, "outputs",
+                                         outputs, "compiled",
                                          (int)result.counts.n_compiled, "cached", (int)result.counts.n_cached, "error",
                                          st == MD_OK ? json_null()
                                                      : json_string(md_cli_error_text(&err, text, sizeof text))));

@@ -1,5 +1,6 @@
 /* From what the command line asks for to a config and a plan: the recipe, the toolkits and
  * host compilers here, the GPUs for "native", the platforms and the folders. */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,9 +80,19 @@ static md_status native_sms(unsigned *sms, size_t *n, int *driver_cuda, md_error
     return st;
 }
 
+/* The cores this process may run on (taskset, a container's cpuset), which can be fewer than
+ * the machine has: compilations past that number only share them. */
+static long usable_cores(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 md_build_request md_build_request_defaults(void)
 {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long cores = usable_cores();
     return (md_build_request){ .arch = MD_BUILD_DEFAULT_ARCH, .out_dir = MD_BUILD_DEFAULT_OUT, .cache_dir = MD_BUILD_DEFAULT_CACHE,
                                .jobs = cores > 0 ? (unsigned)cores : 1,
                                .step_timeout_s = MD_BUILD_DEFAULT_STEP_TIMEOUT_S };

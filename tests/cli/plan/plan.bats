@@ -310,3 +310,19 @@ assert_recipe_refused() {
   [ "$status" -eq 4 ]
   [[ "$stderr" == *"no C compiler for $other: apt-get install gcc-${other//_/-}-linux-gnu"* ]]
 }
+
+@test "compilations at a time: by default the cores this process may run on (taskset, a cpuset), not the machine's" {
+  make_fakes "13.0" "12"
+  # jobs_of [taskset -c CPUS] [OPTION...]: the build's jobs, from --json
+  jobs_of() {
+    local pin=()
+    [ "$1" = taskset ] && { pin=(taskset -c "$3"); shift 3; }
+    run --separate-stderr "${pin[@]}" env PATH="$FAKE/bin" MSDA_TOOLKIT_PATHS="$TOOLKIT_PATHS" "$MSDA_DOCTOR" build \
+        --dry-run --json --platform "$HOST_CPU" --source "$SRC" --cache "$BATS_TEST_TMPDIR/cache" --arch sm_90 "$@"
+    [ "$status" -eq 0 ] || { echo "exit $status: $stderr" >&2; return 1; }
+    jq .jobs <<<"$output"
+  }
+  [ "$(jobs_of taskset -c 0)" -eq 1 ]
+  [ "$(jobs_of)" -eq "$(nproc)" ]
+  [ "$(jobs_of taskset -c 0 -j 3)" -eq 3 ]
+}
