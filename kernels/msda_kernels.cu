@@ -161,7 +161,7 @@ __device__ __forceinline__ void plan_buffer(const msda_kparams &p, level_table &
 // written in the accumulation type. Cr is the type itself (f32_t, f64_t, f16_t, bf16_t), or
 // coord16<Tr> beside a 16-bit value: Tr's own type or f32, as p.coord_f32 says, so that one
 // kernel serves both with a uniform branch a coordinate where each type took a kernel of its own
-// (fewer kernels to compile, issue 41; which kernels take it: MSDA_16BIT_FORWARD_SET below).
+// (fewer kernels to compile, issue 41; which kernels take it: MSDA_16BIT_SET below).
 template <class Tr> struct coord16 {
     typedef float A;
 };
@@ -1325,18 +1325,13 @@ template <class Tr> __device__ __forceinline__ void exact_finish(const msda_kpar
 // instantiation per coordinate type (NAME: the value's own, NAMEc32: f32), whose code the
 // coordinates' run-time type (coord16) made slower by 1 to 3 % on the H200 (kernels/PERF.md,
 // "Fewer kernels to compile"); those of one element a lane take either.
-#define MSDA_16BIT_FORWARD_SET(NAME, TR)                                                                             \
-    MSDA_FORWARD_PAIR(NAME, TR, TR, 8)                                                                               \
-    MSDA_FORWARD_PAIR(NAME##c32, TR, f32_t, 8)                                                                       \
-    MSDA_FORWARD_PAIR(NAME, TR, TR, 4)                                                                               \
-    MSDA_FORWARD_PAIR(NAME##c32, TR, f32_t, 4)                                                                       \
-    MSDA_FORWARD_PAIR(NAME, TR, coord16<TR>, 1)
-#define MSDA_16BIT_BACKWARD_SET(NAME, TR)                                                                            \
-    MSDA_BACKWARD_PAIR(NAME, TR, TR, 8)                                                                              \
-    MSDA_BACKWARD_PAIR(NAME##c32, TR, f32_t, 8)                                                                      \
-    MSDA_BACKWARD_PAIR(NAME, TR, TR, 4)                                                                              \
-    MSDA_BACKWARD_PAIR(NAME##c32, TR, f32_t, 4)                                                                      \
-    MSDA_BACKWARD_PAIR(NAME, TR, coord16<TR>, 1)
+// PAIR (MSDA_FORWARD_PAIR, MSDA_BACKWARD_PAIR, MSDA_HALF_SUMS_PAIR) for each of them.
+#define MSDA_16BIT_SET(PAIR, NAME, TR)                                                                               \
+    PAIR(NAME, TR, TR, 8)                                                                                            \
+    PAIR(NAME##c32, TR, f32_t, 8)                                                                                    \
+    PAIR(NAME, TR, TR, 4)                                                                                            \
+    PAIR(NAME##c32, TR, f32_t, 4)                                                                                    \
+    PAIR(NAME, TR, coord16<TR>, 1)
 #define MSDA_BUFFER_SET(NAME, TR, CR)                                                                                \
     MSDA_BUFFER_KERNEL msda_backward_##NAME##_buffer_v4(const msda_kparams p) { backward<TR, CR, 4, true>(p); }    \
     MSDA_BUFFER_KERNEL msda_backward_##NAME##_buffer_v1(const msda_kparams p) { backward<TR, CR, 1, true>(p); }    \
@@ -1354,8 +1349,8 @@ MSDA_KERNEL_PAIR(f64, f64_t, f64_t, 2)
 MSDA_KERNEL_PAIR(f64, f64_t, f64_t, 1)
 #endif
 #if MSDA_ENABLE_F16 && MSDA_IN_PART(MSDA_PART_F16)
-MSDA_16BIT_FORWARD_SET(f16, f16_t)
-MSDA_16BIT_BACKWARD_SET(f16, f16_t)
+MSDA_16BIT_SET(MSDA_FORWARD_PAIR, f16, f16_t)
+MSDA_16BIT_SET(MSDA_BACKWARD_PAIR, f16, f16_t)
 MSDA_KERNEL msda_convert_f16(const msda_kparams p) { convert<f16_t>(p); }
 #if MSDA_F16_STRATEGY == MSDA_ATOMIC_F32_BUFFER || MSDA_F16_STRATEGY == MSDA_ATOMIC_MIXED
 MSDA_BUFFER_SET(f16, f16_t, coord16<f16_t>)
@@ -1366,11 +1361,11 @@ MSDA_KERNEL msda_zero_backward_f16(const msda_kparams p) { zero_backward(p); }
 #endif
 #endif
 #if MSDA_ENABLE_BF16 && MSDA_IN_PART(MSDA_PART_MAIN)
-MSDA_16BIT_FORWARD_SET(bf16, bf16_t)
+MSDA_16BIT_SET(MSDA_FORWARD_PAIR, bf16, bf16_t)
 // Where bf16 takes half sums its mixed backward runs on none of the problems the launcher gives
 // it (past half sums' limit of adds it takes the all-buffer kernel), so it is not built.
 #if !MSDA_BF16_HALF_SUMS
-MSDA_16BIT_BACKWARD_SET(bf16, bf16_t)
+MSDA_16BIT_SET(MSDA_BACKWARD_PAIR, bf16, bf16_t)
 #endif
 MSDA_KERNEL msda_convert_bf16(const msda_kparams p) { convert<bf16_t>(p); }
 #if MSDA_BF16_STRATEGY == MSDA_ATOMIC_F32_BUFFER || MSDA_BF16_STRATEGY == MSDA_ATOMIC_MIXED
@@ -1378,18 +1373,14 @@ MSDA_BUFFER_SET(bf16, bf16_t, coord16<bf16_t>)
 #endif
 #if MSDA_HALF_SUMS_BUILT
 // bf16's half sums (msda_device.cuh): msda_backward_[softmax_]bf16[c32]_half_vVEC (as
-// MSDA_16BIT_BACKWARD_SET), the bounds their scale comes from (grad_output's, then the weights' in
+// MSDA_16BIT_SET), the bounds their scale comes from (grad_output's, then the weights' in
 // bf16 or f32), and the rounding in place.
 #define MSDA_HALF_SUMS_PAIR(NAME, TR, CR, VEC)                                                                      \
     MSDA_KERNEL msda_backward_##NAME##_half_v##VEC(const msda_kparams p) { backward<TR, CR, VEC, false, false, true>(p); } \
     MSDA_KERNEL msda_backward_softmax_##NAME##_half_v##VEC(const msda_kparams p) {                                 \
         backward<TR, CR, VEC, false, true, true>(p);                                                                 \
     }
-MSDA_HALF_SUMS_PAIR(bf16, bf16_t, bf16_t, 8)
-MSDA_HALF_SUMS_PAIR(bf16c32, bf16_t, f32_t, 8)
-MSDA_HALF_SUMS_PAIR(bf16, bf16_t, bf16_t, 4)
-MSDA_HALF_SUMS_PAIR(bf16c32, bf16_t, f32_t, 4)
-MSDA_HALF_SUMS_PAIR(bf16, bf16_t, coord16<bf16_t>, 1)
+MSDA_16BIT_SET(MSDA_HALF_SUMS_PAIR, bf16, bf16_t)
 MSDA_KERNEL msda_half_bounds_bf16(const msda_kparams p) { half_sum_bounds<bf16_t>(p); }
 MSDA_KERNEL msda_half_bounds_bf16c32(const msda_kparams p) { half_sum_bounds<f32_t>(p); }
 MSDA_KERNEL msda_finish_half_bf16(const msda_kparams p) { finish_half_sums(p); }
