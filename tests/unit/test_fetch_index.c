@@ -1,3 +1,4 @@
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,12 +102,50 @@ START_TEST(pip_index_url_follows_pips_order)
 }
 END_TEST
 
+/* The descriptors this process has open (the count's own DIR included, the same each time). */
+static int open_descriptors(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+START_TEST(pip_index_url_closes_each_file_it_reads)
+{
+    char dir[] = "/tmp/msda-pip-XXXXXX", path[256], url[256], source[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    unsetenv("PIP_INDEX_URL");
+    unsetenv("VIRTUAL_ENV");
+    setenv("HOME", dir, 1);
+    setenv("XDG_CONFIG_HOME", dir, 1);
+    snprintf(path, sizeof path, "%s/custom.conf", dir);
+    write_file(path, "[global]\nindex-url = https://custom.example/simple\n");
+    setenv("PIP_CONFIG_FILE", path, 1);
+    int before = open_descriptors();
+    for (int i = 0; i < 4; i++) {
+        ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
+        ck_assert_str_eq(url, "https://custom.example/simple");
+    }
+    /* a file without an index URL is read to its end and closed too */
+    write_file(path, "[global]\ntimeout = 60\n");
+    (void)md_pip_index_url(url, sizeof url, source, sizeof source);
+    ck_assert_int_eq(open_descriptors(), before);
+    unsetenv("PIP_CONFIG_FILE");
+    md_remove_tree(dir);
+}
+END_TEST
+
 Suite *suite_fetch_index(void)
 {
     Suite *s = suite_create("fetch_index");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, pick_takes_the_newest_final_release_of_major_minor_for_the_machine);
     tcase_add_test(tc, pip_index_url_follows_pips_order);
+    tcase_add_test(tc, pip_index_url_closes_each_file_it_reads);
     suite_add_tcase(s, tc);
     return s;
 }

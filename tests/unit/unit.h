@@ -24,5 +24,6 @@ Suite *suite_fetch_cache(void);
 Suite *suite_fetch_ca(void);
 Suite *suite_knowledge(void);
 Suite *suite_regex_syntax(void);
+Suite *suite_strv(void);
 
 #endif

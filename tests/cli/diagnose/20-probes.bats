@@ -168,6 +168,38 @@ load diag_helpers
   [ "$(check_status binaries)" = warning ]
 }
 
+@test "seventeen GPUs, one more than the machine's table: the first sixteen are judged, the driver's count kept" {
+  # sixteen P40s, then a T4 that does not fit in the table (MD_DIAG_MAX_GPUS) and must not be read
+  jq '.devices = ([range(16) as $i | .devices[0] | .pci_bus_id = "0000:\($i + 16):00.0"]
+                  + [.devices[0] | .name = "Tesla T4" | .cc = "7.5" | .pci_bus_id = "0000:AF:00.0"])' \
+    "$GPUS/p40.json" > "$BATS_TEST_TMPDIR/seventeen.json"
+  export MSDA_FAKE_GPUS="$BATS_TEST_TMPDIR/seventeen.json"
+  install_op f118-sm61-ptx.so
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --search "$OPS" --json
+  assert_clean_stderr
+  [ "$status" -eq 0 ]
+  [ "$(jq '.machine.gpus | length' <<<"$output")" -eq 16 ]
+  [ "$(jq -r '[.machine.gpus[] | "\(.name) \(.arch)"] | unique | join(",")' <<<"$output")" = "Tesla P40 sm_61" ]
+  [ "$(jq '.machine.binaries[0].gpus | length' <<<"$output")" -eq 16 ]
+  [ "$(jq -r '.checks[] | select(.id == "gpu") | .summary' <<<"$output")" = "17 GPUs, driver CUDA 12.2" ]
+}
+
+@test "cuDNN whose folder holds only the fully versioned file (no soname link): found, named by that file" {
+  lib="$FAKE_ROOT/usr/lib/x86_64-linux-gnu"
+  mkdir -p "$lib"; : > "$lib/libcudnn.so.8.9.7"
+  gpus t4
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
+  assert_clean_stderr
+  [ "$(check_status cudnn)" = warning ]
+  jq -e --arg d "$lib" '.checks[] | select(.id == "cudnn") | .problems
+    | any(startswith($d + "/libcudnn.so.8.9.7 has no unversioned libcudnn.so beside it"))' <<<"$output"
+  jq -e '.checks[] | select(.id == "cudnn") | .hints | any(contains("(or install libcudnn8-dev)"))' <<<"$output"
+  # beside a soname link, the link names it (libcudnn.so.8, not the file it points to)
+  ln -s libcudnn.so.8.9.7 "$lib/libcudnn.so.8"
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
+  jq -e '.checks[] | select(.id == "cudnn") | .hints | any(startswith("sudo ln -s libcudnn.so.8 "))' <<<"$output"
+}
+
 @test "an installed msda wheel runs on an H200 as SASS" {
   gpus h200; smi ok
   [ -e "$MSDA_FIXTURES/f13-multi.so" ] || skip "no CUDA 13 fixture"
