@@ -53,6 +53,35 @@ START_TEST(pick_takes_the_newest_final_release_of_major_minor_for_the_machine)
 }
 END_TEST
 
+START_TEST(pick_compares_releases_of_different_lengths_as_zero_padded)
+{
+    /* 12.4 is 12.4.0, older than 12.4.1, whatever numbers the wheels read before it (another
+     * machine's 12.4.99) left behind its two parts; and 12.4.1.1 is newer than 12.4.1 */
+    const char *names[] = {
+        "nvidia_cuda_nvcc_cu12-12.4.99-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl",
+        "nvidia_cuda_nvcc_cu12-12.4.1-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+        "nvidia_cuda_nvcc_cu12-12.4.99-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl",
+        "nvidia_cuda_nvcc_cu12-12.4-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+    };
+    md_index_page page = page_of(names, sizeof names / sizeof names[0]);
+    ck_assert_str_eq(md_index_pick(&page, "nvidia-cuda-nvcc-cu12", "x86_64", 12, 4, NULL)->version, "12.4.1");
+    md_index_page_free(&page);
+    const char *longer[] = {
+        "nvidia_cuda_nvcc_cu12-12.4.1-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+        "nvidia_cuda_nvcc_cu12-12.4.1.1-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+        "nvidia_cuda_nvcc_cu12-12.4-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+    };
+    page = page_of(longer, sizeof longer / sizeof longer[0]);
+    ck_assert_str_eq(md_index_pick(&page, "nvidia-cuda-nvcc-cu12", "x86_64", 12, 4, NULL)->version, "12.4.1.1");
+    md_index_page_free(&page);
+    /* the two-part release first, as the best so far, with the 99 of the wheel before it behind it */
+    const char *shorter_first[] = { names[0], names[3], names[1] };
+    page = page_of(shorter_first, 3);
+    ck_assert_str_eq(md_index_pick(&page, "nvidia-cuda-nvcc-cu12", "x86_64", 12, 4, NULL)->version, "12.4.1");
+    md_index_page_free(&page);
+}
+END_TEST
+
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -144,6 +173,7 @@ Suite *suite_fetch_index(void)
     Suite *s = suite_create("fetch_index");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, pick_takes_the_newest_final_release_of_major_minor_for_the_machine);
+    tcase_add_test(tc, pick_compares_releases_of_different_lengths_as_zero_padded);
     tcase_add_test(tc, pip_index_url_follows_pips_order);
     tcase_add_test(tc, pip_index_url_closes_each_file_it_reads);
     suite_add_tcase(s, tc);

@@ -174,10 +174,11 @@ load diag_helpers
                   + [.devices[0] | .name = "Tesla T4" | .cc = "7.5" | .pci_bus_id = "0000:AF:00.0"])' \
     "$GPUS/p40.json" > "$BATS_TEST_TMPDIR/seventeen.json"
   export MSDA_FAKE_GPUS="$BATS_TEST_TMPDIR/seventeen.json"
-  install_op f118-sm61-ptx.so
+  install_op f13-multi.so   # sm_75 and up: no-kernel-image on each P40
   run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --search "$OPS" --json
   assert_clean_stderr
-  [ "$status" -eq 0 ]
+  [ "$status" -eq 1 ]
+  [ "$(ids)" = no-kernel-image ]
   [ "$(jq '.machine.gpus | length' <<<"$output")" -eq 16 ]
   [ "$(jq -r '[.machine.gpus[] | "\(.name) \(.arch)"] | unique | join(",")' <<<"$output")" = "Tesla P40 sm_61" ]
   [ "$(jq '.machine.binaries[0].gpus | length' <<<"$output")" -eq 16 ]
