@@ -168,6 +168,46 @@ START_TEST(pip_index_url_closes_each_file_it_reads)
 }
 END_TEST
 
+/* An index URL is taken whole or not at all: one of 1500 bytes (over the 1023 once kept) comes
+ * back whole; one too long for the caller's buffer, or on a line longer than any the reader
+ * holds, gives no URL rather than its first part. */
+START_TEST(pip_index_url_is_never_cut)
+{
+    char dir[] = "/tmp/msda-pip-XXXXXX", path[256], url[2048], source[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    unsetenv("PIP_INDEX_URL");
+    unsetenv("VIRTUAL_ENV");
+    setenv("HOME", dir, 1);
+    setenv("XDG_CONFIG_HOME", dir, 1);
+    snprintf(path, sizeof path, "%s/custom.conf", dir);
+    setenv("PIP_CONFIG_FILE", path, 1);
+    static char long_url[1501], text[12000];
+    memset(long_url, 'a', sizeof long_url - 1);
+    memcpy(long_url, "https://", 8);
+    snprintf(text, sizeof text, "[global]\nindex-url = %s\n", long_url);
+    write_file(path, text);
+    ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
+    ck_assert_uint_eq(strlen(url), 1500);
+    ck_assert_str_eq(url, long_url);
+    /* too long for the caller's buffer: no URL rather than a cut one */
+    char small[1000];
+    bool system_files = access("/etc/pip.conf", F_OK) == 0 || access("/etc/xdg/pip/pip.conf", F_OK) == 0;
+    if (!system_files)
+        ck_assert(!md_pip_index_url(small, sizeof small, source, sizeof source));
+    /* a line of 9000 bytes (its first part alone would pass for a URL) */
+    int at = snprintf(text, sizeof text, "[global]\nindex-url = https://");
+    memset(text + at, 'b', 9000);
+    snprintf(text + at + 9000, sizeof text - (size_t)at - 9000, "index-url = https://tail.example/simple\n");
+    write_file(path, text);
+    if (!system_files)
+        ck_assert(!md_pip_index_url(url, sizeof url, source, sizeof source));
+    else if (md_pip_index_url(url, sizeof url, source, sizeof source))
+        ck_assert_str_ne(source, path);
+    unsetenv("PIP_CONFIG_FILE");
+    md_remove_tree(dir);
+}
+END_TEST
+
 Suite *suite_fetch_index(void)
 {
     Suite *s = suite_create("fetch_index");
@@ -176,6 +216,7 @@ Suite *suite_fetch_index(void)
     tcase_add_test(tc, pick_compares_releases_of_different_lengths_as_zero_padded);
     tcase_add_test(tc, pip_index_url_follows_pips_order);
     tcase_add_test(tc, pip_index_url_closes_each_file_it_reads);
+    tcase_add_test(tc, pip_index_url_is_never_cut);
     suite_add_tcase(s, tc);
     return s;
 }
