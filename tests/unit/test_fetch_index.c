@@ -108,11 +108,27 @@ START_TEST(pip_index_url_follows_pips_order)
     ck_assert_int_eq(mkdir(path, 0755), 0);
     snprintf(path, sizeof path, "%s/.pip/pip.conf", dir);
     write_file(path, "# old\n[global]\ntimeout = 60\nindex-url = https://legacy.example/simple\n");
-    if (access("/etc/pip.conf", F_OK) != 0 && access("/etc/xdg/pip/pip.conf", F_OK) != 0) {
-        ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
-        ck_assert_str_eq(url, "https://legacy.example/simple");
-        ck_assert_str_eq(source, path);
-    }
+    /* (before /etc/xdg/pip/pip.conf and /etc/pip.conf, so whatever this machine has there) */
+    ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
+    ck_assert_str_eq(url, "https://legacy.example/simple");
+    ck_assert_str_eq(source, path);
+    /* without XDG_CONFIG_HOME, or with a relative one (which the XDG rules ignore), the user's
+     * file is ~/.config/pip/pip.conf, before the legacy one */
+    char config[256];
+    snprintf(config, sizeof config, "%s/.config", dir);
+    ck_assert_int_eq(mkdir(config, 0755), 0);
+    snprintf(config, sizeof config, "%s/.config/pip", dir);
+    ck_assert_int_eq(mkdir(config, 0755), 0);
+    snprintf(config, sizeof config, "%s/.config/pip/pip.conf", dir);
+    write_file(config, "[global]\nindex-url = https://config.example/simple\n");
+    unsetenv("XDG_CONFIG_HOME");
+    ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
+    ck_assert_str_eq(url, "https://config.example/simple");
+    ck_assert_str_eq(source, config);
+    setenv("XDG_CONFIG_HOME", "relative/config", 1);
+    ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
+    ck_assert_str_eq(source, config);
+    setenv("XDG_CONFIG_HOME", dir, 1);
     /* $XDG_CONFIG_HOME/pip/pip.conf comes before it; [download] wins over [global] there */
     snprintf(path, sizeof path, "%s/pip", dir);
     ck_assert_int_eq(mkdir(path, 0755), 0);
