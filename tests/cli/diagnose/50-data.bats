@@ -57,6 +57,34 @@ LOG
   [ "$(jq -r '[.findings[] | "\(.id):\(.source)"] | join(" ")' <<<"$output")" = "no-kernel-image:log no-kernel-image:probe" ]
 }
 
+@test "each fact weighs: the capability alone decides either way, a GPU name outweighs it, a tie is this machine's" {
+  # a log that states only the capability: one point, this machine's when it is the T4's, another
+  # machine's when it is not, never "unknown" once one fact was compared
+  printf '%s\n' "torch.cuda.get_device_capability(0): (7, 5)" \
+    "RuntimeError: CUDA error: no kernel image is available for execution on the device" > "$BATS_TEST_TMPDIR/cc.log"
+  gpus t4
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/cc.log"
+  assert_clean_stderr
+  [ "$(jq -r '.logs[0] | "\(.origin) \([.compared[].fact] | join(","))"' <<<"$output")" = "this-machine compute_capability" ]
+  gpus p40
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/cc.log"
+  [ "$(jq -r '.logs[0] | "\(.origin) \([.compared[].fact] | join(","))"' <<<"$output")" = "another-machine compute_capability" ]
+  # the GPU's name (two points) against the capability (one): the name that differs wins
+  printf '%s\n' "GPU 0: Tesla P40 (UUID: GPU-5d1b8c0e-1a2b-4c3d-9e8f-0a1b2c3d4e5f)" > "$BATS_TEST_TMPDIR/both.log"
+  cat "$BATS_TEST_TMPDIR/cc.log" >> "$BATS_TEST_TMPDIR/both.log"
+  gpus t4
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/both.log"
+  [ "$(jq -r '.logs[0] | "\(.origin) \([.compared[] | "\(.fact):\(.same)"] | join(","))"' <<<"$output")" = \
+    "another-machine gpu_name:false,compute_capability:true" ]
+  # a tie (the host's name, two points, against the name of a GPU the table does not know, whose
+  # capability is not read from it): this machine's
+  mkdir -p "$FAKE_ROOT/etc"; echo lab-t4 > "$FAKE_ROOT/etc/hostname"
+  printf '%s\n' 'bob@lab-t4:~$ nvidia-smi -L' "GPU 0: NVIDIA Prototype X1 (UUID: GPU-5d1b8c0e-1a2b-4c3d-9e8f-0a1b2c3d4e5f)" > "$BATS_TEST_TMPDIR/tie.log"
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/tie.log"
+  [ "$(jq -r '.logs[0] | "\(.origin) \([.compared[] | "\(.fact):\(.same)"] | join(","))"' <<<"$output")" = \
+    "this-machine host:true,gpu_name:false" ]
+}
+
 @test "facts the log states: GPU, CUDA, torch, gcc, driver, -gencode and TORCH_CUDA_ARCH_LIST" {
   cat > "$BATS_TEST_TMPDIR/env.log" <<'LOG'
 PyTorch version: 2.1.2+cu121
