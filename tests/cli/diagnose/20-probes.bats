@@ -174,7 +174,7 @@ load diag_helpers
                   + [.devices[0] | .name = "Tesla T4" | .cc = "7.5" | .pci_bus_id = "0000:AF:00.0"])' \
     "$GPUS/p40.json" > "$BATS_TEST_TMPDIR/seventeen.json"
   export MSDA_FAKE_GPUS="$BATS_TEST_TMPDIR/seventeen.json"
-  install_op f13-multi.so   # sm_75 and up: no-kernel-image on each P40
+  install_op f13-sm80.so   # one SASS, sm_80: no-kernel-image on each P40, built for another GPU
   run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --search "$OPS" --json
   assert_clean_stderr
   [ "$status" -eq 1 ]

@@ -247,6 +247,11 @@ LOG
     "$src" > "$BATS_TEST_TMPDIR/type.log"
   run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/type.log"
   jq -e '.confirmed_by | index("source_uses_tensor_type")' <<<"$(finding deprecated-torch-api)"
+  # the log's source not on this machine (a log from elsewhere): unknown, neither side
+  rm "$src/ms_deform_attn_cuda.cu"
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/type.log"
+  assert_clean_stderr
+  jq -e '(.confirmed_by + .ruled_out_by) | index("source_uses_tensor_type") | not' <<<"$(finding deprecated-torch-api)"
 
   mkdir -p "$FAKE_ROOT/usr/lib"; : > "$FAKE_ROOT/usr/lib/libcudart.so.11.0"
   printf 'ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n' > "$BATS_TEST_TMPDIR/cudart.log"
