@@ -139,6 +139,19 @@ LOG
   check "nothing about drivers" null
 }
 
+@test "driver-too-old from a log alone: the toolkit it leaves out is explained by the driver's CUDA, or by its absence" {
+  printf '%s\n' "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version" > "$BATS_TEST_TMPDIR/old.log"
+  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/old.log"
+  assert_clean_stderr
+  [ "$(finding driver-too-old | jq -r '.notes[-1]')" = \
+    "Left out: a command that needs a CUDA toolkit whose SASS the driver loads: the driver's CUDA version is not known." ]
+  printf '%s\n' "| NVIDIA-SMI 535.104.05             Driver Version: 535.104.05   CUDA Version: 12.2     |" \
+    "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version" > "$BATS_TEST_TMPDIR/old.log"
+  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/old.log"
+  [[ "$(finding driver-too-old | jq -r '.notes[-1]')" == \
+    "Left out: a command that needs a CUDA toolkit whose SASS the driver loads: the toolkits of the log's machine are not known (its driver runs CUDA 12.2); install CUDA 12."* ]]
+}
+
 @test "'invalid device function': both readings, the other arch first when the build left the GPU out" {
   cat > "$BATS_TEST_TMPDIR/idf.log" <<'LOG'
 Device 0: "Tesla T4"
