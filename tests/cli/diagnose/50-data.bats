@@ -349,6 +349,26 @@ LOG
   grep -qx 'detrex (version unknown) without its compiled _C: its MSDA layers fail on a GPU' <<<"$details"
 }
 
+@test "a framework's version is named whole: one character, the longest kept; an empty one is unknown" {
+  python_json '{"executable": "/opt/fake/bin/python3", "version": "3.10.12", "msda_importable": false,
+                "binaries": [], "torch": {"version": "2.5.1+cu121", "cuda": "12.1", "lib": "/opt/venv/lib/torch/lib"},
+                "frameworks": [{"name": "detrex", "version": "1"}, {"name": "groundingdino", "version": ""}]}'
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
+  assert_clean_stderr
+  details=$(jq -r '.checks[] | select(.id == "python") | .details[]' <<<"$output")
+  grep -qx 'detrex 1 without its compiled _C: its MSDA layers fail on a GPU' <<<"$details"
+  grep -qx 'groundingdino (version unknown) without its compiled _C: it runs MSDA in PyTorch, on the CPU only' <<<"$details"
+  # the longest version the probe keeps (47 bytes) is not cut from the transformers line either
+  v=0.4.0.dev20260101+g0123456789abcdef0123456789ab
+  [ ${#v} -eq 47 ]
+  python_json '{"executable": "/opt/fake/bin/python3", "version": "3.10.12", "msda_importable": false,
+                "binaries": [], "torch": {"version": "2.5.1+cu121", "cuda": "12.1", "lib": "/opt/venv/lib/torch/lib"},
+                "frameworks": [{"name": "transformers", "version": "4.57.6"}, {"name": "kernels", "version": "'"$v"'"}]}'
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
+  jq -r '.checks[] | select(.id == "python") | .details[]' <<<"$output" |
+    grep -qxF "transformers 4.57.6: runs MSDA in PyTorch (grid_sample), or a Hub build where a model is loaded with use_kernels=True (kernels $v); the msda wheel and msda.patch(\"transformers\") switch it to msda"
+}
+
 @test "toolkit-library-not-found: the fix names the toolkit's library folder, lib64 in NVIDIA's layout, the multiarch folder in Debian's" {
   gpus t4; toolkit 12.4; gxx 12
   mkdir -p "$BATS_TEST_TMPDIR/cuda-12.4/include" "$BATS_TEST_TMPDIR/cuda-12.4/lib64/stubs"
