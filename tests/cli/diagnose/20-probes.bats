@@ -145,8 +145,9 @@ load diag_helpers
   [ "$(ids)" = cuda-version-mismatch ]
   f=$(finding cuda-version-mismatch)
   [ "$(jq -r '.fix[0]' <<<"$f")" = "export CUDA_HOME=$BATS_TEST_TMPDIR/cuda-12.4 PATH=$BATS_TEST_TMPDIR/cuda-12.4/bin:\$PATH" ]
-  [ "$(jq -r '.machine.python | "\(.torch) \(.torch_cuda) \(.torch_lib) \(.cxx11_abi)"' <<<"$output")" = \
-    "2.5.1+cu121 12.1 /opt/venv/lib/torch/lib null" ]
+  # no libc10.so nor CUDAConfig.h under that lib folder: the ABI and MAGMA unknown, not "no"
+  [ "$(jq -r '.machine.python | "\(.torch) \(.torch_cuda) \(.torch_lib) \(.cxx11_abi) \(.has_magma)"' <<<"$output")" = \
+    "2.5.1+cu121 12.1 /opt/venv/lib/torch/lib null null" ]
   [ "$(check_status python)" = fail ]
 }
 

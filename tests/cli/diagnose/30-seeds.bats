@@ -69,6 +69,9 @@ load diag_helpers
 @test "TX2 without an installed binary: 32K registers still explain it; 128 threads fit at any count" {
   gpus tx2
   run --separate-stderr diagnose "${PY[@]}" --root "$ROOT/tests/fixtures/jetson/tx2" --json "$LOGS/tx2-too-many-resources.log"
+  # the Jetson check: the module from the device tree's model, and the model itself
+  [ "$(jq -c '.checks[] | select(.id == "jetson") | [.status, .details]' <<<"$output")" = \
+    '["ok",["Jetson TX2: sm_62 (compute capability 6.2), 32768 registers per block","device-tree model: quill"]]' ]
   f=$(finding launch-out-of-resources)
   [[ "$(jq -r .cause <<<"$f")" == *"32768 registers, not 65536"* ]]
   jq -e '.fix | any(contains("CUDA_NUM_THREADS = 128;"))' <<<"$f"
