@@ -136,6 +136,21 @@ load diag_helpers
   [ "$(ids)" = "" ]
 }
 
+@test "torch built for CUDA 13.0 on a driver of CUDA 12.2: the Python check fails and says so; torch of 12.1 does not" {
+  gpus p40
+  python_json '{"executable": "/opt/venv/bin/python", "version": "3.12.3", "msda_importable": false, "binaries": [],
+                "torch": {"version": "2.9.0+cu130", "cuda": "13.0", "lib": "/opt/venv/lib/torch/lib"}}'
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
+  assert_clean_stderr
+  [ "$(check_status python)" = fail ]
+  [ "$(jq -c '.checks[] | select(.id == "python") | .problems' <<<"$output")" = \
+    '["torch is built for CUDA 13.0 but the driver supports CUDA 12.2"]' ]
+  python_json '{"executable": "/opt/venv/bin/python", "version": "3.12.3", "msda_importable": false, "binaries": [],
+                "torch": {"version": "2.5.1+cu121", "cuda": "12.1", "lib": "/opt/venv/lib/torch/lib"}}'
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
+  [ "$(check_status python)" = ok ]
+}
+
 @test "torch built with CUDA 12.1, nvcc 13.0: cuda-version-mismatch, pointing at a 12.x toolkit" {
   gpus h100; toolkit 13.0; toolkit 12.4; gxx 13
   python_json '{"executable": "/opt/venv/bin/python", "version": "3.12.3", "msda_importable": false, "binaries": [],
