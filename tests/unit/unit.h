@@ -25,5 +25,6 @@ Suite *suite_fetch_ca(void);
 Suite *suite_knowledge(void);
 Suite *suite_regex_syntax(void);
 Suite *suite_strv(void);
+Suite *suite_process(void);
 
 #endif
