@@ -42,6 +42,7 @@ START_TEST(nodes_count_copies_of_repetitions)
     ck_assert_uint_eq(md_regex_nodes("a{2,}"), 4);
     ck_assert_uint_eq(md_regex_nodes("x|y"), 3);
     ck_assert_uint_eq(md_regex_nodes("[a-z(]+\\("), 4); /* a bracket and an escape are one atom each */
+    ck_assert_uint_eq(md_regex_nodes("ab\\"), 3);      /* a backslash at the end is one atom, the last */
     ck_assert_uint_eq(md_regex_nodes(""), 0);
 }
 END_TEST
