@@ -26,6 +26,7 @@ int main(void)
     srunner_add_suite(sr, suite_regex_syntax());
     srunner_add_suite(sr, suite_strv());
     srunner_add_suite(sr, suite_process());
+    srunner_add_suite(sr, suite_status());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

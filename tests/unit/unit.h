@@ -26,5 +26,6 @@ Suite *suite_knowledge(void);
 Suite *suite_regex_syntax(void);
 Suite *suite_strv(void);
 Suite *suite_process(void);
+Suite *suite_status(void);
 
 #endif
