@@ -27,5 +27,6 @@ Suite *suite_regex_syntax(void);
 Suite *suite_strv(void);
 Suite *suite_process(void);
 Suite *suite_status(void);
+Suite *suite_write_all(void);
 
 #endif
