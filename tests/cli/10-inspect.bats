@@ -201,6 +201,23 @@ PY
   [ "${#lines[@]}" -eq 2 ]
 }
 
+@test "a wheel member named only by a suffix (.so, .cubin, .fatbin) is not code; one letter before it is" {
+  # the nearest names on each side of the suffix rule, each holding real device code
+  w="$BATS_TEST_TMPDIR/odd-0.1.0-py3-none-any.whl"
+  python3 - "$w" "$(fix f13-sm80.so)" "$(fix f13-sm90.cubin)" "$(fix f13-compressed.fatbin)" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1], "w", zipfile.ZIP_DEFLATED) as z:
+    for member, source in ((".so", 2), (".cubin", 3), (".fatbin", 4), ("a.so", 2), ("b.cubin", 3), ("c.fatbin", 4)):
+        z.write(sys.argv[source], member)
+PY
+  run --separate-stderr doctor inspect "$w"
+  [ "$status" -eq 0 ]
+  [ "${lines[0]}" = "$w!a.so: SASS sm_80" ]
+  [ "${lines[1]}" = "$w!b.cubin: SASS sm_90" ]
+  [ "${lines[2]}" = "$w!c.fatbin: SASS sm_75 sm_90; PTX compute_90" ]
+  [ "${#lines[@]}" -eq 3 ]
+}
+
 # ---- what each entry asks of a driver (issue 39) ----------------------------------------------
 
 @test "each entry names the toolkit that wrote it and the oldest driver that loads it" {

@@ -24,6 +24,10 @@ int main(void)
     srunner_add_suite(sr, suite_fetch_ca());
     srunner_add_suite(sr, suite_knowledge());
     srunner_add_suite(sr, suite_regex_syntax());
+    srunner_add_suite(sr, suite_strv());
+    srunner_add_suite(sr, suite_process());
+    srunner_add_suite(sr, suite_status());
+    srunner_add_suite(sr, suite_write_all());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -1,3 +1,4 @@
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -5,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "fetch/fetch_cache.h"
+#include "fetch/sha256_file.h"
 #include "recipes/redist_table.h"
 #include "unit.h"
 
@@ -177,6 +179,28 @@ START_TEST(remove_takes_one_platform_or_all_with_their_leftovers)
 }
 END_TEST
 
+/* The sum that decides whether a download or a kept wheel is used: a file's bytes, and a read
+ * that fails after the open (a folder opens, then reads EISDIR) is an error, not the empty sum. */
+START_TEST(sha256_of_a_file_and_of_what_cannot_be_read)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 16], hex[65];
+    temp_dir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/abc", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("abc", f);
+    fclose(f);
+    md_error err;
+    ck_assert_int_eq(md_sha256_file(path, hex, &err), MD_OK);
+    ck_assert_str_eq(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    ck_assert_int_eq(md_sha256_file(dir, hex, &err), MD_ERR_IO);
+    ck_assert_msg(strstr(err.message, "cannot read '") && strstr(err.message, strerror(EISDIR)), "%s", err.message);
+    snprintf(path, sizeof path, "%s/missing", dir);
+    ck_assert_int_eq(md_sha256_file(path, hex, NULL), MD_ERR_IO);
+    md_remove_tree(dir);
+}
+END_TEST
+
 Suite *suite_fetch_cache(void)
 {
     Suite *s = suite_create("fetch_cache");
@@ -184,6 +208,7 @@ Suite *suite_fetch_cache(void)
     tcase_add_test(tc, paths_keep_each_platform_apart);
     tcase_add_test(tc, list_ranks_the_platforms_that_run_on_the_machine_first);
     tcase_add_test(tc, remove_takes_one_platform_or_all_with_their_leftovers);
+    tcase_add_test(tc, sha256_of_a_file_and_of_what_cannot_be_read);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,3 +1,4 @@
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,35 @@ START_TEST(pick_takes_the_newest_final_release_of_major_minor_for_the_machine)
 }
 END_TEST
 
+START_TEST(pick_compares_releases_of_different_lengths_as_zero_padded)
+{
+    /* 12.4 is 12.4.0, older than 12.4.1, whatever numbers the wheels read before it (another
+     * machine's 12.4.99) left behind its two parts; and 12.4.1.1 is newer than 12.4.1 */
+    const char *names[] = {
+        "nvidia_cuda_nvcc_cu12-12.4.99-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl",
+        "nvidia_cuda_nvcc_cu12-12.4.1-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+        "nvidia_cuda_nvcc_cu12-12.4.99-py3-none-manylinux2014_aarch64.manylinux_2_17_aarch64.whl",
+        "nvidia_cuda_nvcc_cu12-12.4-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+    };
+    md_index_page page = page_of(names, sizeof names / sizeof names[0]);
+    ck_assert_str_eq(md_index_pick(&page, "nvidia-cuda-nvcc-cu12", "x86_64", 12, 4, NULL)->version, "12.4.1");
+    md_index_page_free(&page);
+    const char *longer[] = {
+        "nvidia_cuda_nvcc_cu12-12.4.1-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+        "nvidia_cuda_nvcc_cu12-12.4.1.1-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+        "nvidia_cuda_nvcc_cu12-12.4-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+    };
+    page = page_of(longer, sizeof longer / sizeof longer[0]);
+    ck_assert_str_eq(md_index_pick(&page, "nvidia-cuda-nvcc-cu12", "x86_64", 12, 4, NULL)->version, "12.4.1.1");
+    md_index_page_free(&page);
+    /* the two-part release first, as the best so far, with the 99 of the wheel before it behind it */
+    const char *shorter_first[] = { names[0], names[3], names[1] };
+    page = page_of(shorter_first, 3);
+    ck_assert_str_eq(md_index_pick(&page, "nvidia-cuda-nvcc-cu12", "x86_64", 12, 4, NULL)->version, "12.4.1");
+    md_index_page_free(&page);
+}
+END_TEST
+
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -78,11 +108,27 @@ START_TEST(pip_index_url_follows_pips_order)
     ck_assert_int_eq(mkdir(path, 0755), 0);
     snprintf(path, sizeof path, "%s/.pip/pip.conf", dir);
     write_file(path, "# old\n[global]\ntimeout = 60\nindex-url = https://legacy.example/simple\n");
-    if (access("/etc/pip.conf", F_OK) != 0 && access("/etc/xdg/pip/pip.conf", F_OK) != 0) {
-        ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
-        ck_assert_str_eq(url, "https://legacy.example/simple");
-        ck_assert_str_eq(source, path);
-    }
+    /* (before /etc/xdg/pip/pip.conf and /etc/pip.conf, so whatever this machine has there) */
+    ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
+    ck_assert_str_eq(url, "https://legacy.example/simple");
+    ck_assert_str_eq(source, path);
+    /* without XDG_CONFIG_HOME, or with a relative one (which the XDG rules ignore), the user's
+     * file is ~/.config/pip/pip.conf, before the legacy one */
+    char config[256];
+    snprintf(config, sizeof config, "%s/.config", dir);
+    ck_assert_int_eq(mkdir(config, 0755), 0);
+    snprintf(config, sizeof config, "%s/.config/pip", dir);
+    ck_assert_int_eq(mkdir(config, 0755), 0);
+    snprintf(config, sizeof config, "%s/.config/pip/pip.conf", dir);
+    write_file(config, "[global]\nindex-url = https://config.example/simple\n");
+    unsetenv("XDG_CONFIG_HOME");
+    ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
+    ck_assert_str_eq(url, "https://config.example/simple");
+    ck_assert_str_eq(source, config);
+    setenv("XDG_CONFIG_HOME", "relative/config", 1);
+    ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
+    ck_assert_str_eq(source, config);
+    setenv("XDG_CONFIG_HOME", dir, 1);
     /* $XDG_CONFIG_HOME/pip/pip.conf comes before it; [download] wins over [global] there */
     snprintf(path, sizeof path, "%s/pip", dir);
     ck_assert_int_eq(mkdir(path, 0755), 0);
@@ -101,12 +147,92 @@ START_TEST(pip_index_url_follows_pips_order)
 }
 END_TEST
 
+/* The descriptors this process has open (the count's own DIR included, the same each time). */
+static int open_descriptors(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n;
+}
+
+START_TEST(pip_index_url_closes_each_file_it_reads)
+{
+    char dir[] = "/tmp/msda-pip-XXXXXX", path[256], url[256], source[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    unsetenv("PIP_INDEX_URL");
+    unsetenv("VIRTUAL_ENV");
+    setenv("HOME", dir, 1);
+    setenv("XDG_CONFIG_HOME", dir, 1);
+    snprintf(path, sizeof path, "%s/custom.conf", dir);
+    write_file(path, "[global]\nindex-url = https://custom.example/simple\n");
+    setenv("PIP_CONFIG_FILE", path, 1);
+    int before = open_descriptors();
+    for (int i = 0; i < 4; i++) {
+        ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
+        ck_assert_str_eq(url, "https://custom.example/simple");
+    }
+    /* a file without an index URL is read to its end and closed too */
+    write_file(path, "[global]\ntimeout = 60\n");
+    (void)md_pip_index_url(url, sizeof url, source, sizeof source);
+    ck_assert_int_eq(open_descriptors(), before);
+    unsetenv("PIP_CONFIG_FILE");
+    md_remove_tree(dir);
+}
+END_TEST
+
+/* An index URL is taken whole or not at all: one of 1500 bytes (over the 1023 once kept) comes
+ * back whole; one too long for the caller's buffer, or on a line longer than any the reader
+ * holds, gives no URL rather than its first part. */
+START_TEST(pip_index_url_is_never_cut)
+{
+    char dir[] = "/tmp/msda-pip-XXXXXX", path[256], url[2048], source[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    unsetenv("PIP_INDEX_URL");
+    unsetenv("VIRTUAL_ENV");
+    setenv("HOME", dir, 1);
+    setenv("XDG_CONFIG_HOME", dir, 1);
+    snprintf(path, sizeof path, "%s/custom.conf", dir);
+    setenv("PIP_CONFIG_FILE", path, 1);
+    static char long_url[1501], text[12000];
+    memset(long_url, 'a', sizeof long_url - 1);
+    memcpy(long_url, "https://", 8);
+    snprintf(text, sizeof text, "[global]\nindex-url = %s\n", long_url);
+    write_file(path, text);
+    ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
+    ck_assert_uint_eq(strlen(url), 1500);
+    ck_assert_str_eq(url, long_url);
+    /* too long for the caller's buffer: no URL rather than a cut one */
+    char small[1000];
+    bool system_files = access("/etc/pip.conf", F_OK) == 0 || access("/etc/xdg/pip/pip.conf", F_OK) == 0;
+    if (!system_files)
+        ck_assert(!md_pip_index_url(small, sizeof small, source, sizeof source));
+    /* a line of 9000 bytes (its first part alone would pass for a URL) */
+    int at = snprintf(text, sizeof text, "[global]\nindex-url = https://");
+    memset(text + at, 'b', 9000);
+    snprintf(text + at + 9000, sizeof text - (size_t)at - 9000, "index-url = https://tail.example/simple\n");
+    write_file(path, text);
+    if (!system_files)
+        ck_assert(!md_pip_index_url(url, sizeof url, source, sizeof source));
+    else if (md_pip_index_url(url, sizeof url, source, sizeof source))
+        ck_assert_str_ne(source, path);
+    unsetenv("PIP_CONFIG_FILE");
+    md_remove_tree(dir);
+}
+END_TEST
+
 Suite *suite_fetch_index(void)
 {
     Suite *s = suite_create("fetch_index");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, pick_takes_the_newest_final_release_of_major_minor_for_the_machine);
+    tcase_add_test(tc, pick_compares_releases_of_different_lengths_as_zero_padded);
     tcase_add_test(tc, pip_index_url_follows_pips_order);
+    tcase_add_test(tc, pip_index_url_closes_each_file_it_reads);
+    tcase_add_test(tc, pip_index_url_is_never_cut);
     suite_add_tcase(s, tc);
     return s;
 }

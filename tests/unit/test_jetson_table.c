@@ -54,6 +54,8 @@ START_TEST(modules_by_model)
     ck_assert_ptr_nonnull(m);
     ck_assert_str_eq(m->soc, "tegra194");
     ck_assert_uint_eq(m->sms, 6);
+    /* the smallest count the table holds: the Nano's one multiprocessor is one, not unknown */
+    ck_assert_uint_eq(md_jetson_module_find("nano")->sms, 1);
     ck_assert_ptr_null(md_jetson_module_find("tx3"));
     md_jetson_table_free();
 }
@@ -90,6 +92,23 @@ START_TEST(malformed_entries_are_named)
     ck_assert_int_eq(md_jetson_table_load_json(doc, &err), MD_ERR_INTERNAL);
     ck_assert_ptr_nonnull(strstr(err.message, "fewer than 3 groups"));
     json_decref(doc);
+
+    /* counts: 0, past 2^24 or missing are no count (regs_per_block refused, sms unknown) */
+    doc = md_recipe_load("jetson.json", &err);
+    ck_assert_ptr_nonnull(doc);
+    json_t *tx2 = json_array_get(json_object_get(doc, "modules"), 2);
+    json_object_set_new(tx2, "regs_per_block", json_integer(0));
+    ck_assert_int_eq(md_jetson_table_load_json(doc, &err), MD_ERR_INTERNAL);
+    ck_assert_str_eq(err.message, "jetson.json: module tx2: bad regs_per_block");
+    json_object_set_new(tx2, "regs_per_block", json_integer((1 << 24) + 1));
+    ck_assert_int_eq(md_jetson_table_load_json(doc, &err), MD_ERR_INTERNAL);
+    json_object_set_new(tx2, "regs_per_block", json_integer(1 << 24));
+    json_object_del(tx2, "sms");
+    ck_assert_int_eq(md_jetson_table_load_json(doc, &err), MD_OK);
+    ck_assert_uint_eq(md_jetson_module_find("tx2")->registers_per_block, 1 << 24);
+    ck_assert_uint_eq(md_jetson_module_find("tx2")->sms, 0);
+    json_decref(doc);
+    md_jetson_table_free();
 }
 END_TEST
 

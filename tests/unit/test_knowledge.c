@@ -31,6 +31,9 @@ static md_status load_edited(const char *id, void (*edit)(json_t *entry), char *
 static void nothing(json_t *e) { (void)e; }
 static void unknown_fact(json_t *e) { json_array_append_new(json_object_get(e, "confirm"), json_string("binary_is_purple")); }
 static void unknown_placeholder(json_t *e) { json_array_append_new(json_object_get(e, "fix"), json_string("run {frobnicate}")); }
+/* The first text of a list, as well as the ones after it (the checks once began at the second). */
+static void unknown_placeholder_first_fix(json_t *e) { json_array_insert_new(json_object_get(e, "fix"), 0, json_string("run {frobnicate}")); }
+static void unknown_placeholder_first_note(json_t *e) { json_array_insert_new(json_object_get(e, "notes"), 0, json_string("see {frobnicate}")); }
 static void unknown_alternative(json_t *e) { json_array_append_new(json_object_get(e, "fix"), json_string("run {gpu_arch|nope}")); }
 static void missing_capture(json_t *e) { json_array_append_new(json_object_get(e, "fix"), json_string("fix {im2col_step}")); }
 static void unknown_evidence(json_t *e) { json_object_set_new(e, "evidence", json_pack("[s]", "horoscope")); }
@@ -66,6 +69,8 @@ START_TEST(names_the_code_lacks_fail_the_load)
     } cases[] = {
         { "no-kernel-image", unknown_fact, "the fact key 'binary_is_purple', which the code lacks" },
         { "no-kernel-image", unknown_placeholder, "the placeholder '{frobnicate}', which the code lacks" },
+        { "no-kernel-image", unknown_placeholder_first_fix, "the placeholder '{frobnicate}', which the code lacks" },
+        { "launch-out-of-resources", unknown_placeholder_first_note, "the placeholder '{frobnicate}', which the code lacks" },
         { "no-kernel-image", unknown_alternative, "the placeholder '{nope}', which the code lacks" },
         { "no-kernel-image", missing_capture, "'{im2col_step}', which needs the capture 'im2col_numbers'" },
         { "dtype-mismatch", unknown_evidence, "the evidence 'horoscope', which the code lacks" },

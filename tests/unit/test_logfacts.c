@@ -105,6 +105,10 @@ START_TEST(versions_in_each_notation)
     ck_assert_str_eq(facts_of("torchvision==0.15.2\nmytorch==1.0.0\n").torch_version, "");
     /* torch's CUDA from its wheel's local version */
     ck_assert_str_eq(facts_of("torch==2.1.0+cu121\n").torch_cuda, "12.1");
+    /* only "+cu" and digits: a local version with anything else there names no CUDA (PEP 440
+     * writes a build's "+cu_118" as "+cu.118") */
+    ck_assert_str_eq(facts_of("torch==2.1.0+cu.118\n").torch_version, "2.1.0+cu.118");
+    ck_assert_str_eq(facts_of("torch==2.1.0+cu.118\n").torch_cuda, "");
     ck_assert_str_eq(facts_of("torch.version.cuda: 11.8\n").torch_cuda, "11.8");
     /* nvcc's and gcc's as their own tools print them */
     ck_assert_str_eq(facts_of("Cuda compilation tools, release 12.1, V12.1.105\n").nvcc_version, "12.1");

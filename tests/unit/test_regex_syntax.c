@@ -10,6 +10,28 @@
 #include "base/regex_syntax.h"
 #include "unit.h"
 
+/* A bracket ends at its own ']': not at a ']' first in it, nor at the ']' that closes a
+ * [:class:], [=equiv=] or [.coll.] inside it; a group ends at its ')' whatever brackets hold. */
+START_TEST(brackets_and_groups_end_where_posix_says)
+{
+    static const struct {
+        const char *re, *rest;
+    } brackets[] = {
+        { "[abc]x", "x" }, { "[]a]x", "x" }, { "[^]a]x", "x" }, { "[[:digit:]a]x", "x" },
+        { "[[:digit:]]x", "x" }, { "[[=e=][.-.]]x", "x" }, { "[a(]x", "x" }, { "[abc", "" },
+        { "[a[b]x", "x" },   /* a '[' not before ':', '=' or '.' is itself */
+    };
+    for (size_t i = 0; i < sizeof brackets / sizeof brackets[0]; i++)
+        ck_assert_msg(strcmp(md_re_skip_bracket(brackets[i].re), brackets[i].rest) == 0, "%s -> '%s'",
+                      brackets[i].re, md_re_skip_bracket(brackets[i].re));
+    ck_assert_str_eq(md_re_skip_group("(a[)][[:alpha:])]\\)b)x"), "x");
+    ck_assert_str_eq(md_re_skip_group("(a(b)c)x"), "x");
+    /* a backslash that ends the text escapes nothing: the end, not past it */
+    static const char open_end[] = "(a\\";
+    ck_assert_ptr_eq(md_re_skip_group(open_end), open_end + strlen(open_end));
+}
+END_TEST
+
 START_TEST(nodes_count_copies_of_repetitions)
 {
     ck_assert_uint_eq(md_regex_nodes("abc"), 3);
@@ -20,6 +42,7 @@ START_TEST(nodes_count_copies_of_repetitions)
     ck_assert_uint_eq(md_regex_nodes("a{2,}"), 4);
     ck_assert_uint_eq(md_regex_nodes("x|y"), 3);
     ck_assert_uint_eq(md_regex_nodes("[a-z(]+\\("), 4); /* a bracket and an escape are one atom each */
+    ck_assert_uint_eq(md_regex_nodes("ab\\"), 3);      /* a backslash at the end is one atom, the last */
     ck_assert_uint_eq(md_regex_nodes(""), 0);
 }
 END_TEST
@@ -96,6 +119,7 @@ Suite *suite_regex_syntax(void)
 {
     Suite *s = suite_create("regex_syntax");
     TCase *tc = tcase_create("core");
+    tcase_add_test(tc, brackets_and_groups_end_where_posix_says);
     tcase_add_test(tc, nodes_count_copies_of_repetitions);
     tcase_add_test(tc, stacked_and_nested_repetitions_are_over_the_limit);
     tcase_add_test(tc, compile_refuses_with_the_caller_code_and_place);

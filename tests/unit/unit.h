@@ -24,5 +24,9 @@ Suite *suite_fetch_cache(void);
 Suite *suite_fetch_ca(void);
 Suite *suite_knowledge(void);
 Suite *suite_regex_syntax(void);
+Suite *suite_strv(void);
+Suite *suite_process(void);
+Suite *suite_status(void);
+Suite *suite_write_all(void);
 
 #endif

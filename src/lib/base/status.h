@@ -46,7 +46,7 @@ md_status md_fail(md_error *err, md_status code, const char *fmt, ...)
  * MD_HINT_TOOLKIT, md_fail(err, ...)). */
 md_status md_hint_set(md_error *err, md_hint hint, md_status code);
 
-/* Clears ERR to MD_OK with an empty message. */
+/* Clears ERR (which may be NULL) to MD_OK with an empty message. */
 void md_error_clear(md_error *err);
 
 #endif

@@ -15,14 +15,22 @@ static char *trim(char *s)
 }
 
 /* pip reads its files with Python's configparser: [section], then "key = value" or "key: value",
- * with '#' and ';' comment lines; pip takes index_url for index-url too. */
+ * with '#' and ';' comment lines; pip takes index_url for index-url too. A value is taken whole or
+ * not at all: the values are as long as the lines they come from, and a line longer than LINE is
+ * skipped to its end (its tail is no line of its own) and its value counts as too long, as one
+ * longer than USIZE does: no URL from this file rather than a cut one. */
 static bool read_file(const char *path, char *url, size_t usize)
 {
     FILE *f = fopen(path, "r");
     if (!f)
         return false;
-    char line[2048], section[64] = "", global[1024] = "", download[1024] = "";
+    char line[4096], section[64] = "", global[sizeof line] = "", download[sizeof line] = "";
+    bool global_cut = false, download_cut = false;
     while (fgets(line, sizeof line, f)) {
+        const bool whole = strchr(line, '\n') || feof(f);
+        if (!whole)
+            for (int c = getc(f); c != EOF && c != '\n'; c = getc(f))
+                ;
         char *s = trim(line);
         if (!*s || *s == '#' || *s == ';')
             continue;
@@ -38,14 +46,17 @@ static bool read_file(const char *path, char *url, size_t usize)
         char *key = trim(s), *value = trim(s + k + 1);
         if (strcmp(key, "index-url") != 0 && strcmp(key, "index_url") != 0)
             continue;
-        if (strcmp(section, "global") == 0)
+        if (strcmp(section, "global") == 0) {
             snprintf(global, sizeof global, "%s", value);
-        else if (strcmp(section, "download") == 0)
+            global_cut = !whole;
+        } else if (strcmp(section, "download") == 0) {
             snprintf(download, sizeof download, "%s", value);
+            download_cut = !whole;
+        }
     }
     fclose(f);
     const char *v = download[0] ? download : global;
-    if (!v[0] || strlen(v) >= usize)
+    if (!v[0] || (download[0] ? download_cut : global_cut) || strlen(v) >= usize)
         return false;
     snprintf(url, usize, "%s", v);
     return true;

@@ -136,6 +136,21 @@ load diag_helpers
   [ "$(ids)" = "" ]
 }
 
+@test "torch built for CUDA 13.0 on a driver of CUDA 12.2: the Python check fails and says so; torch of 12.1 does not" {
+  gpus p40
+  python_json '{"executable": "/opt/venv/bin/python", "version": "3.12.3", "msda_importable": false, "binaries": [],
+                "torch": {"version": "2.9.0+cu130", "cuda": "13.0", "lib": "/opt/venv/lib/torch/lib"}}'
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
+  assert_clean_stderr
+  [ "$(check_status python)" = fail ]
+  [ "$(jq -c '.checks[] | select(.id == "python") | .problems' <<<"$output")" = \
+    '["torch is built for CUDA 13.0 but the driver supports CUDA 12.2"]' ]
+  python_json '{"executable": "/opt/venv/bin/python", "version": "3.12.3", "msda_importable": false, "binaries": [],
+                "torch": {"version": "2.5.1+cu121", "cuda": "12.1", "lib": "/opt/venv/lib/torch/lib"}}'
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
+  [ "$(check_status python)" = ok ]
+}
+
 @test "torch built with CUDA 12.1, nvcc 13.0: cuda-version-mismatch, pointing at a 12.x toolkit" {
   gpus h100; toolkit 13.0; toolkit 12.4; gxx 13
   python_json '{"executable": "/opt/venv/bin/python", "version": "3.12.3", "msda_importable": false, "binaries": [],
@@ -145,8 +160,9 @@ load diag_helpers
   [ "$(ids)" = cuda-version-mismatch ]
   f=$(finding cuda-version-mismatch)
   [ "$(jq -r '.fix[0]' <<<"$f")" = "export CUDA_HOME=$BATS_TEST_TMPDIR/cuda-12.4 PATH=$BATS_TEST_TMPDIR/cuda-12.4/bin:\$PATH" ]
-  [ "$(jq -r '.machine.python | "\(.torch) \(.torch_cuda) \(.torch_lib) \(.cxx11_abi)"' <<<"$output")" = \
-    "2.5.1+cu121 12.1 /opt/venv/lib/torch/lib null" ]
+  # no libc10.so nor CUDAConfig.h under that lib folder: the ABI and MAGMA unknown, not "no"
+  [ "$(jq -r '.machine.python | "\(.torch) \(.torch_cuda) \(.torch_lib) \(.cxx11_abi) \(.has_magma)"' <<<"$output")" = \
+    "2.5.1+cu121 12.1 /opt/venv/lib/torch/lib null null" ]
   [ "$(check_status python)" = fail ]
 }
 
@@ -166,6 +182,39 @@ load diag_helpers
   [ "$status" -eq 0 ]
   [ "$(jq -r '[.machine.binaries[0].gpus[] | "\(.runs):\(.code)"] | join(",")' <<<"$output")" = "sass:sm_61,ptx-jit:compute_61" ]
   [ "$(check_status binaries)" = warning ]
+}
+
+@test "seventeen GPUs, one more than the machine's table: the first sixteen are judged, the driver's count kept" {
+  # sixteen P40s, then a T4 that does not fit in the table (MD_DIAG_MAX_GPUS) and must not be read
+  jq '.devices = ([range(16) as $i | .devices[0] | .pci_bus_id = "0000:\($i + 16):00.0"]
+                  + [.devices[0] | .name = "Tesla T4" | .cc = "7.5" | .pci_bus_id = "0000:AF:00.0"])' \
+    "$GPUS/p40.json" > "$BATS_TEST_TMPDIR/seventeen.json"
+  export MSDA_FAKE_GPUS="$BATS_TEST_TMPDIR/seventeen.json"
+  install_op f13-sm80.so   # one SASS, sm_80: no-kernel-image on each P40, built for another GPU
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --search "$OPS" --json
+  assert_clean_stderr
+  [ "$status" -eq 1 ]
+  [ "$(ids)" = no-kernel-image ]
+  [ "$(jq '.machine.gpus | length' <<<"$output")" -eq 16 ]
+  [ "$(jq -r '[.machine.gpus[] | "\(.name) \(.arch)"] | unique | join(",")' <<<"$output")" = "Tesla P40 sm_61" ]
+  [ "$(jq '.machine.binaries[0].gpus | length' <<<"$output")" -eq 16 ]
+  [ "$(jq -r '.checks[] | select(.id == "gpu") | .summary' <<<"$output")" = "17 GPUs, driver CUDA 12.2" ]
+}
+
+@test "cuDNN whose folder holds only the fully versioned file (no soname link): found, named by that file" {
+  lib="$FAKE_ROOT/usr/lib/x86_64-linux-gnu"
+  mkdir -p "$lib"; : > "$lib/libcudnn.so.8.9.7"
+  gpus t4
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
+  assert_clean_stderr
+  [ "$(check_status cudnn)" = warning ]
+  jq -e --arg d "$lib" '.checks[] | select(.id == "cudnn") | .problems
+    | any(startswith($d + "/libcudnn.so.8.9.7 has no unversioned libcudnn.so beside it"))' <<<"$output"
+  jq -e '.checks[] | select(.id == "cudnn") | .hints | any(contains("(or install libcudnn8-dev)"))' <<<"$output"
+  # beside a soname link, the link names it (libcudnn.so.8, not the file it points to)
+  ln -s libcudnn.so.8.9.7 "$lib/libcudnn.so.8"
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
+  jq -e '.checks[] | select(.id == "cudnn") | .hints | any(startswith("sudo ln -s libcudnn.so.8 "))' <<<"$output"
 }
 
 @test "an installed msda wheel runs on an H200 as SASS" {

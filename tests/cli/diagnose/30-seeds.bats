@@ -57,6 +57,8 @@ load diag_helpers
   [ "$(jq -r '.fix[0]' <<<"$f")" = "msda-doctor build --arch sm_62" ]
   jq -e '.fix | any(contains("manylinux_2_17_aarch64"))' <<<"$f"
   jq -e '.confirmed_by | index("gpu_regs_per_block_32k") and index("binary_regs_times_threads_exceed_block")' <<<"$f"
+  # the evidence names the kernel that does not fit, with its arithmetic
+  jq -e --arg op "$OPS/MultiScaleDeformableAttention.cpython-36m-aarch64-linux-gnu.so" '.evidence | index($op + ": SASS sm_62 sm_86; PTX none: on NVIDIA Tegra X2, _Z10probe_regsPfPKfi takes 40 registers x 1024 threads = 40960 of 32768 registers per block")' <<<"$f"
   [ "$(jq -r '.machine.jetson | "\(.module) \(.l4t) \(.jetpack) \(.cuda) \(.arch)"' <<<"$output")" = \
     "Jetson TX2 32.7.4 4.6.4 10.2 sm_62" ]
   [ "$(jq -r '.machine.gpus[0].registers_per_block' <<<"$output")" -eq 32768 ]
@@ -67,6 +69,9 @@ load diag_helpers
 @test "TX2 without an installed binary: 32K registers still explain it; 128 threads fit at any count" {
   gpus tx2
   run --separate-stderr diagnose "${PY[@]}" --root "$ROOT/tests/fixtures/jetson/tx2" --json "$LOGS/tx2-too-many-resources.log"
+  # the Jetson check: the module from the device tree's model, and the model itself
+  [ "$(jq -c '.checks[] | select(.id == "jetson") | [.status, .details]' <<<"$output")" = \
+    '["ok",["Jetson TX2: sm_62 (compute capability 6.2), 32768 registers per block","device-tree model: quill"]]' ]
   f=$(finding launch-out-of-resources)
   [[ "$(jq -r .cause <<<"$f")" == *"32768 registers, not 65536"* ]]
   jq -e '.fix | any(contains("CUDA_NUM_THREADS = 128;"))' <<<"$f"

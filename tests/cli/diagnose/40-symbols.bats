@@ -8,7 +8,8 @@ load diag_helpers
 # from it, compiled here with cc. The extension imports c10::UndefinedTensorImpl::_singleton
 # (exported), at::_ops::add::call (exported) and, with `stale`, TensorImpl's
 # is_contiguous_nondefault_policy_impl (not exported: a torch of another version). With `thp`
-# it also imports THPVariable_Wrap(at::TensorBase); with `linked` it links libtorch_python.so.
+# it also imports THPVariable_Wrap(at::TensorBase); with `linked` it links libtorch_python.so; with
+# `cuda` it carries device code.
 make_torch_and_op() {
   local site="$BATS_TEST_TMPDIR/site" src="$BATS_TEST_TMPDIR/src" use=""
   TORCH_LIB="$site/torch/lib"
@@ -39,6 +40,10 @@ make_torch_and_op() {
   [[ " $* " == *" linked "* ]] && use="-L$TORCH_LIB -ltorch_python"
   # shellcheck disable=SC2086 # $use is two words or none
   cc -shared -fPIC -o "$OP" "$src/op.c" $use
+  # with `cuda`, device code too (sm_75 and sm_90 SASS, which the H200 runs): a fatbin section
+  if [[ " $* " == *" cuda "* ]]; then
+    objcopy --add-section .nv_fatbin="$MSDA_FIXTURES/f13-compressed.fatbin" "$OP"
+  fi
   python_json '{"executable": "/opt/venv/bin/python", "version": "3.10.12", "msda_importable": true,
                 "binaries": ["'"$OP"'"],
                 "torch": {"version": "2.1.2+cu121", "cuda": "12.1",
@@ -79,6 +84,10 @@ symbols() { jq -c '.machine.binaries[0].host_symbols' <<<"$output"; }
   [ "$(jq -r '"\(.needs_torch_python) \(.links_torch_python)"' <<<"$(symbols)")" = "true false" ]
   jq -e '.checks[] | select(.id == "binaries") | .problems | any(contains("does not link libtorch_python.so"))' <<<"$output"
   jq -e '.confirmed_by | index("binary_missing_torch_python")' <<<"$(finding torch-python-unlinked)"
+  # with device code that runs here, that problem alone fails the binaries check
+  make_torch_and_op thp cuda
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$LOGS/torch-python-unlinked.log"
+  [ "$(jq -r '.checks[] | select(.id == "binaries") | "\(.status) \(.problems | length)"' <<<"$output")" = "fail 1" ]
 }
 
 @test "the same op linked with libtorch_python.so: nothing missing, the finding ruled out" {

@@ -57,6 +57,34 @@ LOG
   [ "$(jq -r '[.findings[] | "\(.id):\(.source)"] | join(" ")' <<<"$output")" = "no-kernel-image:log no-kernel-image:probe" ]
 }
 
+@test "each fact weighs: the capability alone decides either way, a GPU name outweighs it, a tie is this machine's" {
+  # a log that states only the capability: one point, this machine's when it is the T4's, another
+  # machine's when it is not, never "unknown" once one fact was compared
+  printf '%s\n' "torch.cuda.get_device_capability(0): (7, 5)" \
+    "RuntimeError: CUDA error: no kernel image is available for execution on the device" > "$BATS_TEST_TMPDIR/cc.log"
+  gpus t4
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/cc.log"
+  assert_clean_stderr
+  [ "$(jq -r '.logs[0] | "\(.origin) \([.compared[].fact] | join(","))"' <<<"$output")" = "this-machine compute_capability" ]
+  gpus p40
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/cc.log"
+  [ "$(jq -r '.logs[0] | "\(.origin) \([.compared[].fact] | join(","))"' <<<"$output")" = "another-machine compute_capability" ]
+  # the GPU's name (two points) against the capability (one): the name that differs wins
+  printf '%s\n' "GPU 0: Tesla P40 (UUID: GPU-5d1b8c0e-1a2b-4c3d-9e8f-0a1b2c3d4e5f)" > "$BATS_TEST_TMPDIR/both.log"
+  cat "$BATS_TEST_TMPDIR/cc.log" >> "$BATS_TEST_TMPDIR/both.log"
+  gpus t4
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/both.log"
+  [ "$(jq -r '.logs[0] | "\(.origin) \([.compared[] | "\(.fact):\(.same)"] | join(","))"' <<<"$output")" = \
+    "another-machine gpu_name:false,compute_capability:true" ]
+  # a tie (the host's name, two points, against the name of a GPU the table does not know, whose
+  # capability is not read from it): this machine's
+  mkdir -p "$FAKE_ROOT/etc"; echo lab-t4 > "$FAKE_ROOT/etc/hostname"
+  printf '%s\n' 'bob@lab-t4:~$ nvidia-smi -L' "GPU 0: NVIDIA Prototype X1 (UUID: GPU-5d1b8c0e-1a2b-4c3d-9e8f-0a1b2c3d4e5f)" > "$BATS_TEST_TMPDIR/tie.log"
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/tie.log"
+  [ "$(jq -r '.logs[0] | "\(.origin) \([.compared[] | "\(.fact):\(.same)"] | join(","))"' <<<"$output")" = \
+    "this-machine host:true,gpu_name:false" ]
+}
+
 @test "facts the log states: GPU, CUDA, torch, gcc, driver, -gencode and TORCH_CUDA_ARCH_LIST" {
   cat > "$BATS_TEST_TMPDIR/env.log" <<'LOG'
 PyTorch version: 2.1.2+cu121
@@ -109,6 +137,19 @@ LOG
   check "  CUDA Driver Version / Runtime Version          11.4 / 11.8" 11.4
   check "RuntimeError: The NVIDIA driver on your system is too old (found version 12040)." 12.4
   check "nothing about drivers" null
+}
+
+@test "driver-too-old from a log alone: the toolkit it leaves out is explained by the driver's CUDA, or by its absence" {
+  printf '%s\n' "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version" > "$BATS_TEST_TMPDIR/old.log"
+  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/old.log"
+  assert_clean_stderr
+  [ "$(finding driver-too-old | jq -r '.notes[-1]')" = \
+    "Left out: a command that needs a CUDA toolkit whose SASS the driver loads: the driver's CUDA version is not known." ]
+  printf '%s\n' "| NVIDIA-SMI 535.104.05             Driver Version: 535.104.05   CUDA Version: 12.2     |" \
+    "RuntimeError: CUDA error: CUDA driver version is insufficient for CUDA runtime version" > "$BATS_TEST_TMPDIR/old.log"
+  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/old.log"
+  [[ "$(finding driver-too-old | jq -r '.notes[-1]')" == \
+    "Left out: a command that needs a CUDA toolkit whose SASS the driver loads: the toolkits of the log's machine are not known (its driver runs CUDA 12.2); install CUDA 12."* ]]
 }
 
 @test "'invalid device function': both readings, the other arch first when the build left the GPU out" {
@@ -219,6 +260,11 @@ LOG
     "$src" > "$BATS_TEST_TMPDIR/type.log"
   run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/type.log"
   jq -e '.confirmed_by | index("source_uses_tensor_type")' <<<"$(finding deprecated-torch-api)"
+  # the log's source not on this machine (a log from elsewhere): unknown, neither side
+  rm "$src/ms_deform_attn_cuda.cu"
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json "$BATS_TEST_TMPDIR/type.log"
+  assert_clean_stderr
+  jq -e '(.confirmed_by + .ruled_out_by) | index("source_uses_tensor_type") | not' <<<"$(finding deprecated-torch-api)"
 
   mkdir -p "$FAKE_ROOT/usr/lib"; : > "$FAKE_ROOT/usr/lib/libcudart.so.11.0"
   printf 'ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n' > "$BATS_TEST_TMPDIR/cudart.log"
@@ -301,6 +347,26 @@ LOG
   PYTHONPATH="$site" run --separate-stderr diagnose --python /usr/bin/python3 --root "$FAKE_ROOT" --json
   jq -r '.checks[] | select(.id == "python") | .details[]' <<<"$output" | grep -qx 'mmcv 2.2.0 without its compiled ops (mmcv-lite, or built with no CUDA): its MultiScaleDeformableAttention fails on a GPU; msda.patch("mmcv") switches it to msda (installed)'
   grep -qx 'detrex (version unknown) without its compiled _C: its MSDA layers fail on a GPU' <<<"$details"
+}
+
+@test "a framework's version is named whole: one character, the longest kept; an empty one is unknown" {
+  python_json '{"executable": "/opt/fake/bin/python3", "version": "3.10.12", "msda_importable": false,
+                "binaries": [], "torch": {"version": "2.5.1+cu121", "cuda": "12.1", "lib": "/opt/venv/lib/torch/lib"},
+                "frameworks": [{"name": "detrex", "version": "1"}, {"name": "groundingdino", "version": ""}]}'
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
+  assert_clean_stderr
+  details=$(jq -r '.checks[] | select(.id == "python") | .details[]' <<<"$output")
+  grep -qx 'detrex 1 without its compiled _C: its MSDA layers fail on a GPU' <<<"$details"
+  grep -qx 'groundingdino (version unknown) without its compiled _C: it runs MSDA in PyTorch, on the CPU only' <<<"$details"
+  # the longest version the probe keeps (47 bytes) is not cut from the transformers line either
+  v=0.4.0.dev20260101+g0123456789abcdef0123456789ab
+  [ ${#v} -eq 47 ]
+  python_json '{"executable": "/opt/fake/bin/python3", "version": "3.10.12", "msda_importable": false,
+                "binaries": [], "torch": {"version": "2.5.1+cu121", "cuda": "12.1", "lib": "/opt/venv/lib/torch/lib"},
+                "frameworks": [{"name": "transformers", "version": "4.57.6"}, {"name": "kernels", "version": "'"$v"'"}]}'
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
+  jq -r '.checks[] | select(.id == "python") | .details[]' <<<"$output" |
+    grep -qxF "transformers 4.57.6: runs MSDA in PyTorch (grid_sample), or a Hub build where a model is loaded with use_kernels=True (kernels $v); the msda wheel and msda.patch(\"transformers\") switch it to msda"
 }
 
 @test "toolkit-library-not-found: the fix names the toolkit's library folder, lib64 in NVIDIA's layout, the multiarch folder in Debian's" {

@@ -156,6 +156,16 @@ readings() { jq -r '[.findings[0].causes[] | "\(.id)=\(.score)"] | join(" ")' <<
 
 # Read alone (--no-probe), a Jetson's log is judged by its GPU: the wheel its fix installs is the
 # aarch64 one, whatever CPU reads the log; another GPU's log gets this CPU's wheel.
+@test "the smallest driver version a driver can answer (1) is a version, compared with the toolkit's" {
+  jq '.driver_version = 1' "$GPUS/t4.json" > "$BATS_TEST_TMPDIR/v1.json"
+  export MSDA_FAKE_GPUS="$BATS_TEST_TMPDIR/v1.json"
+  toolkit 11.8; gxx 11
+  run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
+  assert_clean_stderr
+  [ "$(jq -c '.checks[] | select(.id == "toolkits") | [.status, .problems]' <<<"$output")" = \
+    '["fail",["the driver (CUDA 0.0) is older than CUDA 11.8 needs (driver 520.61.05 or newer)"]]' ]
+}
+
 @test "a Jetson Orin log read with --no-probe: the fix names the aarch64 wheel" {
   cat > "$BATS_TEST_TMPDIR/orin.log" <<'LOG'
 nvidia@orin-devkit:~$ cat /etc/nv_tegra_release

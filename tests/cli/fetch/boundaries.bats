@@ -84,6 +84,26 @@ requests_for() { grep -c "^$1 " "$REPO/requests.log" || true; }
   [ ! -e "$TK/.$CUDART_TOP" ] && [ ! -e "$TK/$CUDART_TOP" ]
 }
 
+# --- member names at PATH_MAX: 4096 bytes (refused as a name) against 4095 (read, then refused) ---
+
+# A symlink member whose whole name, top folder included, is LENGTH bytes.
+long_member() { local n=$(($1 - ${#CUDART_TOP} - 1 - 4)); printf 'lib/%*s' "$n" '' | tr ' ' n; }
+
+@test "boundary: a member name of 4096 bytes is refused as longer than 4095 bytes, and nothing is left" {
+  repo --link "$(long_member 4096)=x"
+  serve
+  fetch
+  assert_failed 3 "$CUDART_TOP.tar.xz': a member name longer than 4095 bytes"
+}
+
+@test "boundary: a member name of 4095 bytes is read, and refused only for the path it would have" {
+  repo --link "$(long_member 4095)=x"
+  serve
+  fetch
+  assert_failed 3 "$CUDART_TOP.tar.xz': member '$CUDART_TOP/lib/nnnnnnnn"
+  [[ "$stderr" != *"a member name longer than"* ]]
+}
+
 # --- symlinks that climb: one level out (refused) against zero levels out (kept) -----------------
 
 @test "boundary: a symlink that climbs exactly one level out of the toolkit is refused" {

@@ -142,6 +142,30 @@ fetch() {
   [ ! -s "$REPO/requests.log" ]
 }
 
+@test "fetch: on a terminal each download draws a progress line that ends at its size, 100 %; elsewhere none" {
+  repo && serve
+  # script(1) runs fetch on a terminal of its own (stderr included) and prints what it showed
+  command -v script >/dev/null || skip "no script(1) (util-linux)"
+  local cmd
+  cmd=$(printf '%q ' env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY -u ALL_PROXY -u MSDA_CUDA_MIRROR \
+    "$MSDA_DOCTOR" fetch --cuda "$V" --mirror "$URL" --dest "$DEST" --timeout 2)
+  run script -qec "$cmd" /dev/null
+  stderr=$output assert_clean_stderr   # the terminal had both streams
+  [ "$status" -eq 0 ] || { echo "$output" >&2; return 1; }
+  local name re cr=$'\r' nl=$'\n'
+  for name in cuda_nvcc cuda_cudart cuda_cccl; do
+    # the last state of the line: done / total MiB, 100 %, then the line ends
+    re="$name +([0-9]+\.[0-9]) / ([0-9]+\.[0-9]) MiB +100%[^$cr$nl]*$cr?$nl"
+    [[ "$output" =~ $re ]] || { echo "no finished progress line for $name in: $output" >&2; return 1; }
+    [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ]
+  done
+  [[ "$output" =~ cuda_nvcc\ +0\.2\ /\ 0\.2\ MiB ]]   # 192 KiB of filler
+  # not on a terminal: no progress at all, stderr stays empty
+  rm -rf "$DEST"
+  fetch
+  [ "$status" -eq 0 ] && [ -z "$stderr" ]
+}
+
 @test "fetch: a wrong sha256 exits 6, names the component and both sums, and removes the file" {
   repo && serve
   good=$(sha256sum "$REPO/$NVCC_ARCHIVE" | cut -d' ' -f1)

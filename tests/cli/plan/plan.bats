@@ -125,6 +125,11 @@ check_device_steps() {
   [[ "$output" == *"Drivers: each architecture runs on"*"sm_62            CUDA 11.8 SASS from driver 450.80.02 (CUDA 11.0); PTX ISA 6.5 from driver 440.33 (CUDA 10.2)"* ]]
   [[ "$output" == *"$FAKE/cuda-11.8/bin/nvcc -ptx -arch=compute_62 "*"-DMSDA_MAX_THREADS=128"*"-DMSDA_PART=0 -o "*"msda_kernels.cu"* ]]
   [[ "$output" == *"$FAKE/cuda-11.8/bin/nvcc -fatbin -Xfatbin=-compress-all -gencode arch=compute_62,code=sm_62 "*" $ptx"* ]]
+  # the host code gets the version under the macro kernels/libmsda.json names
+  local macro
+  macro=$(jq -r .host.version_define "$SRC/kernels/libmsda.json")
+  [ -n "$macro" ] && [ "$macro" != null ]
+  [[ "$output" == *" -D$macro=\"$(cat "$ROOT/VERSION")\" "* ]]
 }
 
 @test "an architecture the table lacks, named alone, is built with the safe defaults and a note" {

@@ -30,7 +30,7 @@ void md_python_framework_lines(const md_python_facts *p, md_check *c)
 {
     const char *msda = version_of(p, "msda"), *kernels = version_of(p, "kernels"), *v;
     if ((v = version_of(p, "transformers")) != NULL) {
-        char hub[96] = "";
+        char hub[80 + sizeof p->frameworks[0].version] = ""; /* its 73 bytes of words and the version, whole */
         if (kernels)
             snprintf(hub, sizeof hub, ", or a Hub build where a model is loaded with use_kernels=True (kernels %s)",
                      kernels);
