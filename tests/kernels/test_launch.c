@@ -244,6 +244,31 @@ START_TEST(the_16bit_backward_buffers_what_the_plan_says) {
 }
 END_TEST
 
+/* The f32-buffer strategy (a variant build, `--define MSDA_F16_ATOMIC=3`, as make gpu-check's
+ * f32buf): every level of the f16 backward through the buffer, so the all-buffer kernel, which
+ * writes every element (grad_value not zeroed), then the conversion; on the decoder too, which the
+ * mixed strategy adds natively. */
+static const msda_device_config sm90_f16_buffer_config = {
+    .abi = MSDA_DEVICE_ABI, .arch = 90, .max_threads = 256, .f16_enabled = 1, .bf16_enabled = 1,
+    .f16_atomic = MSDA_ATOMIC_F32_BUFFER, .bf16_atomic = MSDA_ATOMIC_MIXED, .vector_atomics = 1,
+    .points16_waves = 16, .backward_spread_log2 = 7, .bf16_half_sums = 1, .backward_head_phases_log2 = 1};
+
+START_TEST(the_f32_buffer_strategy_buffers_every_level) {
+    load_fake_driver_as(&sm90_f16_buffer_config);
+    const fake_launch_op *ops;
+    for (int table = 0; table < 2; table++) {
+        const int n = backward(MSDA_F16, 2, 900, table ? MSDA_DEVICE : MSDA_HOST, &ops);
+        ck_assert_int_eq(n, 4);
+        ck_assert_int_eq(ops[0].kind, FAKE_ALLOC);
+        ck_assert_uint_eq(ops[0].bytes, (size_t)2 * DETR_S * 8 * 32 * 4);
+        ck_assert_str_eq(ops[2].name, "msda_backward_f16_buffer_v4");
+        ck_assert_uint_eq(ops[2].params.buffer_levels, 0xfu);
+        ck_assert_int_eq(ops[2].params.buffer_spatial, DETR_S);
+        ck_assert_str_eq(ops[3].name, "msda_convert_f16");
+    }
+}
+END_TEST
+
 /* bf16's half sums: grad_value zeroed; the workspace, the f32 buffer of `rows` rows then 16
  * bytes of bounds (the buffer at the start keeps its alignment), allocated and zeroed; the bounds; `kernel`, the levels outside the buffer
  * adding into grad_value; their rounding in place; then, where there is a buffer, its conversion. */
@@ -689,6 +714,7 @@ TCase *kt_tcase_launch(void) {
     tcase_add_test(tc, the_decoder_forward_splits_its_points_then_takes_one_wave);
     tcase_add_test(tc, the_unsplit_f32_points_forward_keeps_a_block_per_tile);
     tcase_add_test(tc, the_16bit_backward_buffers_what_the_plan_says);
+    tcase_add_test(tc, the_f32_buffer_strategy_buffers_every_level);
     tcase_add_test(tc, the_bf16_backward_adds_its_native_levels_as_scaled_halves);
     tcase_add_test(tc, device_code_with_half_sums_but_no_mixed_bf16_strategy_is_refused);
     tcase_add_test(tc, the_16bit_backward_sums_its_coarse_levels_in_f16_replicas);
