@@ -159,17 +159,25 @@ static int open_descriptors(void)
     return n;
 }
 
-START_TEST(pip_index_url_closes_each_file_it_reads)
+/* pip's configuration as the tests below set it: HOME and XDG_CONFIG_HOME a new folder (DIR's
+ * template filled in), PIP_CONFIG_FILE its custom.conf (into PATH, not yet written), and neither
+ * PIP_INDEX_URL nor a virtual environment. */
+static void own_pip_config(char *dir, char *path, size_t size)
 {
-    char dir[] = "/tmp/msda-pip-XXXXXX", path[256], url[256], source[512];
     ck_assert_ptr_nonnull(mkdtemp(dir));
     unsetenv("PIP_INDEX_URL");
     unsetenv("VIRTUAL_ENV");
     setenv("HOME", dir, 1);
     setenv("XDG_CONFIG_HOME", dir, 1);
-    snprintf(path, sizeof path, "%s/custom.conf", dir);
-    write_file(path, "[global]\nindex-url = https://custom.example/simple\n");
+    snprintf(path, size, "%s/custom.conf", dir);
     setenv("PIP_CONFIG_FILE", path, 1);
+}
+
+START_TEST(pip_index_url_closes_each_file_it_reads)
+{
+    char dir[] = "/tmp/msda-pip-XXXXXX", path[256], url[256], source[512];
+    own_pip_config(dir, path, sizeof path);
+    write_file(path, "[global]\nindex-url = https://custom.example/simple\n");
     int before = open_descriptors();
     for (int i = 0; i < 4; i++) {
         ck_assert(md_pip_index_url(url, sizeof url, source, sizeof source));
@@ -190,13 +198,7 @@ END_TEST
 START_TEST(pip_index_url_is_never_cut)
 {
     char dir[] = "/tmp/msda-pip-XXXXXX", path[256], url[2048], source[512];
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    unsetenv("PIP_INDEX_URL");
-    unsetenv("VIRTUAL_ENV");
-    setenv("HOME", dir, 1);
-    setenv("XDG_CONFIG_HOME", dir, 1);
-    snprintf(path, sizeof path, "%s/custom.conf", dir);
-    setenv("PIP_CONFIG_FILE", path, 1);
+    own_pip_config(dir, path, sizeof path);
     static char long_url[1501], text[12000];
     memset(long_url, 'a', sizeof long_url - 1);
     memcpy(long_url, "https://", 8);
