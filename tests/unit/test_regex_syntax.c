@@ -20,6 +20,8 @@ START_TEST(brackets_and_groups_end_where_posix_says)
         { "[abc]x", "x" }, { "[]a]x", "x" }, { "[^]a]x", "x" }, { "[[:digit:]a]x", "x" },
         { "[[:digit:]]x", "x" }, { "[[=e=][.-.]]x", "x" }, { "[a(]x", "x" }, { "[abc", "" },
         { "[a[b]x", "x" },   /* a '[' not before ':', '=' or '.' is itself */
+        /* a class's name starts after its opening ':', which cannot close it; the empty one */
+        { "[[:]:]]x", "x" }, { "[[::]]x", "x" },
     };
     for (size_t i = 0; i < sizeof brackets / sizeof brackets[0]; i++)
         ck_assert_msg(strcmp(md_re_skip_bracket(brackets[i].re), brackets[i].rest) == 0, "%s -> '%s'",
