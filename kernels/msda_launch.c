@@ -279,9 +279,12 @@ static int backward_strategy(const msda_module *mod, msda_dtype dtype) {
  * ~0.6e-2 even if every level sat at the limit (README.md). */
 #define F16_MIXED_MAX_ADDS 256
 #define BF16_MIXED_MAX_ADDS 32
-static int32_t buffer_max_adds(msda_dtype dtype, int strategy, int half_sums) {
+/* Where the device code has bf16's half sums it has no mixed bf16 backward (msda_kernels.cu):
+ * past half sums' limit bf16 takes the f32-buffer strategy's rule, every level. */
+static int32_t buffer_max_adds(const msda_module *mod, msda_dtype dtype, int strategy, int half_sums) {
     if (strategy == MSDA_ATOMIC_F32_BUFFER) return 0; /* every level */
-    return dtype == MSDA_F16 || half_sums ? F16_MIXED_MAX_ADDS : BF16_MIXED_MAX_ADDS;
+    if (dtype == MSDA_F16 || half_sums) return F16_MIXED_MAX_ADDS;
+    return mod->config.bf16_half_sums ? 0 : BF16_MIXED_MAX_ADDS;
 }
 
 /* bf16's half sums (msda_device.cuh, MSDA_BF16_HALF_SUMS): where the device code has them, for
@@ -348,11 +351,6 @@ static buffer_plan plan_buffer(const msda_problem *pb, const msda_module *mod) {
     const int strategy = backward_strategy(mod, pb->dtype);
     if (strategy != MSDA_ATOMIC_F32_BUFFER && strategy != MSDA_ATOMIC_MIXED) return bp;
     const int half_sums = half_sums_apply(mod, pb, strategy);
-    const uint32_t all = msda_all_levels(pb->L);
-    /* Where the device code has half sums it has no mixed bf16 backward (msda_kernels.cu): past
-     * their limit of adds every level goes through the f32 buffer. */
-    if (pb->dtype == MSDA_BF16 && strategy == MSDA_ATOMIC_MIXED && mod->config.bf16_half_sums && !half_sums)
-        return (buffer_plan){.levels = all, .spatial = pb->S, .every_level = 1};
     bp.replica_adds = replica_adds(mod, pb, strategy, half_sums);
     if (bp.replica_adds > 0) {
         bp.half_sums = half_sums;
@@ -372,7 +370,8 @@ static buffer_plan plan_buffer(const msda_problem *pb, const msda_module *mod) {
         if (bp.spatial <= MSDA_MAX_ELEMS / (pb->N * pb->M * pb->D)) return bp;
         return (buffer_plan){.levels = msda_all_levels(pb->L), .spatial = pb->S, .every_level = 1};
     }
-    const int32_t max_adds = buffer_max_adds(pb->dtype, strategy, half_sums);
+    const int32_t max_adds = buffer_max_adds(mod, pb->dtype, strategy, half_sums);
+    const uint32_t all = msda_all_levels(pb->L);
     if (pb->table_on_device) { /* the kernels plan from the table: room for any table */
         if (max_adds == 0 || msda_every_level_buffered(pb->L, pb->S, pb->Lq, pb->P, max_adds)) {
             bp.levels = all, bp.spatial = pb->S, bp.every_level = 1;
