@@ -72,7 +72,6 @@ typedef struct msda_kparams {
     int32_t coord_f32;         /* a 16-bit value's locations, weights and their gradients are
                                   f32 rather than the value's type, for the kernels that take
                                   either (msda_kernels.cu, coords) */
-    int32_t reserved;          /* 0: the struct's size a multiple of 8 alike in C and C++ */
 } msda_kparams;
 
 /* What the loaded device code was built with; read by the host from the module's constant
