@@ -911,6 +911,9 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
 
 // The passes over grad_value and the buffer take p.chunks elements a thread (8, 4 or 1, as the
 // launcher found rows and pointers allow): fn(vec_width<VEC>()) with that VEC.
+// Their grid-stride loops, and those of the bounds and roundings below, are not unrolled
+// (#pragma unroll 1): each turn holds 64-bit divisions, and unrolled by 4 they were 29 % of these
+// kernels' code to compile for no measured time (kernels/PERF.md, "Fewer kernels to compile").
 template <int V> struct vec_width {
     static constexpr int value = V;
 };
@@ -937,6 +940,7 @@ __device__ __forceinline__ void convert_vec(const msda_kparams &p, const level_t
     const int64_t row = (int64_t)p.heads * p.channels;
     const int64_t per_n = p.buffer_spatial * row;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x * VEC;
+    #pragma unroll 1
     for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC; i < p.threads; i += stride) {
         const int64_t n = i / per_n, rest = i - n * per_n;
         int64_t to = n * p.spatial * row + rest;
@@ -985,8 +989,10 @@ __device__ __forceinline__ void zero_halves(unsigned short *x, int64_t n, int64_
     if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
         uint4 *x16 = reinterpret_cast<uint4 *>(x);
         head = n / 8 * 8;
+        #pragma unroll 1
         for (int64_t i = tid; i < n / 8; i += stride) x16[i] = make_uint4(0, 0, 0, 0);
     }
+    #pragma unroll 1
     for (int64_t i = head + tid; i < n; i += stride) x[i] = 0;
 }
 
@@ -1010,6 +1016,7 @@ __device__ __forceinline__ void zero_backward(const msda_kparams &p) {
         if ((lv.buffered >> l) & 1u) rows += lv.replicas[l] * lv.hw[l];
     const int64_t row = (int64_t)p.heads * p.channels, per_n = rows * row / p.chunks;
     const int64_t total = batch_of(p) * per_n;
+    #pragma unroll 1
     for (int64_t i = tid; i < total; i += stride) {
         const int64_t n = i / per_n;
         const int64_t at = n * p.buffer_spatial * row + (i - n * per_n) * p.chunks;
@@ -1063,6 +1070,7 @@ __device__ __forceinline__ void gather_replicas_vec(const msda_kparams &p, const
     const unsigned short *src = reinterpret_cast<const unsigned short *>(p.buffer);
     typename Tr::S *dst = reinterpret_cast<typename Tr::S *>(p.output);
     const int64_t stride = (int64_t)gridDim.x * blockDim.x * VEC;
+    #pragma unroll 1
     for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC; i < total; i += stride) {
         const int64_t n = i / per_n, rest = i - n * per_n;
         int64_t pos = rest / row;
@@ -1110,11 +1118,13 @@ __device__ __forceinline__ float max_abs_of(const T *x, int64_t n, int64_t tid, 
     if (reinterpret_cast<uintptr_t>(x) % 16 == 0) {
         const uint4 *x16 = reinterpret_cast<const uint4 *>(x);
         head = n / per * per;
+        #pragma unroll 1
         for (int64_t i = tid; i < n / per; i += stride) {
             const uint4 v = x16[i];
             m = max_abs_word(max_abs_word(max_abs_word(max_abs_word(m, v.x, T()), v.y, T()), v.z, T()), v.w, T());
         }
     }
+    #pragma unroll 1
     for (int64_t i = head + tid; i < n; i += stride) m = max_abs(m, x[i]);
     return m;
 }
@@ -1150,6 +1160,7 @@ __device__ __forceinline__ void unscale_halves(unsigned short *v, int64_t n, flo
     if (reinterpret_cast<uintptr_t>(v) % 16 == 0) {
         uint4 *v8 = reinterpret_cast<uint4 *>(v);
         head = n / 8 * 8;
+        #pragma unroll 1
         for (int64_t i = tid; i < n / 8; i += stride) {
             uint4 x = v8[i];
             unsigned *w = &x.x;
@@ -1162,6 +1173,7 @@ __device__ __forceinline__ void unscale_halves(unsigned short *v, int64_t n, flo
             v8[i] = x;
         }
     }
+    #pragma unroll 1
     for (int64_t i = head + tid; i < n; i += stride) v[i] = bf16_to_bits(bits_to_f16(v[i]) * inv);
 }
 
@@ -1171,6 +1183,7 @@ template <int VEC> __device__ __forceinline__ void finish_replicated(const msda_
     for (int64_t n = blockIdx.y; n < batch; n += gridDim.y) {
         unsigned short *out = reinterpret_cast<unsigned short *>(p.output) + n * per_n;
         const unsigned short *reps = reinterpret_cast<const unsigned short *>(p.buffer) + n * p.buffer_spatial * row;
+        #pragma unroll 1
         for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) * VEC; i < per_n; i += stride) {
             int l = 0;
             for (; l < p.levels; l++) {
@@ -1224,6 +1237,7 @@ template <class Tr, class Cr> __device__ __forceinline__ void exact_bounds_of(co
     const typename Cr::S *wgt = reinterpret_cast<const typename Cr::S *>(p.weights);
     double mg = 0.0, mw = 0.0;
     unsigned bad = 0;
+    #pragma unroll 1
     for (int64_t i = tid; i < p.groups * p.channels; i += stride) {
         const double x = (double)to_acc<Tr>(gout[i]);
         if (isfinite(x))
@@ -1231,6 +1245,7 @@ template <class Tr, class Cr> __device__ __forceinline__ void exact_bounds_of(co
         else
             bad = 1;
     }
+    #pragma unroll 1
     for (int64_t i = tid; i < p.groups * p.levels * p.points; i += stride) {
         const double x = (double)to_acc<Cr>(wgt[i]);
         if (isfinite(x))
@@ -1268,6 +1283,7 @@ template <class Tr> __device__ __forceinline__ void exact_finish(const msda_kpar
     typename Tr::S *out = reinterpret_cast<typename Tr::S *>(p.output);
     const int D = p.channels, chunks = p.chunks, vec = D / chunks;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    #pragma unroll 1
     for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < p.threads; j += stride) {
         const int64_t r = j / D;
         const int k = (int)(j - r * D), e_in = k / chunks;
@@ -1321,16 +1337,17 @@ template <class Tr> __device__ __forceinline__ void exact_finish(const msda_kpar
         backward<TR, CR, VEC, false, true>(p);                                                                       \
     }
 #define MSDA_KERNEL_PAIR(NAME, TR, CR, VEC) MSDA_FORWARD_PAIR(NAME, TR, CR, VEC) MSDA_BACKWARD_PAIR(NAME, TR, CR, VEC)
-// A 16-bit value's kernels with 16- and 8-byte vectors, those its usual problems run, keep one
+// A 16-bit value's kernels with 16-byte vectors, those its usual problems run, keep one
 // instantiation per coordinate type (NAME: the value's own, NAMEc32: f32), whose code the
 // coordinates' run-time type (coord16) made slower by 1 to 3 % on the H200 (kernels/PERF.md,
-// "Fewer kernels to compile"); those of one element a lane take either.
+// "Fewer kernels to compile"); those of one element a lane take either. 8-byte vectors, which
+// only rows of 4 but not 8 elements (or no lane pairing in the backward) take, are built for the
+// value's own coordinates only: f32 ones there take one element a lane (PERF.md).
 // PAIR (MSDA_FORWARD_PAIR, MSDA_BACKWARD_PAIR, MSDA_HALF_SUMS_PAIR) for each of them.
 #define MSDA_16BIT_SET(PAIR, NAME, TR)                                                                               \
     PAIR(NAME, TR, TR, 8)                                                                                            \
     PAIR(NAME##c32, TR, f32_t, 8)                                                                                    \
     PAIR(NAME, TR, TR, 4)                                                                                            \
-    PAIR(NAME##c32, TR, f32_t, 4)                                                                                    \
     PAIR(NAME, TR, coord16<TR>, 1)
 #define MSDA_BUFFER_SET(NAME, TR, CR)                                                                                \
     MSDA_BUFFER_KERNEL msda_backward_##NAME##_buffer_v4(const msda_kparams p) { backward<TR, CR, 4, true>(p); }    \

@@ -15,27 +15,24 @@ typedef struct {
 
 /* [weights are logits (fused softmax)][dtype][coordinates in f32 beside a 16-bit value]; a
  * 16-bit value's kernels of one element a lane take either coordinate type
- * (msda_kparams.coord_f32). */
+ * (msda_kparams.coord_f32), and those of 4 are built for its own type only (msda_kernels.cu,
+ * MSDA_16BIT_SET): f32 coordinates whose row is not whole 16-byte vectors take one a lane. */
 static const vec_kernels dtype_kernels[2][4][2][3] = {
     {
     [MSDA_F32] = {{{4, K_FWD_F32_V4, K_BWD_F32_V4}, {1, K_FWD_F32_V1, K_BWD_F32_V1}}},
     [MSDA_F64] = {{{2, K_FWD_F64_V2, K_BWD_F64_V2}, {1, K_FWD_F64_V1, K_BWD_F64_V1}}},
     [MSDA_F16] = {{{8, K_FWD_F16_V8, K_BWD_F16_V8}, {4, K_FWD_F16_V4, K_BWD_F16_V4}, {1, K_FWD_F16_V1, K_BWD_F16_V1}},
-                  {{8, K_FWD_F16C32_V8, K_BWD_F16C32_V8}, {4, K_FWD_F16C32_V4, K_BWD_F16C32_V4},
-                   {1, K_FWD_F16_V1, K_BWD_F16_V1}}},
+                  {{8, K_FWD_F16C32_V8, K_BWD_F16C32_V8}, {1, K_FWD_F16_V1, K_BWD_F16_V1}}},
     [MSDA_BF16] = {{{8, K_FWD_BF16_V8, K_BWD_BF16_V8}, {4, K_FWD_BF16_V4, K_BWD_BF16_V4}, {1, K_FWD_BF16_V1, K_BWD_BF16_V1}},
-                   {{8, K_FWD_BF16C32_V8, K_BWD_BF16C32_V8}, {4, K_FWD_BF16C32_V4, K_BWD_BF16C32_V4},
-                    {1, K_FWD_BF16_V1, K_BWD_BF16_V1}}},
+                   {{8, K_FWD_BF16C32_V8, K_BWD_BF16C32_V8}, {1, K_FWD_BF16_V1, K_BWD_BF16_V1}}},
     },
     {
     [MSDA_F32] = {{{4, K_SFWD_F32_V4, K_SBWD_F32_V4}, {1, K_SFWD_F32_V1, K_SBWD_F32_V1}}},
     [MSDA_F64] = {{{2, K_SFWD_F64_V2, K_SBWD_F64_V2}, {1, K_SFWD_F64_V1, K_SBWD_F64_V1}}},
     [MSDA_F16] = {{{8, K_SFWD_F16_V8, K_SBWD_F16_V8}, {4, K_SFWD_F16_V4, K_SBWD_F16_V4}, {1, K_SFWD_F16_V1, K_SBWD_F16_V1}},
-                  {{8, K_SFWD_F16C32_V8, K_SBWD_F16C32_V8}, {4, K_SFWD_F16C32_V4, K_SBWD_F16C32_V4},
-                   {1, K_SFWD_F16_V1, K_SBWD_F16_V1}}},
+                  {{8, K_SFWD_F16C32_V8, K_SBWD_F16C32_V8}, {1, K_SFWD_F16_V1, K_SBWD_F16_V1}}},
     [MSDA_BF16] = {{{8, K_SFWD_BF16_V8, K_SBWD_BF16_V8}, {4, K_SFWD_BF16_V4, K_SBWD_BF16_V4}, {1, K_SFWD_BF16_V1, K_SBWD_BF16_V1}},
-                   {{8, K_SFWD_BF16C32_V8, K_SBWD_BF16C32_V8}, {4, K_SFWD_BF16C32_V4, K_SBWD_BF16C32_V4},
-                    {1, K_SFWD_BF16_V1, K_SBWD_BF16_V1}}},
+                   {{8, K_SFWD_BF16C32_V8, K_SBWD_BF16C32_V8}, {1, K_SFWD_BF16_V1, K_SBWD_BF16_V1}}},
     },
 };
 
@@ -45,12 +42,11 @@ static const msda_kernel_id all_buffer_kernels[2][2][2] = {
     {{K_SBWDBUF_F16_V4, K_SBWDBUF_F16_V1}, {K_SBWDBUF_BF16_V4, K_SBWDBUF_BF16_V1}},
 };
 
-/* bf16's half sums (msda_device.cuh, MSDA_BF16_HALF_SUMS): [logits][coordinates f32][vec 8, 4, 1]. */
+/* bf16's half sums (msda_device.cuh, MSDA_BF16_HALF_SUMS): [logits][coordinates f32][the
+ * width's place in dtype_kernels' row: 8, 4, 1 for bf16's own coordinates, 8, 1 for f32]. */
 static const msda_kernel_id half_sum_kernels[2][2][3] = {
-    {{K_BWDHALF_BF16_V8, K_BWDHALF_BF16_V4, K_BWDHALF_BF16_V1},
-     {K_BWDHALF_BF16C32_V8, K_BWDHALF_BF16C32_V4, K_BWDHALF_BF16_V1}},
-    {{K_SBWDHALF_BF16_V8, K_SBWDHALF_BF16_V4, K_SBWDHALF_BF16_V1},
-     {K_SBWDHALF_BF16C32_V8, K_SBWDHALF_BF16C32_V4, K_SBWDHALF_BF16_V1}},
+    {{K_BWDHALF_BF16_V8, K_BWDHALF_BF16_V4, K_BWDHALF_BF16_V1}, {K_BWDHALF_BF16C32_V8, K_BWDHALF_BF16_V1}},
+    {{K_SBWDHALF_BF16_V8, K_SBWDHALF_BF16_V4, K_SBWDHALF_BF16_V1}, {K_SBWDHALF_BF16C32_V8, K_SBWDHALF_BF16_V1}},
 };
 
 /* The deterministic backward (exact sums): [logits][dtype][vec: the widest it takes, 1]. Each
@@ -72,10 +68,12 @@ static const msda_kernel_id exact_finish_kernels[4] = {
 
 static int aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
 
-/* The widest vector, at most max_vec elements, that divides D and to which every pointer is
- * aligned: vectors never straddle a head's row and every access is one aligned load. */
-static const vec_kernels *pick_vec(const msda_problem *pb, int max_vec, const void *const *ptrs, int n) {
-    const vec_kernels *v = dtype_kernels[pb->logits][pb->dtype][pb->coord_f32];
+/* The widest vector of the row of kernels for coordinates in f32 or not (coord_f32), at most
+ * max_vec elements, that divides D and to which every pointer is aligned: vectors never
+ * straddle a head's row and every access is one aligned load. */
+static const vec_kernels *pick_vec(const msda_problem *pb, int coord_f32, int max_vec, const void *const *ptrs,
+                                   int n) {
+    const vec_kernels *v = dtype_kernels[pb->logits][pb->dtype][coord_f32];
     for (;; v++) {
         const size_t bytes = (size_t)v->vec * msda_dtype_size(pb->dtype);
         int ok = v->vec <= max_vec && pb->D % v->vec == 0;
@@ -191,7 +189,7 @@ msda_status msda_forward_cuda(const msda_forward_args *a, void *stream, msda_err
     if (st != MSDA_OK) return st;
 
     const void *const ptrs[] = {a->value, a->output};
-    const vec_kernels *v = pick_vec(&pb, 8, ptrs, 2);
+    const vec_kernels *v = pick_vec(&pb, pb.coord_f32, 8, ptrs, 2);
     msda_kparams kp;
     fill_params(&pb, v->vec, a->spatial_shapes, a->level_start, a->device_status, &kp);
     const int points = use_points_kernel(&pb, a, &kp);
@@ -459,7 +457,7 @@ static void set_backward_pointers(const msda_backward_args *a, msda_kparams *kp)
 static msda_status backward_exact(const msda_backward_args *a, const msda_problem *pb, const msda_driver *drv,
                                   const msda_module *mod, CUstream stream, msda_error *err) {
     const void *const ptrs[] = {a->value, a->grad_output};
-    const vec_kernels *v = pick_vec(pb, EXACT_MAX_VEC, ptrs, 2);
+    const vec_kernels *v = pick_vec(pb, 0, EXACT_MAX_VEC, ptrs, 2); /* either coordinate type */
     const msda_kernel *k = &mod->kernels[exact_kernels[pb->logits][pb->dtype][v->vec == 1]];
     const msda_kernel *bounds = &mod->kernels[exact_bounds_kernels[pb->dtype][pb->coord_f32]];
     const msda_kernel *finish = &mod->kernels[exact_finish_kernels[pb->dtype]];
@@ -513,18 +511,20 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
      * `red`s of the buffered levels fill whole sectors, which needs one chunk per lane. With
      * every level buffered, or no pairing, 4 elements: one f32 `red` beside its neighbours'. */
     const void *const ptrs[] = {a->value, a->grad_output, a->grad_value};
-    const vec_kernels *v = pick_vec(&pb, bp.every_level ? 4 : 8, ptrs, 3);
+    /* The all-buffer kernels take either coordinate type: their width from the value's own row. */
+    const int coord_row = bp.every_level ? 0 : pb.coord_f32;
+    const vec_kernels *v = pick_vec(&pb, coord_row, bp.every_level ? 4 : 8, ptrs, 3);
     int pairing = 0;
     if (bp.spatial && v->vec == 8 && !bp.replica_adds) {
         const int64_t chunks = pb.D / 8;
         pairing = chunks >= 2 && chunks <= 32 && (chunks & (chunks - 1)) == 0;
-        if (!pairing) v = pick_vec(&pb, 4, ptrs, 3);
+        if (!pairing) v = pick_vec(&pb, coord_row, 4, ptrs, 3);
     }
     msda_kernel_id kid = v->bwd;
     if (bp.every_level) /* the kernel without the native path (fewer registers) */
         kid = all_buffer_kernels[pb.logits][pb.dtype == MSDA_BF16][v->vec != 4];
     else if (bp.half_sums)
-        kid = half_sum_kernels[pb.logits][pb.coord_f32][v->vec == 8 ? 0 : v->vec == 4 ? 1 : 2];
+        kid = half_sum_kernels[pb.logits][pb.coord_f32][v - dtype_kernels[pb.logits][pb.dtype][pb.coord_f32]];
     const msda_kernel *k = &mod->kernels[kid];
     if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
     msda_kparams kp;

@@ -24,10 +24,10 @@ static const char *const kernel_names[K_COUNT] = {
     [K_CONVERT_F16] = "msda_convert_f16",     [K_CONVERT_BF16] = "msda_convert_bf16",
     [K_BWDBUF_F16_V4] = "msda_backward_f16_buffer_v4", [K_BWDBUF_F16_V1] = "msda_backward_f16_buffer_v1",
     [K_BWDBUF_BF16_V4] = "msda_backward_bf16_buffer_v4", [K_BWDBUF_BF16_V1] = "msda_backward_bf16_buffer_v1",
-    [K_FWD_F16C32_V8] = "msda_forward_f16c32_v8",   [K_FWD_F16C32_V4] = "msda_forward_f16c32_v4",
-    [K_BWD_F16C32_V8] = "msda_backward_f16c32_v8",  [K_BWD_F16C32_V4] = "msda_backward_f16c32_v4",
-    [K_FWD_BF16C32_V8] = "msda_forward_bf16c32_v8", [K_FWD_BF16C32_V4] = "msda_forward_bf16c32_v4",
-    [K_BWD_BF16C32_V8] = "msda_backward_bf16c32_v8", [K_BWD_BF16C32_V4] = "msda_backward_bf16c32_v4",
+    [K_FWD_F16C32_V8] = "msda_forward_f16c32_v8",
+    [K_BWD_F16C32_V8] = "msda_backward_f16c32_v8",
+    [K_FWD_BF16C32_V8] = "msda_forward_bf16c32_v8",
+    [K_BWD_BF16C32_V8] = "msda_backward_bf16c32_v8",
     [K_SFWD_F32_V4] = "msda_forward_softmax_f32_v4",
     [K_SFWD_F32_V1] = "msda_forward_softmax_f32_v1",
     [K_SBWD_F32_V4] = "msda_backward_softmax_f32_v4",
@@ -53,23 +53,17 @@ static const char *const kernel_names[K_COUNT] = {
     [K_SBWDBUF_BF16_V4] = "msda_backward_softmax_bf16_buffer_v4",
     [K_SBWDBUF_BF16_V1] = "msda_backward_softmax_bf16_buffer_v1",
     [K_SFWD_F16C32_V8] = "msda_forward_softmax_f16c32_v8",
-    [K_SFWD_F16C32_V4] = "msda_forward_softmax_f16c32_v4",
     [K_SBWD_F16C32_V8] = "msda_backward_softmax_f16c32_v8",
-    [K_SBWD_F16C32_V4] = "msda_backward_softmax_f16c32_v4",
     [K_SFWD_BF16C32_V8] = "msda_forward_softmax_bf16c32_v8",
-    [K_SFWD_BF16C32_V4] = "msda_forward_softmax_bf16c32_v4",
     [K_SBWD_BF16C32_V8] = "msda_backward_softmax_bf16c32_v8",
-    [K_SBWD_BF16C32_V4] = "msda_backward_softmax_bf16c32_v4",
     [K_BWDHALF_BF16_V8] = "msda_backward_bf16_half_v8",
     [K_BWDHALF_BF16_V4] = "msda_backward_bf16_half_v4",
     [K_BWDHALF_BF16_V1] = "msda_backward_bf16_half_v1",
     [K_BWDHALF_BF16C32_V8] = "msda_backward_bf16c32_half_v8",
-    [K_BWDHALF_BF16C32_V4] = "msda_backward_bf16c32_half_v4",
     [K_SBWDHALF_BF16_V8] = "msda_backward_softmax_bf16_half_v8",
     [K_SBWDHALF_BF16_V4] = "msda_backward_softmax_bf16_half_v4",
     [K_SBWDHALF_BF16_V1] = "msda_backward_softmax_bf16_half_v1",
     [K_SBWDHALF_BF16C32_V8] = "msda_backward_softmax_bf16c32_half_v8",
-    [K_SBWDHALF_BF16C32_V4] = "msda_backward_softmax_bf16c32_half_v4",
     [K_HALF_BOUNDS_BF16] = "msda_half_bounds_bf16",
     [K_HALF_BOUNDS_BF16C32] = "msda_half_bounds_bf16c32",
     [K_FINISH_HALF_BF16] = "msda_finish_half_bf16",
@@ -129,16 +123,16 @@ static int kernel_built(const msda_device_config *cfg, msda_kernel_id k) {
     case K_BWD_F16_V8: case K_BWD_F16_V4: case K_BWD_F16_V1: case K_CONVERT_F16:
     case K_SFWD_F16_V8: case K_SFWD_F16_V4: case K_SFWD_F16_V1:
     case K_SBWD_F16_V8: case K_SBWD_F16_V4: case K_SBWD_F16_V1:
-    case K_FWD_F16C32_V8: case K_FWD_F16C32_V4: case K_BWD_F16C32_V8: case K_BWD_F16C32_V4:
-    case K_SFWD_F16C32_V8: case K_SFWD_F16C32_V4: case K_SBWD_F16C32_V8: case K_SBWD_F16C32_V4:
+    case K_FWD_F16C32_V8: case K_BWD_F16C32_V8:
+    case K_SFWD_F16C32_V8: case K_SBWD_F16C32_V8:
         return cfg->f16_enabled;
     case K_FWD_BF16_V8: case K_FWD_BF16_V4: case K_FWD_BF16_V1: case K_CONVERT_BF16:
     case K_SFWD_BF16_V8: case K_SFWD_BF16_V4: case K_SFWD_BF16_V1:
-    case K_FWD_BF16C32_V8: case K_FWD_BF16C32_V4: case K_SFWD_BF16C32_V8: case K_SFWD_BF16C32_V4:
+    case K_FWD_BF16C32_V8: case K_SFWD_BF16C32_V8:
         return cfg->bf16_enabled;
     case K_BWD_BF16_V8: case K_BWD_BF16_V4: case K_BWD_BF16_V1:
     case K_SBWD_BF16_V8: case K_SBWD_BF16_V4: case K_SBWD_BF16_V1:
-    case K_BWD_BF16C32_V8: case K_BWD_BF16C32_V4: case K_SBWD_BF16C32_V8: case K_SBWD_BF16C32_V4:
+    case K_BWD_BF16C32_V8: case K_SBWD_BF16C32_V8:
         return cfg->bf16_enabled && !cfg->bf16_half_sums; /* half sums or the all-buffer kernel */
     case K_BWDBUF_F16_V4: case K_BWDBUF_F16_V1: case K_SBWDBUF_F16_V4: case K_SBWDBUF_F16_V1:
         return cfg->f16_enabled && buffered(cfg->f16_atomic);
@@ -146,7 +140,7 @@ static int kernel_built(const msda_device_config *cfg, msda_kernel_id k) {
         return cfg->bf16_enabled && buffered(cfg->bf16_atomic);
     case K_BWDHALF_BF16_V8: case K_BWDHALF_BF16_V4: case K_BWDHALF_BF16_V1:
     case K_SBWDHALF_BF16_V8: case K_SBWDHALF_BF16_V4: case K_SBWDHALF_BF16_V1:
-    case K_BWDHALF_BF16C32_V8: case K_BWDHALF_BF16C32_V4: case K_SBWDHALF_BF16C32_V8: case K_SBWDHALF_BF16C32_V4:
+    case K_BWDHALF_BF16C32_V8: case K_SBWDHALF_BF16C32_V8:
     case K_HALF_BOUNDS_BF16: case K_HALF_BOUNDS_BF16C32: case K_FINISH_HALF_BF16:
         return cfg->bf16_enabled && cfg->bf16_half_sums;
     case K_BWDX_F16_V4: case K_BWDX_F16_V1: case K_SBWDX_F16_V4: case K_SBWDX_F16_V1:

@@ -11,6 +11,7 @@
 #   PEERS_DEST: a folder holding src/deformable-detr (tests/bench/peers/build-peers.sh extract)
 #   NAME: what the table calls that msda-doctor (before, after); by default its number
 #   CORES (default 2): the cores every build is confined to.
+#   WHEELS_TO: a folder to keep each doctor's wheel in, as NAME.whl (for a bench of the same code).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ $# -ge 2 ] || { echo "usage: $0 PEERS_DEST [NAME=]MSDA_DOCTOR [[NAME=]MSDA_DOCTOR...]" >&2; exit 2; }
@@ -48,6 +49,11 @@ for n in "${!doctors[@]}"; do
     timed "doctor$n" "${doctors[$n]}" build --arch native --platform "$(uname -m)" --cache "$work/cache$n" \
         --out "$work/out$n"
 done
+
+if [ -n "${WHEELS_TO:-}" ]; then
+    mkdir -p "$WHEELS_TO"
+    for n in "${!doctors[@]}"; do cp "$work/out$n"/*.whl "$WHEELS_TO/${names[$n]}.whl"; done
+fi
 
 read -r o_wall o_user o_sys < "$work/original.time"
 o_cpu=$(awk -v u="$o_user" -v s="$o_sys" 'BEGIN { print u + s }')

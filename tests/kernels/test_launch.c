@@ -157,6 +157,36 @@ START_TEST(the_unsplit_f32_points_forward_keeps_a_block_per_tile) {
 }
 END_TEST
 
+/* The forward of `dtype` with coordinates of `coords`, its value `offset` bytes off NOWHERE(1). */
+static const fake_launch_op *forward_at(msda_dtype dtype, msda_coord_type coords, size_t offset) {
+    const msda_forward_args a = {.dtype = dtype, .coord_type = coords, .sizes = detr_sizes(2, 900),
+                                 .spatial_shapes = detr_shapes, .level_start = detr_starts,
+                                 .value = (const char *)NOWHERE(1) + offset, .sampling_locations = NOWHERE(2),
+                                 .attention_weights = NOWHERE(3), .output = NOWHERE(4), .level_table = MSDA_HOST};
+    msda_error err;
+    ck_assert_msg(msda_forward_cuda(&a, NULL, &err) == MSDA_OK, "forward: %s", err.message);
+    const fake_launch_op *ops;
+    ck_assert_int_eq(recorded(&ops), 1);
+    return &ops[0];
+}
+
+/* 8-byte vectors of a 16-bit value are built for its own coordinates only (msda_kernels.cu,
+ * MSDA_16BIT_SET): f32 coordinates beside a value whose rows
+ * allow 8-byte vectors but not 16-byte ones take the kernel of one element a lane, told the type. */
+START_TEST(each_coordinate_type_takes_the_widths_built_for_it) {
+    load_fake_driver();
+    const fake_launch_op *op = forward_at(MSDA_F16, MSDA_COORD_SAME, 8);
+    ck_assert_str_eq(op->name, "msda_forward_points_f16_v4");
+    ck_assert_int_eq(op->params.chunks, 8);
+    op = forward_at(MSDA_F16, MSDA_COORD_F32, 8);
+    ck_assert_str_eq(op->name, "msda_forward_points_f16_v1");
+    ck_assert_int_eq(op->params.chunks, 32);
+    ck_assert_int_eq(op->params.coord_f32, 1);
+    op = forward_at(MSDA_BF16, MSDA_COORD_F32, 0);
+    ck_assert_str_eq(op->name, "msda_forward_points_bf16c32_v8");
+}
+END_TEST
+
 static msda_backward_args backward_args(msda_dtype dtype, int64_t N, int64_t Lq, msda_memory table) {
     return (msda_backward_args){
         .dtype = dtype, .sizes = detr_sizes(N, Lq), .spatial_shapes = detr_shapes, .level_start = detr_starts,
@@ -266,6 +296,12 @@ START_TEST(the_f32_buffer_strategy_buffers_every_level) {
         ck_assert_int_eq(ops[2].params.buffer_spatial, DETR_S);
         ck_assert_str_eq(ops[3].name, "msda_convert_f16");
     }
+    /* Its kernels take either coordinate type: f32 ones keep 4 elements a lane. */
+    msda_backward_args a = backward_args(MSDA_F16, 2, 900, MSDA_HOST);
+    a.coord_type = MSDA_COORD_F32;
+    ck_assert_int_eq(backward_of(&a, &ops), 4);
+    ck_assert_str_eq(ops[2].name, "msda_backward_f16_buffer_v4");
+    ck_assert_int_eq(ops[2].params.coord_f32, 1);
 }
 END_TEST
 
@@ -343,6 +379,16 @@ START_TEST(the_bf16_backward_adds_its_native_levels_as_scaled_halves) {
     n = backward_of(&a, &ops);
     ck_assert_str_eq(ops[3].name, "msda_half_bounds_bf16c32");
     ck_assert_str_eq(ops[4].name, "msda_backward_bf16c32_half_v8");
+    /* 8-byte vectors: bf16's own coordinates have a kernel of 4 elements a lane, f32 ones take
+     * the kernel of one, told the type. */
+    a.value = (const char *)NOWHERE(1) + 8;
+    n = backward_of(&a, &ops);
+    ck_assert_str_eq(ops[4].name, "msda_backward_bf16_half_v1");
+    ck_assert_int_eq(ops[4].params.coord_f32, 1);
+    a.coord_type = MSDA_COORD_SAME;
+    n = backward_of(&a, &ops);
+    ck_assert_str_eq(ops[4].name, "msda_backward_bf16_half_v4");
+    a.coord_type = MSDA_COORD_F32;
     /* One element a lane: the kernel that takes either coordinate type, told which. */
     a.value = (const char *)NOWHERE(1) + 2;
     n = backward_of(&a, &ops);
@@ -673,6 +719,9 @@ START_TEST(the_deterministic_backward_sums_grad_value_exactly_then_rounds_it) {
     assert_exact(ops, n, "msda_exact_bounds_f16c32", "msda_backward_softmax_f16_exact_v4", "msda_exact_finish_f16",
                  2, 900, 1);
     ck_assert_int_eq(ops[3].params.coord_f32, 1);
+    a.value = (const char *)NOWHERE(1) + 8; /* either coordinate type: 4 elements a lane */
+    n = backward_of(&a, &ops);
+    ck_assert_str_eq(ops[3].name, "msda_backward_softmax_f16_exact_v4");
     a = exact_args(MSDA_F64, 1, 900, MSDA_HOST);
     n = backward_of(&a, &ops);
     assert_exact(ops, n, "msda_exact_bounds_f64", "msda_backward_f64_exact_v2", "msda_exact_finish_f64", 1, 900, 0);
@@ -715,6 +764,7 @@ TCase *kt_tcase_launch(void) {
     tcase_add_test(tc, the_unsplit_f32_points_forward_keeps_a_block_per_tile);
     tcase_add_test(tc, the_16bit_backward_buffers_what_the_plan_says);
     tcase_add_test(tc, the_f32_buffer_strategy_buffers_every_level);
+    tcase_add_test(tc, each_coordinate_type_takes_the_widths_built_for_it);
     tcase_add_test(tc, the_bf16_backward_adds_its_native_levels_as_scaled_halves);
     tcase_add_test(tc, device_code_with_half_sums_but_no_mixed_bf16_strategy_is_refused);
     tcase_add_test(tc, the_16bit_backward_sums_its_coarse_levels_in_f16_replicas);
