@@ -10,9 +10,11 @@ $(BUILD)/san/tests/unit/%.o: tests/unit/%.c | deps $(GEN_SRCS)
 	@mkdir -p $(@D)
 	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) $(INCS) $(DEFS) $(PKG_CFLAGS) $(CHECK_CFLAGS) -MMD -MP -c -o $@ $<
 
+# The library's own malloc, calloc and realloc go through tests/unit/test_alloc_failures.c's
+# wrappers, which pass them on until a test asks for one to fail.
 $(UNIT_BIN): $(patsubst %.c,$(BUILD)/san/%.o,$(UNIT_SRCS)) $(SAN_LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(SAN) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -ldl -lm
+	$(CC) $(SAN) -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -ldl -lm
 
 # Fixtures are compiled at test time with the local nvcc (tests/fixtures/make-fixtures).
 $(FIXTURES)/.stamp: tests/fixtures/make-fixtures $(wildcard tests/fixtures/src/*.cu)
