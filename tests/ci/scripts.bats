@@ -55,12 +55,16 @@ install_deps() {  # install_deps [ARGS...]: with deps_env's PATH
 @test "install-deps: everything installed: says nothing, exits 0, calls no apt" {
   deps_env
   INSTALLED=all install_deps
-  [ "$status" -eq 0 ] && [ -z "$output$stderr" ] && [ ! -s "$LOG" ]
+  [ "$status" -eq 0 ]
+  [ -z "$output$stderr" ]
+  [ ! -s "$LOG" ]
   # --test too, the cross compiler there
   fake aarch64-linux-gnu-gcc 'exit 0'
   fake x86_64-linux-gnu-gcc 'exit 0'
   INSTALLED=all install_deps --test
-  [ "$status" -eq 0 ] && [ -z "$output$stderr" ] && [ ! -s "$LOG" ]
+  [ "$status" -eq 0 ]
+  [ -z "$output$stderr" ]
+  [ ! -s "$LOG" ]
 }
 
 @test "install-deps: the missing build packages installed through sudo, after apt-get update" {
@@ -80,7 +84,7 @@ install-deps: done" ]
   deps_env
   FAKE_UID=0 INSTALLED="make" install_deps
   [ "$status" -eq 0 ]
-  ! grep -q sudo "$LOG"
+  if grep -q sudo "$LOG"; then return 1; fi
   [ "$(grep -c '^apt-get .* install ' "$LOG")" -eq 1 ]
   : > "$LOG"
   FAKE_UID=0 INSTALLED="make" APT_FAILS="-oDPkg::Lock::Timeout=600install-y" install_deps
@@ -120,7 +124,7 @@ install-deps: done" ]
   if grep -qx 'ID=debian' /etc/os-release 2>/dev/null; then
     grep -qx 'tee /etc/apt/sources.list.d/msda-doctor-nonfree.sources' "$LOG"
   fi
-  ! grep -q ' install ' "$LOG"
+  if grep -q ' install ' "$LOG"; then return 1; fi
   # offered: installed with the rest
   : > "$LOG"
   INSTALLED="make gcc g++ pkg-config libcurl4-openssl-dev libjansson-dev libelf-dev libarchive-dev libssl-dev libzstd-dev liblz4-dev ca-certificates" \
@@ -178,7 +182,8 @@ fatbinary --create=$out -64 --image3=kind=ptx,sm=62,file=$out.lowered.ptx" ]
   [ "$(sed -n 3p "$BATS_TEST_TMPDIR/seen.ptx")" = ".version 6.5" ]
   [ "$(grep -c '^\.version' "$BATS_TEST_TMPDIR/seen.ptx")" -eq 1 ]
   [ "$(cat "$out")" = fatbin ]
-  [ ! -e "$out.lowered.ptx" ] && [ ! -e "$out.check.cubin" ]
+  [ ! -e "$out.lowered.ptx" ]
+  [ ! -e "$out.check.cubin" ]
 }
 
 @test "ptx-for-old-drivers.sh: PTX that needs a newer ISA fails, exit 1, no fatbin" {
@@ -186,7 +191,8 @@ fatbinary --create=$out -64 --image3=kind=ptx,sm=62,file=$out.lowered.ptx" ]
   PTXAS_FAILS=1 lower 6.5 62 -o "$BATS_TEST_TMPDIR/out.fatbin" "$BATS_TEST_TMPDIR/in.ptx"
   [ "$status" -eq 1 ]
   [ "$stderr" = "ptx-for-old-drivers.sh: the compute_62 PTX needs a newer ISA than 6.5 (see ptxas above)" ]
-  [ ! -e "$BATS_TEST_TMPDIR/out.fatbin" ] && ! grep -q fatbinary "$LOG"
+  [ ! -e "$BATS_TEST_TMPDIR/out.fatbin" ]
+  if grep -q fatbinary "$LOG"; then return 1; fi
   [ ! -e "$BATS_TEST_TMPDIR/out.fatbin.lowered.ptx" ]
 }
 
@@ -194,15 +200,20 @@ fatbinary --create=$out -64 --image3=kind=ptx,sm=62,file=$out.lowered.ptx" ]
   ptx_fakes
   echo ".target sm_62" > "$BATS_TEST_TMPDIR/bare.ptx"
   lower 6.5 62 -o "$BATS_TEST_TMPDIR/out.fatbin" "$BATS_TEST_TMPDIR/bare.ptx"
-  [ "$status" -eq 1 ] && [[ "$stderr" == *"no .version line in"* ]]
+  [ "$status" -eq 1 ]
+  [[ "$stderr" == *"no .version line in"* ]]
   lower 6.5 62 -o "$BATS_TEST_TMPDIR/out.fatbin"
-  [ "$status" -eq 2 ] && [[ "$stderr" == *usage* ]]
+  [ "$status" -eq 2 ]
+  [[ "$stderr" == *usage* ]]
   lower 6.5 62 -x "$BATS_TEST_TMPDIR/out.fatbin" "$BATS_TEST_TMPDIR/in.ptx"
-  [ "$status" -eq 2 ] && [[ "$stderr" == *usage* ]]
+  [ "$status" -eq 2 ]
+  [[ "$stderr" == *usage* ]]
   lower 65 62 -o "$BATS_TEST_TMPDIR/out.fatbin" "$BATS_TEST_TMPDIR/in.ptx"
-  [ "$status" -eq 2 ] && [[ "$stderr" == *"bad ISA '65'"* ]]
+  [ "$status" -eq 2 ]
+  [[ "$stderr" == *"bad ISA '65'"* ]]
   lower 6.5 sm_62 -o "$BATS_TEST_TMPDIR/out.fatbin" "$BATS_TEST_TMPDIR/in.ptx"
-  [ "$status" -eq 2 ] && [[ "$stderr" == *"bad SM 'sm_62'"* ]]
+  [ "$status" -eq 2 ]
+  [[ "$stderr" == *"bad SM 'sm_62'"* ]]
   [ ! -s "$LOG" ]
 }
 
@@ -282,24 +293,34 @@ EOF
   cd "$BATS_TEST_TMPDIR"
   printf 'a' > a0; : > empty
   gen out.S
-  [ "$status" -eq 2 ] && [[ "$stderr" == *usage* ]]
+  [ "$status" -eq 2 ]
+  [[ "$stderr" == *usage* ]]
   gen out.S x 13000 13000 0 a0
-  [ "$status" -eq 2 ] && [ "$stderr" = "gen-fatbin-asm.sh: 'x' is not a number" ]
+  [ "$status" -eq 2 ]
+  [ "$stderr" = "gen-fatbin-asm.sh: 'x' is not a number" ]
   gen out.S 0
-  [ "$status" -eq 2 ] && [ "$stderr" = "gen-fatbin-asm.sh: PARTS must be at least 1" ]
+  [ "$status" -eq 2 ]
+  [ "$stderr" = "gen-fatbin-asm.sh: PARTS must be at least 1" ]
   gen out.S 1
-  [ "$status" -eq 2 ] && [ "$stderr" = "gen-fatbin-asm.sh: no fatbin given" ]
+  [ "$status" -eq 2 ]
+  [ "$stderr" = "gen-fatbin-asm.sh: no fatbin given" ]
   gen out.S 1 13000 13000 0
-  [ "$status" -eq 2 ] && [[ "$stderr" == "gen-fatbin-asm.sh: arguments come in groups of 4"* ]]
+  [ "$status" -eq 2 ]
+  [[ "$stderr" == "gen-fatbin-asm.sh: arguments come in groups of 4"* ]]
   gen out.S 1 13000 13000 0 a0 13000
-  [ "$status" -eq 2 ] && [[ "$stderr" == "gen-fatbin-asm.sh: arguments come in groups of 4"* ]]
+  [ "$status" -eq 2 ]
+  [[ "$stderr" == "gen-fatbin-asm.sh: arguments come in groups of 4"* ]]
   gen out.S 1 13000 13000 0 empty
-  [ "$status" -eq 2 ] && [ "$stderr" = "gen-fatbin-asm.sh: missing or empty fatbin: empty" ]
+  [ "$status" -eq 2 ]
+  [ "$stderr" = "gen-fatbin-asm.sh: missing or empty fatbin: empty" ]
   gen out.S 1 13000 13000 0 missing
   [ "$status" -eq 2 ]
   gen out.S 1 13000 x13 0 a0
-  [ "$status" -eq 2 ] && [ "$stderr" = "gen-fatbin-asm.sh: 'x13' is not a number" ]
+  [ "$status" -eq 2 ]
+  [ "$stderr" = "gen-fatbin-asm.sh: 'x13' is not a number" ]
   gen out.S 1 13000 13000 0 'a"0'
-  [ "$status" -eq 2 ] && [[ "$stderr" == *"unsupported file name"* ]]
-  [ ! -e out.S ] && [ -z "$(ls ./*.rows.tmp ./*.blobs.tmp 2>/dev/null)" ]
+  [ "$status" -eq 2 ]
+  [[ "$stderr" == *"unsupported file name"* ]]
+  [ ! -e out.S ]
+  [ -z "$(ls ./*.rows.tmp ./*.blobs.tmp 2>/dev/null)" ]
 }
