@@ -38,6 +38,7 @@ case " $INSTALLED " in *" all "*|*" $p "*) printf "install ok installed" ;; *) e
   fake apt-cache 'echo "apt-cache $*" >> "$LOG"; [ -z "${NO_CANDIDATE:-}" ] && echo "  Candidate: 11.8.89~11.8.0-5"; exit 0'
   fake sudo 'echo "sudo $1" >> "$LOG"; exec "$@"'
   fake id 'echo "${FAKE_UID:-1000}"'
+  fake add-apt-repository 'echo "add-apt-repository $*" >> "$LOG"'
 }
 
 install_deps() {  # install_deps [ARGS...]: with deps_env's PATH
@@ -121,8 +122,11 @@ install-deps: done" ]
   [[ "$stderr" == *"install-deps: apt offers no nvidia-cuda-toolkit on "* ]]
   [ "$(grep -c 'update -q' "$LOG")" -eq 2 ]
   # on Debian, the non-free component written as an apt source first (through the fake tee)
+  # (install-deps reads /etc/os-release itself: each machine tests its own branch)
   if grep -qx 'ID=debian' /etc/os-release 2>/dev/null; then
     grep -qx 'tee /etc/apt/sources.list.d/msda-doctor-nonfree.sources' "$LOG"
+  elif grep -qx 'ID=ubuntu' /etc/os-release 2>/dev/null; then
+    grep -qx 'add-apt-repository -y multiverse' "$LOG"
   fi
   if grep -q ' install ' "$LOG"; then return 1; fi
   # offered: installed with the rest
