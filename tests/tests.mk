@@ -10,9 +10,11 @@ $(BUILD)/san/tests/unit/%.o: tests/unit/%.c | deps $(GEN_SRCS)
 	@mkdir -p $(@D)
 	$(CC) $(CSTD) $(WARN) -O1 -g $(SAN) $(INCS) $(DEFS) $(PKG_CFLAGS) $(CHECK_CFLAGS) -MMD -MP -c -o $@ $<
 
+# The library's own malloc, calloc and realloc go through tests/unit/test_alloc_failures.c's
+# wrappers, which pass them on until a test asks for one to fail.
 $(UNIT_BIN): $(patsubst %.c,$(BUILD)/san/%.o,$(UNIT_SRCS)) $(SAN_LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(SAN) -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -ldl -lm
+	$(CC) $(SAN) -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc -o $@ $^ $(PKG_LIBS) $(CHECK_LIBS) -ldl -lm
 
 # Fixtures are compiled at test time with the local nvcc (tests/fixtures/make-fixtures).
 $(FIXTURES)/.stamp: tests/fixtures/make-fixtures $(wildcard tests/fixtures/src/*.cu)
@@ -51,6 +53,13 @@ $(FAKE_LIBCUDA): tests/fakes/fakecuda.c | deps
 	@mkdir -p $(@D)
 	$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -fvisibility=hidden -Wl,-soname,libcuda.so.1 \
 	  $(shell $(PKG_CONFIG) --cflags jansson) -o $@ $< $(shell $(PKG_CONFIG) --libs jansson) -pthread
+# The same with the entry points verify runs the op through (-DFAKE_COMPUTE): verify's GPU path
+# without a GPU (tests/cli/wheels/40-verify-numbers.bats).
+FAKE_COMPUTE_LIBCUDA := $(BUILD)/fakes/compute/libcuda.so.1
+$(FAKE_COMPUTE_LIBCUDA): tests/fakes/fakecuda.c | deps
+	@mkdir -p $(@D)
+	$(CC) $(CSTD) $(WARN) -DFAKE_COMPUTE -O2 -g -fPIC -shared -fvisibility=hidden -Wl,-soname,libcuda.so.1 \
+	  $(shell $(PKG_CONFIG) --cflags jansson) -o $@ $< $(shell $(PKG_CONFIG) --libs jansson) -pthread
 
 
 CHECK_SUITES += plan
@@ -61,8 +70,9 @@ check-plan: $(BUILD)/san/msda-doctor $(FAKE_LIBCUDA) msda-doctor $(INJECT_LIB)
 
 CHECK_SUITES += wheels
 .PHONY: check-wheels
-check-wheels: $(BUILD)/san/msda-doctor
-	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) $(RUN_SUITE) wheels tap bats --tap tests/cli/wheels
+check-wheels: $(BUILD)/san/msda-doctor $(FAKE_COMPUTE_LIBCUDA)
+	@MSDA_DOCTOR=$(abspath $(BUILD)/san/msda-doctor) MSDA_FAKE_COMPUTE_LIBCUDA=$(abspath $(FAKE_COMPUTE_LIBCUDA)) \
+	  $(RUN_SUITE) wheels tap bats --tap tests/cli/wheels
 
 # diagnose (issue 5): logs, probes and seed scenarios against the fake driver, fake nvidia-smi,
 # fake Python and fake toolkits; the nvcc-built fixtures stand in for installed MSDA binaries.
@@ -285,5 +295,5 @@ check-release: release-host $(BUILD)/host/release-tool msda-doctor
 CHECK_SUITES += mutation
 .PHONY: check-mutation
 check-mutation: $(BUILD)/san/msda-doctor $(UNIT_BIN) $(KERNEL_DIR)/test-kernels $(KERNEL_LIB) $(FAKE_LAUNCH_DRIVER) \
-                $(FIXTURES)/.stamp $(FAKE_LIBCUDA) $(CUINIT_ONLY) $(PY_VENV)/.stamp $(PY_MMCV_STAMP)
+                $(FIXTURES)/.stamp $(FAKE_LIBCUDA) $(CUINIT_ONLY) $(FAKE_COMPUTE_LIBCUDA) $(PY_VENV)/.stamp $(PY_MMCV_STAMP)
 	@$(RUN_SUITE) mutation tap tests/mutation/smoke $(BUILD)

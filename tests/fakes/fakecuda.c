@@ -527,3 +527,76 @@ CUresult cuGetErrorString(CUresult error, const char **pStr)
     *pStr = i < 0 ? NULL : fake_errors[i].text;
     return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
+
+#ifdef FAKE_COMPUTE
+/* Built with -DFAKE_COMPUTE (build/fakes/compute/libcuda.so.1): the entry points that verify
+ * needs to run the op on a GPU (primary contexts, memory, copies, synchronize), so that verify's
+ * GPU path runs on a machine without one. Device memory is host memory; a context is its
+ * device's number plus one. Nothing runs kernels: a library asking for more (cuModuleLoadData,
+ * cuLaunchKernel) finds this driver too old, which verify reports for that GPU. */
+FAKE_EXPORT CUresult cuDevicePrimaryCtxRetain(void **ctx, CUdevice dev);
+FAKE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev);
+FAKE_EXPORT CUresult cuCtxSetCurrent(void *ctx);
+FAKE_EXPORT CUresult cuMemAlloc_v2(unsigned long long *dptr, size_t bytes);
+FAKE_EXPORT CUresult cuMemFree_v2(unsigned long long dptr);
+FAKE_EXPORT CUresult cuMemcpyHtoD_v2(unsigned long long dst, const void *src, size_t bytes);
+FAKE_EXPORT CUresult cuMemcpyDtoH_v2(void *dst, unsigned long long src, size_t bytes);
+FAKE_EXPORT CUresult cuCtxSynchronize(void);
+
+CUresult cuDevicePrimaryCtxRetain(void **ctx, CUdevice dev)
+{
+    struct fake_device *d;
+    if (!ctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = fake_device(dev, &d);
+    if (r == CUDA_SUCCESS)
+        *ctx = (void *)(ptrdiff_t)(dev + 1);
+    return r;
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    struct fake_device *d;
+    return fake_device(dev, &d);
+}
+
+CUresult cuCtxSetCurrent(void *ctx)
+{
+    (void)ctx;
+    return fake.initialized ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+CUresult cuMemAlloc_v2(unsigned long long *dptr, size_t bytes)
+{
+    if (!dptr || bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *p = malloc(bytes);
+    if (!p)
+        return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+    *dptr = (unsigned long long)(size_t)p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree_v2(unsigned long long dptr)
+{
+    free((void *)(size_t)dptr);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoD_v2(unsigned long long dst, const void *src, size_t bytes)
+{
+    memcpy((void *)(size_t)dst, src, bytes);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyDtoH_v2(void *dst, unsigned long long src, size_t bytes)
+{
+    memcpy(dst, (const void *)(size_t)src, bytes);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSynchronize(void)
+{
+    return CUDA_SUCCESS;
+}
+#endif

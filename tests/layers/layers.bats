@@ -21,6 +21,12 @@ check_copy() {
     [[ "$output" == *"0 broken rules"* ]]
 }
 
+@test "without --objects the sources alone are checked (includes, scopes, no calls)" {
+    run "$HOUSE" --check --src "$WORK/src"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"0 broken rules"* ]]
+}
+
 @test "the figures: rooms, floors, no arrow back up and no circle anywhere" {
     run "$HOUSE" --json --objects "$OBJECTS"
     [ "$status" -eq 0 ]

@@ -28,6 +28,7 @@ int main(void)
     srunner_add_suite(sr, suite_process());
     srunner_add_suite(sr, suite_status());
     srunner_add_suite(sr, suite_write_all());
+    srunner_add_suite(sr, suite_alloc_failures());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

@@ -28,5 +28,6 @@ Suite *suite_strv(void);
 Suite *suite_process(void);
 Suite *suite_status(void);
 Suite *suite_write_all(void);
+Suite *suite_alloc_failures(void);
 
 #endif

@@ -65,12 +65,14 @@ static int compare_names(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* The .c files of DIR, sorted, as malloc'd paths in a NULL-terminated array. */
-static char **host_sources(const char *dir)
+/* The .c files of DIR, sorted, as malloc'd paths in a NULL-terminated array, into *OUT.
+ * MD_ERR_IO when DIR cannot be read or holds none; MD_ERR_NOMEM. */
+static md_status host_sources(const char *dir, char ***out, md_error *err)
 {
+    *out = NULL;
     DIR *d = opendir(dir);
     if (!d)
-        return NULL;
+        return md_fail(err, MD_ERR_IO, "no C sources in '%s': %s", dir, strerror(errno));
     strv v = { 0 };
     struct dirent *e;
     bool ok = true;
@@ -80,12 +82,15 @@ static char **host_sources(const char *dir)
             ok = strv_add(&v, "%s/%s", dir, e->d_name);
     }
     closedir(d);
-    if (!ok || !v.items) {
+    if (!ok) {
         strv_free(v.items);
-        return NULL;
+        return md_fail(err, MD_ERR_NOMEM, "out of memory");
     }
+    if (!v.items)
+        return md_fail(err, MD_ERR_IO, "no C sources in '%s'", dir);
     qsort(v.items, v.n, sizeof *v.items, compare_names);
-    return v.items;
+    *out = v.items;
+    return MD_OK;
 }
 
 static md_status add_host_object_steps(const md_build_config *cfg, const char *platform, const char *cc,
@@ -429,10 +434,8 @@ md_status md_build_run(const md_build_config *cfg, md_build_result *result, md_e
      * run only writes the pins, each by rename, and takes no lock. */
     if (!cfg->dry_run && (st = take_lock(cfg, &lock_fd, err)) != MD_OK)
         goto end;
-    if (!(sources = host_sources(cfg->kernels_dir))) {
-        st = md_fail(err, MD_ERR_IO, "no C sources in '%s'", cfg->kernels_dir);
+    if ((st = host_sources(cfg->kernels_dir, &sources, err)) != MD_OK)
         goto end;
-    }
 
     if (!(image_step = calloc(cfg->plan->n_targets * cfg->recipe->parts + 1, sizeof *image_step))) {
         st = md_fail(err, MD_ERR_NOMEM, "out of memory");

@@ -31,6 +31,23 @@ wheel_with_factor() {  # wheel_with_factor NAME FACTOR
     { cat "$BATS_FILE_TMPDIR/$1.log" >&2; return 1; }
 }
 
+# A wheel of the untouched kernels whose library does not export msda_fatbin_key and
+# msda_fatbin_count (as a library older than them), into $BATS_FILE_TMPDIR/nokeys: each kernels
+# C file of the copy built with both names #defined to others. The C files are no part of the
+# device code, so its compile comes from the cache too.
+wheel_without_image_keys() {
+  local f
+  cp "$ROOT/kernels/msda_cpu_impl.h" "$SRC/kernels/msda_cpu_impl.h"
+  for f in "$SRC"/kernels/*.c; do
+    { printf '#define msda_fatbin_key msda_fatbin_key_unlisted\n#define msda_fatbin_count msda_fatbin_count_unlisted\n'
+      cat "$ROOT/kernels/${f##*/}"; } > "$f"
+  done
+  "$MSDA_DOCTOR" build --quiet --arch sm_120 --platform "$HOST_CPU" --source "$SRC" --out "$BATS_FILE_TMPDIR/nokeys" \
+      --cache "$ROOT/build/msda-cache" > "$BATS_FILE_TMPDIR/nokeys.log" 2>&1 ||
+    { cat "$BATS_FILE_TMPDIR/nokeys.log" >&2; return 1; }
+  for f in "$SRC"/kernels/*.c; do cp "$ROOT/kernels/${f##*/}" "$f"; done
+}
+
 setup_file() {
   grep -qF "$FORWARD_STORE" "$ROOT/kernels/msda_cpu_impl.h" ||
     { echo "kernels/msda_cpu_impl.h has no line '$FORWARD_STORE' to plant the error in" >&2; return 1; }
@@ -39,6 +56,7 @@ setup_file() {
   wheel_with_factor exact 1
   wheel_with_factor little 1.00003
   wheel_with_factor lot 1.5
+  wheel_without_image_keys
 }
 
 verify() {  # verify NAME [--json]
@@ -87,4 +105,37 @@ cpu_dtypes() {
   verify lot
   grep -qE '^ +f32 +forward 5\.00e-01 +backward [0-9.e+-]+ +\(tolerance 1e-05\) +FAIL$' <<<"$output" ||
     { echo "$output" >&2; return 1; }
+}
+
+# verify's GPU path without a GPU: the fake driver built with the entry points verify runs the
+# op through (build/fakes/compute/libcuda.so.1) on one fake H100. libmsda then finds that driver
+# too old for its kernels, which verify reports for each GPU entry; what is under test is which
+# entries there are: the GPU as the library chooses, then once per kind of image it embeds.
+verify_on_fake_gpu() {  # verify_on_fake_gpu NAME
+  [ -n "${MSDA_FAKE_COMPUTE_LIBCUDA:-}" ] || { echo "MSDA_FAKE_COMPUTE_LIBCUDA is not set (make check-wheels sets it)" >&2; return 1; }
+  run --separate-stderr env MSDA_LIBCUDA="$MSDA_FAKE_COMPUTE_LIBCUDA" MSDA_FAKE_GPUS="$ROOT/tests/fixtures/gpus/h100.json" \
+    "$MSDA_DOCTOR" verify --json "$(wheel_for "$BATS_FILE_TMPDIR/$1" "$HOST_CPU")"
+  if grep -qE 'AddressSanitizer|runtime error:' <<<"$stderr"; then echo "$stderr" >&2; return 1; fi
+  [ "$status" -eq 1 ] || { echo "exit $status: $output $stderr" >&2; return 1; }
+  [ "$(jq -r '.passed' <<<"$output")" = false ]
+  [ "$(jq -r '.devices[0].gpu' <<<"$output")" = false ]
+  [ "$(jq -r '[.devices[1:][] | .gpu and .sm == 90] | all' <<<"$output")" = true ]
+}
+
+@test "on a GPU, verify checks it as the library chooses and once per kind of image it embeds" {
+  verify_on_fake_gpu exact
+  # the wheel holds one kind, sm_120's SASS of CUDA 13.0 (--arch sm_120): the GPU as the library
+  # chooses, then under MSDA_IMAGE=sass:13.0
+  [ "$(jq -r '[.devices[1:][] | .device] | join(" | ")' <<<"$output")" = \
+    "GPU 0: NVIDIA H100 80GB HBM3 (sm_90) | GPU 0: NVIDIA H100 80GB HBM3 (sm_90), MSDA_IMAGE=sass:13.0" ] ||
+    { echo "$output" >&2; return 1; }
+  [[ "$(jq -r '.devices[1].error' <<<"$output")" == *"the driver is too old"* ]]
+}
+
+@test "on a GPU, a library that cannot list its kinds of image is checked once, as it chooses" {
+  # verify.c's image_kinds: a library without msda_fatbin_key and msda_fatbin_count lists none
+  # (calling the missing msda_fatbin_key would crash verify)
+  verify_on_fake_gpu nokeys
+  [ "$(jq -r '.devices | length' <<<"$output")" -eq 2 ] || { echo "$output" >&2; return 1; }
+  [ "$(jq -r '.devices[1].device' <<<"$output")" = "GPU 0: NVIDIA H100 80GB HBM3 (sm_90)" ]
 }
