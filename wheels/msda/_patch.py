@@ -1,6 +1,6 @@
 """msda.patch and msda.unpatch: switch the MSDA op of the frameworks people run their models in
 (Hugging Face transformers; mmcv with what is built on it: mmdet, mmdet3d, BEVFormer; and the
-projects with a compiled copy of their own: GroundingDINO) to msda, and back.
+projects with a compiled copy of their own: GroundingDINO, detrex) to msda, and back.
 
 A patch replaces attributes: a class's method or a module's function, which every model the
 framework builds calls through at each forward, so that models built before the call are
@@ -103,10 +103,12 @@ _FRAMEWORKS: Dict[str, Tuple[str, str]] = {
     "transformers": ("transformers", "._patch_transformers"),
     "mmcv": ("mmcv", "._patch_mmcv"),
     "groundingdino": ("groundingdino", "._patch_groundingdino"),
+    "detrex": ("detrex", "._patch_detrex"),
 }
 # How to get a framework whose module is not importable, where not `pip install <module>`.
 _INSTALL: Dict[str, str] = {
     "groundingdino": "pip install groundingdino-py, or IDEA-Research/GroundingDINO from its repository",
+    "detrex": "IDEA-Research/detrex installs from its repository",
 }
 
 # What is switched now, in the order it was switched: unpatch restores in reverse.
@@ -177,6 +179,8 @@ def patch(*names: str) -> PatchReport:
     - "mmcv": mmcv's op (mmdet, mmdet3d), mmcv-lite included;
     - "groundingdino": IDEA-Research's GroundingDINO (its `groundingdino._C`, built or not, and
       its CPU path), or groundingdino-py;
+    - "detrex": IDEA-Research's detrex (its `detrex._C`'s MSDA op, built or not, and its CPU path;
+      call it before detrex is imported where detrex._C is not built);
 
     Models built before the call are switched too (the patch replaces what their layers call).
     Calling it again changes nothing; msda.unpatch() restores the frameworks' own code.

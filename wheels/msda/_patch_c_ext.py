@@ -231,11 +231,13 @@ def plan(project: Project) -> Tuple[_patch.FrameworkPatch, List[_patch.Replaceme
     """What msda.patch(PROJECT.framework) replaces; PatchError, nothing replaced, when the
     project's code is not what msda stands in for."""
     package = sys.modules.get(project.package)
-    spec = package.__spec__ if package is not None else importlib.util.find_spec(project.package)
-    folders = list(spec.submodule_search_locations or []) if spec else []
+    if package is not None:
+        folders = list(getattr(package, "__path__", []))
+    else:
+        spec = importlib.util.find_spec(project.package)
+        folders = list(spec.submodule_search_locations or []) if spec else []
     if not folders:
-        raise _patch.PatchError(f"msda.patch: {project.package} is no package here ({spec.origin if spec else '?'}), "
-                                "nothing switched")
+        raise _patch.PatchError(f"msda.patch: {project.package} is not a package here, nothing switched")
     report = _patch.FrameworkPatch(project.framework, _version(project, folders[0]))
     refuse = f"msda.patch: {project.framework} {report.version} is not as msda expects, nothing switched: "
     module = sys.modules.get(project.module)

@@ -3,8 +3,11 @@ switch, written for these tests from reading the projects' code: the same packag
 names, names bound at import and parameters, with nothing else of theirs (no models, no compiled
 extension). Each is written into a temporary folder put first on sys.path; `cleanup` takes the
 modules and the folder away again."""
+import importlib.util
+import os
 import sys
 import textwrap
+import types
 from pathlib import Path
 from typing import Dict
 
@@ -265,3 +268,11 @@ def cleanup(root: Path, *packages: str) -> None:
         del sys.modules[name]
     if str(root) in sys.path:
         sys.path.remove(str(root))
+
+
+def empty_package(name: str, folder: str) -> types.ModuleType:
+    """The package NAME of FOLDER, its __init__ not run: a real project's module imported without
+    what its packages import (detectron2, transformers' BERT, torchvision)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(folder, "__init__.py"),
+                                                  submodule_search_locations=[folder])
+    return importlib.util.module_from_spec(spec)

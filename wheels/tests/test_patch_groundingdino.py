@@ -285,9 +285,7 @@ def test_the_installed_groundingdinos_real_op_module(monkeypatch):
     import os
     for name, path in (("groundingdino.models", os.path.join(folder, "models")),
                        ("groundingdino.models.GroundingDINO", os.path.join(folder, "models", "GroundingDINO"))):
-        package = types.ModuleType(name)
-        package.__path__ = [path]
-        monkeypatch.setitem(sys.modules, name, package)
+        monkeypatch.setitem(sys.modules, name, fake_projects.empty_package(name, path))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
