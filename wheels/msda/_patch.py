@@ -98,12 +98,13 @@ class PatchReport:
 
 
 # framework name -> (the module to import to find it, its adapter module). An adapter may define
-# present(): whether the framework is here beyond that module.
+# present(): whether the framework is here beyond that module (BEVFormer, which needs mmcv).
 _FRAMEWORKS: Dict[str, Tuple[str, str]] = {
     "transformers": ("transformers", "._patch_transformers"),
     "mmcv": ("mmcv", "._patch_mmcv"),
     "groundingdino": ("groundingdino", "._patch_groundingdino"),
     "detrex": ("detrex", "._patch_detrex"),
+    "bevformer": ("mmcv", "._patch_bevformer"),
 }
 # How to get a framework whose module is not importable, where not `pip install <module>`.
 _INSTALL: Dict[str, str] = {
@@ -181,6 +182,9 @@ def patch(*names: str) -> PatchReport:
       its CPU path), or groundingdino-py;
     - "detrex": IDEA-Research's detrex (its `detrex._C`'s MSDA op, built or not, and its CPU path;
       call it before detrex is imported where detrex._C is not built);
+    - "bevformer": "mmcv" plus BEVFormer's own names for mmcv's CPU function, its Functions
+      checked where its code is found (BEVFormer is no installed package: it runs from its
+      repository's root).
 
     Models built before the call are switched too (the patch replaces what their layers call).
     Calling it again changes nothing; msda.unpatch() restores the frameworks' own code.

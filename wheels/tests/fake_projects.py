@@ -213,12 +213,17 @@ class MultiScaleDeformableAttnFunction_fp16(Function):
         return _backward(ctx, grad_output)
 
 
-class MultiScaleDeformableAttnFunction_fp32(MultiScaleDeformableAttnFunction_fp16):
+class MultiScaleDeformableAttnFunction_fp32(Function):
     @staticmethod
     def forward(ctx, value, value_spatial_shapes, value_level_start_index, sampling_locations, attention_weights,
                 im2col_step):
         return _forward(ctx, value, value_spatial_shapes, value_level_start_index, sampling_locations,
                         attention_weights, im2col_step)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad_output):
+        return _backward(ctx, grad_output)
 '''
 
 # One of BEVFormer's attention modules: mmcv's PyTorch function under a name of its own.
