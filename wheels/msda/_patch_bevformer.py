@@ -78,7 +78,8 @@ def _classes_from_source(tree: ast.Module) -> Tuple[dict, bool]:
                 if isinstance(item, ast.FunctionDef) and item.name in EXPECTED:
                     a = item.args
                     found[f"{node.name}.{item.name}"] = tuple(x.arg for x in a.posonlyargs + a.args + a.kwonlyargs)
-        elif (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "ext_module" for t in node.targets)
+        elif (isinstance(node, ast.Assign)
+              and any(isinstance(t, ast.Name) and t.id == "ext_module" for t in node.targets)
               and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)
               and node.value.func.attr == "load_ext" and node.value.args
               and isinstance(node.value.args[0], ast.Constant) and node.value.args[0].value == "_ext"):

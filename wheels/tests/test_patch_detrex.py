@@ -53,7 +53,8 @@ def test_without_c_detrex_has_a_placeholder_layer_and_with_the_patch_the_real_on
     dx = report.frameworks["detrex"]
     assert dx.version == "0.3.0+fake"
     assert dx.switched == ["detrex._C: not built; msda's, with the MSDA op only (on CUDA tensors)",
-                           f"{OP_MODULE}.multi_scale_deformable_attn_pytorch (the layer's path for tensors not on CUDA)"]
+                           f"{OP_MODULE}.multi_scale_deformable_attn_pytorch (the layer's path for tensors not on "
+                           "CUDA)"]
     layer, query, kwargs = layer_and_inputs(module)  # the real class, not the placeholder
     assert layer(query, **kwargs).shape == (2, 7, 16)
     assert_agrees_with_reference(lambda v, s, st, loc, w: module.MultiScaleDeformableAttnFunction.apply(
