@@ -135,6 +135,18 @@ $(PY_MMCV_STAMP): $(PY_VENV)/.stamp
 	$(PY_VENV)/bin/pip install -q --no-deps --target $(PY_MMCV) $(PY_MMCV_PACKAGES)
 	@touch $@
 
+# groundingdino-py, the PyPI copy of GroundingDINO (its Python code without the compiled op), in a
+# folder of its own and without its dependencies (transformers' BERT, torchvision, timm...):
+# test_patch_groundingdino imports only its op module, through empty parent packages, so that
+# msda.patch("groundingdino") is tested on real GroundingDINO code.
+PY_GDINO := $(BUILD)/py-groundingdino
+PY_GDINO_VERSION := 0.4.0
+PY_GDINO_STAMP := $(PY_GDINO)/.stamp-$(PY_GDINO_VERSION)
+$(PY_GDINO_STAMP): $(PY_VENV)/.stamp
+	@rm -rf $(PY_GDINO)
+	$(PY_VENV)/bin/pip install -q --no-deps --target $(PY_GDINO) groundingdino-py==$(PY_GDINO_VERSION)
+	@touch $@
+
 # (here, no GPU) the CPU path, as the Python op runs it, against grid_sample on the CPU, on the
 # library of this CPU's wheel (tests/bench/cpu_bench.py).
 .PHONY: bench-cpu
@@ -154,8 +166,8 @@ $(PY_TESTS)/.stamp: $(KERNEL_WHEEL_DEP) $(PY_VENV)/.stamp $(wildcard wheels/test
 	@rm -rf $(PY_TESTS) && mkdir -p $(PY_TESTS) && cp -r wheels/tests $(PY_TESTS)/
 	@printf '[pytest]\nmarkers =\n    cuda: needs a CUDA GPU\n    compile: runs torch.compile\n' > $(PY_TESTS)/pytest.ini
 	@touch $@
-check-python: $(PY_TESTS)/.stamp $(PY_KERNELS)/.stamp $(PY_MMCV_STAMP)
-	@cd $(PY_TESTS) && PYTHONPATH=$(abspath $(PY_SITE)):$(abspath $(PY_KERNELS)):$(abspath $(PY_MMCV)) MSDA_LIBRARY=$(abspath $(PY_SITE))/msda/libmsda.so \
+check-python: $(PY_TESTS)/.stamp $(PY_KERNELS)/.stamp $(PY_MMCV_STAMP) $(PY_GDINO_STAMP)
+	@cd $(PY_TESTS) && PYTHONPATH=$(abspath $(PY_SITE)):$(abspath $(PY_KERNELS)):$(abspath $(PY_MMCV)):$(abspath $(PY_GDINO)) MSDA_LIBRARY=$(abspath $(PY_SITE))/msda/libmsda.so \
 	  MSDA_EXPECT_INSTALLED=$(abspath $(PY_SITE)) MSDA_HEADER=$(abspath kernels/msda.h) MSDA_SIGNATURES=$(abspath recipes/signatures.json) MSDA_EXPECT_VERSION=$(VERSION) \
 	  MSDA_EXPECT_TRANSFORMERS=$(PY_TRANSFORMERS) MSDA_EXPECT_MMCV=$(PY_MMCV_VERSION) \
 	  $(abspath $(RUN_SUITE)) python counts \

@@ -3,7 +3,8 @@ library with device code for many GPU architectures and a multithreaded CPU path
 
 With torch:    msda.ms_deform_attn(...), msda.MSDeformAttn(...)  (CPU and CUDA tensors),
                msda.check_level_tables() (after CUDA-graph replays),
-               msda.patch(), msda.unpatch()  (switch transformers' models to msda and back),
+               msda.patch(), msda.unpatch()  (switch transformers', mmcv's, GroundingDINO's,
+                                             detrex's and BEVFormer's op to msda and back),
                msda.kernels_repository()     (the same through the `kernels` package's mappings)
 Without torch: msda.cpu_forward(...), msda.cpu_backward(...)     (numpy arrays)
 Always:        msda.library_info(), msda.MSDAError

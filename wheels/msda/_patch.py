@@ -1,6 +1,6 @@
 """msda.patch and msda.unpatch: switch the MSDA op of the frameworks people run their models in
-(Hugging Face transformers, and mmcv with what is built on it: mmdet, mmdet3d, BEVFormer) to
-msda, and back.
+(Hugging Face transformers; mmcv with what is built on it: mmdet, mmdet3d, BEVFormer; and the
+projects with a compiled copy of their own: GroundingDINO, detrex) to msda, and back.
 
 A patch replaces attributes: a class's method or a module's function, which every model the
 framework builds calls through at each forward, so that models built before the call are
@@ -97,10 +97,19 @@ class PatchReport:
         return "\n".join(str(f) for f in self.frameworks.values())
 
 
-# framework name -> (the module to import to find it, its adapter module)
+# framework name -> (the module to import to find it, its adapter module). An adapter may define
+# present(): whether the framework is here beyond that module (BEVFormer, which needs mmcv).
 _FRAMEWORKS: Dict[str, Tuple[str, str]] = {
     "transformers": ("transformers", "._patch_transformers"),
     "mmcv": ("mmcv", "._patch_mmcv"),
+    "groundingdino": ("groundingdino", "._patch_groundingdino"),
+    "detrex": ("detrex", "._patch_detrex"),
+    "bevformer": ("mmcv", "._patch_bevformer"),
+}
+# How to get a framework whose module is not importable, where not `pip install <module>`.
+_INSTALL: Dict[str, str] = {
+    "groundingdino": "pip install groundingdino-py, or IDEA-Research/GroundingDINO from its repository",
+    "detrex": "IDEA-Research/detrex installs from its repository",
 }
 
 # What is switched now, in the order it was switched: unpatch restores in reverse.
@@ -147,6 +156,15 @@ def _adapter(name: str) -> Callable[[], Tuple[FrameworkPatch, List[Replacement]]
     return getattr(importlib.import_module(_FRAMEWORKS[name][1], __package__), "plan")
 
 
+def _present(name: str) -> bool:
+    """Whether msda.patch() without names switches NAME: its module importable, and whatever its
+    adapter's present() asks beyond that."""
+    if not _importable(_FRAMEWORKS[name][0]):
+        return False
+    present = getattr(importlib.import_module(_FRAMEWORKS[name][1], __package__), "present", None)
+    return present is None or bool(present())
+
+
 def _plan(name: str) -> Tuple[FrameworkPatch, List[Replacement]]:
     try:
         return _adapter(name)()
@@ -155,36 +173,62 @@ def _plan(name: str) -> Tuple[FrameworkPatch, List[Replacement]]:
 
 
 def patch(*names: str) -> PatchReport:
-    """Switches the named frameworks' MSDA op to msda ("transformers", "mmcv"), or every known
-    one that is importable when none is named; returns what was switched. Models built before
-    the call are switched too (the patch replaces what their layers call). Calling it again
-    changes nothing; msda.unpatch() restores the frameworks' own code.
+    """Switches the named frameworks' MSDA op to msda, or every known one that is importable
+    when none is named; returns what was switched, and which version of each it recognised:
+
+    - "transformers": Hugging Face's models (DeformableDetr, GroundingDino, RT-DETR, Mask2Former...);
+    - "mmcv": mmcv's op (mmdet, mmdet3d), mmcv-lite included;
+    - "groundingdino": IDEA-Research's GroundingDINO (its `groundingdino._C`, built or not, and
+      its CPU path), or groundingdino-py;
+    - "detrex": IDEA-Research's detrex (its `detrex._C`'s MSDA op, built or not, and its CPU path;
+      call it before detrex is imported where detrex._C is not built);
+    - "bevformer": "mmcv" plus BEVFormer's own names for mmcv's CPU function, its Functions
+      checked where its code is found (BEVFormer is no installed package: it runs from its
+      repository's root).
+
+    Models built before the call are switched too (the patch replaces what their layers call).
+    Calling it again changes nothing; msda.unpatch() restores the frameworks' own code.
 
     Raises PatchError, having replaced nothing, when a named framework is unknown or not
-    importable, or when any framework's code is not what msda expects of it."""
+    importable, or when any framework's code is not what msda expects of it. With none named, a
+    framework whose modules fail to import when switched is left out, the others switched, and
+    the report says why."""
     for name in names:
         if name not in _FRAMEWORKS:
             raise PatchError(f"msda.patch: unknown framework '{name}'; it knows "
                              f"{', '.join(repr(n) for n in _FRAMEWORKS)}")
-        if not _importable(_FRAMEWORKS[name][0]):
-            raise PatchError(f"msda.patch: {name} is not importable here (pip install {name})")
-    wanted = list(dict.fromkeys(names)) or [n for n in _FRAMEWORKS if _importable(_FRAMEWORKS[n][0])]
+        module = _FRAMEWORKS[name][0]
+        if not _importable(module):
+            install = _INSTALL.get(name, f"pip install {module}")
+            raise PatchError(f"msda.patch: {name} is not importable here ({install})" if module == name else
+                             f"msda.patch: {name} needs {module}, which is not importable here ({install})")
+    wanted = list(dict.fromkeys(names)) or [n for n in _FRAMEWORKS if _present(n)]
     plans = [_plan(name) for name in wanted]  # each raises PatchError before any change
     report = PatchReport()
     made = len(_active)
-    try:
-        for framework, replacements in plans:
+    for framework, replacements in plans:
+        made_here = len(_active)
+        try:
             for r in replacements:
                 if _switched(r.target(), r.name) is None:  # switched already: left as it is
                     r.put(r.new)
                     _active.append(r)
-            report.frameworks[framework.framework] = framework
-    except Exception as e:  # an owner that cannot be imported: what this call switched goes back
-        while len(_active) > made:
-            r = _active.pop()
-            r.put(r.original)
-        raise PatchError(f"msda.patch: {e}; nothing switched") from e
+        except Exception as e:  # an owner that cannot be imported: what this call switched goes back
+            _take_back(made if names else made_here)
+            if names:
+                raise PatchError(f"msda.patch: {e}; nothing switched") from e
+            # none named: a framework installed but not importable in full here (groundingdino's
+            # models without torchvision) is left out, and the others are switched
+            framework.left = [f"nothing switched: its code does not import here ({type(e).__name__}: {e})"]
+            framework.switched = []
+        report.frameworks[framework.framework] = framework
     return report
+
+
+def _take_back(made: int) -> None:
+    while len(_active) > made:
+        r = _active.pop()
+        r.put(r.original)
 
 
 def unpatch() -> List[str]:
