@@ -39,6 +39,11 @@ case " $INSTALLED " in *" all "*|*" $p "*) printf "install ok installed" ;; *) e
   fake sudo 'echo "sudo $1" >> "$LOG"; exec "$@"'
   fake id 'echo "${FAKE_UID:-1000}"'
   fake add-apt-repository 'echo "add-apt-repository $*" >> "$LOG"'
+  # a Debian 12 unless a test says otherwise (install-deps reads MSDA_OS_RELEASE's file)
+  printf 'PRETTY_NAME="Debian GNU/Linux 12 (bookworm)"\nID=debian\nVERSION_CODENAME=bookworm\n' \
+    > "$BATS_TEST_TMPDIR/debian-os-release"
+  printf 'PRETTY_NAME="Ubuntu 22.04.4 LTS"\nID=ubuntu\nVERSION_CODENAME=jammy\n' > "$BATS_TEST_TMPDIR/ubuntu-os-release"
+  export MSDA_OS_RELEASE=$BATS_TEST_TMPDIR/debian-os-release
 }
 
 install_deps() {  # install_deps [ARGS...]: with deps_env's PATH
@@ -114,6 +119,18 @@ install-deps: done" ]
   [ "$(grep ' install ' "$LOG")" = "apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends bats $cross" ]
 }
 
+@test "install-deps: on Ubuntu, multiverse is enabled by add-apt-repository, no apt source written" {
+  deps_env
+  export MSDA_OS_RELEASE=$BATS_TEST_TMPDIR/ubuntu-os-release
+  NO_CANDIDATE=1 INSTALLED="make gcc g++ pkg-config libcurl4-openssl-dev libjansson-dev libelf-dev libarchive-dev libssl-dev libzstd-dev liblz4-dev ca-certificates" \
+    install_deps --test
+  [ "$status" -eq 1 ]
+  [[ "$stderr" == *"enabling Ubuntu's multiverse component"* ]]
+  [[ "$stderr" == *"apt offers no nvidia-cuda-toolkit on Ubuntu 22.04.4 LTS: enable"* ]]
+  grep -qx 'add-apt-repository -y multiverse' "$LOG"
+  if grep -q '^tee ' "$LOG"; then return 1; fi
+}
+
 @test "install-deps: nvidia-cuda-toolkit that apt cannot offer: exit 1 saying which component to enable" {
   deps_env
   NO_CANDIDATE=1 INSTALLED="make gcc g++ pkg-config libcurl4-openssl-dev libjansson-dev libelf-dev libarchive-dev libssl-dev libzstd-dev liblz4-dev ca-certificates" \
@@ -122,12 +139,8 @@ install-deps: done" ]
   [[ "$stderr" == *"install-deps: apt offers no nvidia-cuda-toolkit on "* ]]
   [ "$(grep -c 'update -q' "$LOG")" -eq 2 ]
   # on Debian, the non-free component written as an apt source first (through the fake tee)
-  # (install-deps reads /etc/os-release itself: each machine tests its own branch)
-  if grep -qx 'ID=debian' /etc/os-release 2>/dev/null; then
-    grep -qx 'tee /etc/apt/sources.list.d/msda-doctor-nonfree.sources' "$LOG"
-  elif grep -qx 'ID=ubuntu' /etc/os-release 2>/dev/null; then
-    grep -qx 'add-apt-repository -y multiverse' "$LOG"
-  fi
+  grep -qx 'tee /etc/apt/sources.list.d/msda-doctor-nonfree.sources' "$LOG"
+  if grep -q 'add-apt-repository' "$LOG"; then return 1; fi
   if grep -q ' install ' "$LOG"; then return 1; fi
   # offered: installed with the rest
   : > "$LOG"
