@@ -156,3 +156,23 @@ load diag_helpers
   [[ "$output" == *"- Log $BATS_TEST_TMPDIR/train-\\xFF\\xFE.log: "* ]]
   ! grep -q $'\xff' <<<"$output"
 }
+
+@test "GroundingDINO's and detrex's missing _C: the note names msda.patch for that framework, no other log gets it" {
+  printf '%s\n' '/opt/venv/lib/python3.10/site-packages/groundingdino/models/GroundingDINO/ms_deform_attn.py:31: UserWarning: Failed to load custom C++ ops. Running on CPU mode Only!' \
+    '  warnings.warn("Failed to load custom C++ ops. Running on CPU mode Only!")' > "$BATS_TEST_TMPDIR/gdino.log"
+  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/gdino.log"
+  [ "$(ids)" = cpu-only-build ]
+  jq -r '.findings[0].notes[]' <<<"$output" | grep -q '^groundingdino.s compiled `_C` holds .*`import msda; msda.patch("groundingdino")`'
+  printf '%s\n' 'Traceback (most recent call last):' \
+    '  File "/work/detrex/detrex/layers/multi_scale_deform_attn.py", line 98, in forward' \
+    '    output = _C.ms_deform_attn_forward(' "NameError: name '_C' is not defined" > "$BATS_TEST_TMPDIR/detrex.log"
+  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/detrex.log"
+  [ "$(ids)" = cpu-only-build ]
+  jq -r '.findings[0].notes[]' <<<"$output" | grep -q 'msda.patch("detrex")'
+  # the same message from an extension that is neither: no switch named
+  printf '%s\n' 'File "/src/mynet/ops/deform.py", line 12, in forward' "NameError: name '_C' is not defined" \
+    > "$BATS_TEST_TMPDIR/other.log"
+  run --separate-stderr diagnose --no-probe --json "$BATS_TEST_TMPDIR/other.log"
+  [ "$(ids)" = cpu-only-build ]
+  if jq -r '.findings[0].notes[]' <<<"$output" | grep -q 'msda.patch'; then return 1; fi
+}

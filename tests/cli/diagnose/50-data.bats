@@ -334,8 +334,8 @@ LOG
   details=$(jq -r '.checks[] | select(.id == "python") | .details[]' <<<"$output")
   grep -qx 'transformers 5.24.0: runs MSDA in PyTorch (grid_sample), or a Hub build where a model is loaded with use_kernels=True (kernels (version unknown)); the msda wheel and msda.patch("transformers") switch it to msda' <<<"$details"
   grep -qx "mmcv 2.2.0: runs its own compiled MSDA op, $(realpath "$site")/mmcv/_ext.cpython-311-x86_64-linux-gnu.so (the binaries check says where it runs); the msda wheel and msda.patch(\"mmcv\") switch it to msda" <<<"$details"
-  grep -qx 'groundingdino 0.4.0 without its compiled _C: it runs MSDA in PyTorch, on the CPU only' <<<"$details"
-  grep -qx 'detrex (version unknown) without its compiled _C: its MSDA layers fail on a GPU' <<<"$details"
+  grep -qx 'groundingdino 0.4.0 without its compiled _C: it runs MSDA in PyTorch, on the CPU only; the msda wheel and msda.patch("groundingdino") switch it to msda' <<<"$details"
+  grep -qx 'detrex (version unknown) without its compiled _C: its MSDA layers fail on a GPU; the msda wheel and msda.patch("detrex") switch it to msda' <<<"$details"
   # msda installed: the switch is named as there
   mkdir -p "$site/msda" && printf "__version__ = '0.1.0'\n" > "$site/msda/_version.py" && : > "$site/msda/__init__.py"
   PYTHONPATH="$site" run --separate-stderr diagnose --python /usr/bin/python3 --root "$FAKE_ROOT" --json
@@ -346,7 +346,7 @@ LOG
   rm "$site/mmcv/_ext.cpython-311-x86_64-linux-gnu.so"
   PYTHONPATH="$site" run --separate-stderr diagnose --python /usr/bin/python3 --root "$FAKE_ROOT" --json
   jq -r '.checks[] | select(.id == "python") | .details[]' <<<"$output" | grep -qx 'mmcv 2.2.0 without its compiled ops (mmcv-lite, or built with no CUDA): its MultiScaleDeformableAttention fails on a GPU; msda.patch("mmcv") switches it to msda (installed)'
-  grep -qx 'detrex (version unknown) without its compiled _C: its MSDA layers fail on a GPU' <<<"$details"
+  grep -qx 'detrex (version unknown) without its compiled _C: its MSDA layers fail on a GPU; msda.patch("detrex") switches it to msda (installed)' <<<"$details"
 }
 
 @test "a framework's version is named whole: one character, the longest kept; an empty one is unknown" {
@@ -356,8 +356,8 @@ LOG
   run --separate-stderr diagnose "${PY[@]}" --root "$FAKE_ROOT" --json
   assert_clean_stderr
   details=$(jq -r '.checks[] | select(.id == "python") | .details[]' <<<"$output")
-  grep -qx 'detrex 1 without its compiled _C: its MSDA layers fail on a GPU' <<<"$details"
-  grep -qx 'groundingdino (version unknown) without its compiled _C: it runs MSDA in PyTorch, on the CPU only' <<<"$details"
+  grep -qx 'detrex 1 without its compiled _C: its MSDA layers fail on a GPU; the msda wheel and msda.patch("detrex") switch it to msda' <<<"$details"
+  grep -qx 'groundingdino (version unknown) without its compiled _C: it runs MSDA in PyTorch, on the CPU only; the msda wheel and msda.patch("groundingdino") switch it to msda' <<<"$details"
   # the longest version the probe keeps (47 bytes) is not cut from the transformers line either
   v=0.4.0.dev20260101+g0123456789abcdef0123456789ab
   [ ${#v} -eq 47 ]

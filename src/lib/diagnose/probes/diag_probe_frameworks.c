@@ -2,7 +2,7 @@
  * installed: transformers runs its PyTorch version (grid_sample) unless msda.patch switches it or
  * the kernels package brings a Hub build; mmcv, GroundingDINO and detrex run their own compiled
  * op where one is installed (the binaries check says on which GPUs it runs) and fail, or fall
- * back to the CPU, where none is; msda.patch switches mmcv either way. */
+ * back to the CPU, where none is; msda.patch switches each of them either way. */
 #include <stdio.h>
 #include <string.h>
 #include "diag.h"
@@ -45,8 +45,8 @@ void md_python_framework_lines(const md_python_facts *p, md_check *c)
         { "mmcv", "mmcv", "without its compiled ops (mmcv-lite, or built with no CUDA): its "
                           "MultiScaleDeformableAttention fails on a GPU", "mmcv" },
         { "groundingdino", "groundingdino", "without its compiled _C: it runs MSDA in PyTorch, on the CPU only",
-          NULL },
-        { "detrex", "detrex", "without its compiled _C: its MSDA layers fail on a GPU", NULL },
+          "groundingdino" },
+        { "detrex", "detrex", "without its compiled _C: its MSDA layers fail on a GPU", "detrex" },
     };
     for (size_t i = 0; i < sizeof own / sizeof own[0]; i++) {
         if ((v = version_of(p, own[i].name)) == NULL)
