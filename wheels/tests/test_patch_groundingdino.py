@@ -307,3 +307,31 @@ def test_the_installed_groundingdinos_real_op_module(monkeypatch):
         msda.unpatch()
         for name in [m for m in sys.modules if m.split(".")[0] == "groundingdino"]:
             del sys.modules[name]
+
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float16, 2e-3), (torch.bfloat16, 1.6e-2)])
+def test_on_cuda_the_function_runs_msda_through_the_stand_in_c(project, dtype, tol):
+    # What the layer calls on a GPU (torch.cuda.is_available() and value.is_cuda): its Function,
+    # whose _C is the stand-in. Against the reference in f64 on the CPU, on the same rounded inputs.
+    project()
+    msda.patch("groundingdino")
+    module = importlib.import_module(OP_MODULE)
+    value, shapes, starts, locations, weights = (t.to(dtype).double() if t.is_floating_point() else t
+                                                 for t in inputs(heads=8, dim=32, queries=50, points=4))
+    grad_out = torch.randn(2, 50, 8 * 32, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+
+    def run(fn, device, cast):
+        leaves = [t.to(device, cast).requires_grad_(True) for t in (value, locations, weights)]
+        out = fn(*leaves)
+        out.backward(grad_out.to(device, out.dtype))
+        return out.detach().cpu().double(), [t.grad.cpu().double() for t in leaves], leaves[0].grad.dtype
+
+    out, grads, grad_dtype = run(lambda v, loc, w: module.MultiScaleDeformableAttnFunction.apply(
+        v, shapes.cuda(), starts.cuda(), loc, w, 64), "cuda", dtype)
+    ref, ref_grads, _ = run(lambda v, loc, w: ms_deform_attn_reference(v, SHAPES, loc, w), "cpu", torch.float64)
+    assert grad_dtype == dtype
+    assert (out - ref).abs().max() <= tol * ref.abs().max()
+    for got, want, name in zip(grads, ref_grads, ("value", "sampling_locations", "attention_weights")):
+        assert (got - want).abs().max() <= 4 * tol * want.abs().max(), name
