@@ -247,7 +247,8 @@ MSDA_API int msda_abi_version(void);
 MSDA_API msda_status msda_validate_forward(const msda_forward_args *args, msda_error *err);
 MSDA_API msda_status msda_validate_backward(const msda_backward_args *args, msda_error *err);
 
-/* CPU path. `threads`: 0 uses one thread per online CPU, else at most that many. Returns
+/* CPU path. `threads`: 0 uses one thread per CPU the process may run on (its affinity), else
+ * at most that many. Returns
  * MSDA_OK or a validation status (MSDA_ERR_BAD_ARGUMENT for a table in device memory), or
  * MSDA_ERR_OUT_OF_MEMORY. The result does not depend on the
  * thread count (work is split so that no two threads write the same element). */

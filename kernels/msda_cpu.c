@@ -1,6 +1,7 @@
 /* The CPU path: forward and backward, multithreaded with POSIX threads. */
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -148,12 +149,18 @@ static void *cpu_task_run(void *arg) {
     return NULL;
 }
 
+/* The CPUs this process may run on (its affinity: taskset, a container's or a scheduler's
+ * cpuset), which can be far fewer than the machine's: a thread for each online CPU there only
+ * queues threads behind each other. The online count where the affinity cannot be read. */
+int msda_cpu_default_threads(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online <= 0 ? 1 : online > CPU_MAX_THREADS ? CPU_MAX_THREADS : (int)online;
+}
+
 static int thread_count(int requested, int64_t items) {
-    int64_t n = requested;
-    if (n == 0) {
-        const long online = sysconf(_SC_NPROCESSORS_ONLN);
-        n = online > 0 ? online : 1;
-    }
+    int64_t n = requested ? requested : msda_cpu_default_threads();
     if (n > CPU_MAX_THREADS) n = CPU_MAX_THREADS;
     if (n > items) n = items;
     return (int)n;

@@ -14,6 +14,9 @@
 msda_status msda_fail(msda_error *err, msda_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The CPU path's threads where the caller asks for 0: the CPUs the process may run on. */
+int msda_cpu_default_threads(void);
+
 /* The validated problem: sizes and the level table, as both paths use them. */
 typedef struct msda_problem {
     msda_dtype dtype;

@@ -1,10 +1,12 @@
 /* The CPU path against the f64 reference: forward and the three gradients, every dtype, with
  * border, outside and non-finite locations, odd D, L = 1, P = 1, several batch sizes. */
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kt.h"
+#include "msda_internal.h"
 
 static const struct {
     const char *name;
@@ -166,6 +168,22 @@ END_TEST
 
 /* f32 locations are used as they are: a location between two f16 values samples elsewhere than
  * its f16 rounding does. */
+/* threads = 0: a thread for each CPU the process may run on, not for each online CPU (under
+ * taskset, a container's cpuset or a batch scheduler's, far fewer). */
+START_TEST(zero_threads_means_the_cpus_the_process_may_run_on) {
+    cpu_set_t all, one;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof all, &all), 0);
+    ck_assert_int_eq(msda_cpu_default_threads(), CPU_COUNT(&all));
+    int first = 0;
+    while (!CPU_ISSET(first, &all)) first++;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof one, &one), 0);
+    ck_assert_int_eq(msda_cpu_default_threads(), 1);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof all, &all), 0);
+}
+END_TEST
+
 START_TEST(mixed_precision_keeps_f32_locations) {
     const int64_t hw[] = {1, 2048};
     kt_case *c = kt_make(1, 1, 1, 1, 1, 1, hw, 0.0, 11);
@@ -193,5 +211,6 @@ TCase *kt_tcase_cpu(void) {
     tcase_add_test(tc, threads_do_not_change_results);
     tcase_add_loop_test(tc, mixed_precision_matches_reference, 0, N_CONFIGS);
     tcase_add_test(tc, mixed_precision_keeps_f32_locations);
+    tcase_add_test(tc, zero_threads_means_the_cpus_the_process_may_run_on);
     return tc;
 }

@@ -231,8 +231,8 @@ class Library:
                 gpu: Optional[Callable[[], Optional[GPU]]] = None,
                 weights_are_logits: bool = False) -> None:
         """Writes output. The four tensors are addresses: host memory when cuda_stream is None
-        (the CPU path, `threads` of them, 0 for all CPUs), else device memory of the current
-        context, enqueued on that stream (0: the legacy default stream). weights_are_logits:
+        (the CPU path, `threads` of them, 0 for each CPU the process may run on), else device
+        memory of the current context, enqueued on that stream (0: the legacy default stream). weights_are_logits:
         the op applies the softmax to `weights` itself (msda.h, MSDA_WEIGHTS_LOGITS)."""
         shapes_arr, starts_arr = _level_table(shapes, starts)
         args = _ForwardArgs(int(dtype), _c_sizes(sizes), ctypes.cast(shapes_arr, ctypes.c_void_p),
