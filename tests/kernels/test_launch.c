@@ -379,25 +379,23 @@ START_TEST(the_bf16_backward_adds_its_native_levels_as_scaled_halves) {
     n = backward_of(&a, &ops);
     ck_assert_str_eq(ops[3].name, "msda_half_bounds_bf16c32");
     ck_assert_str_eq(ops[4].name, "msda_backward_bf16c32_half_v8");
-    /* 8-byte vectors: bf16's own coordinates have a kernel of 4 elements a lane, f32 ones take
-     * the kernel of one, told the type. */
-    a.value = (const char *)NOWHERE(1) + 8;
-    n = backward_of(&a, &ops);
-    ck_assert_str_eq(ops[4].name, "msda_backward_bf16_half_v1");
-    ck_assert_int_eq(ops[4].params.coord_f32, 1);
-    a.coord_type = MSDA_COORD_SAME;
-    n = backward_of(&a, &ops);
-    ck_assert_str_eq(ops[4].name, "msda_backward_bf16_half_v4");
-    a.coord_type = MSDA_COORD_F32;
-    /* One element a lane: the kernel that takes either coordinate type, told which. */
-    a.value = (const char *)NOWHERE(1) + 2;
-    n = backward_of(&a, &ops);
-    ck_assert_str_eq(ops[4].name, "msda_backward_bf16_half_v1");
-    ck_assert_int_eq(ops[4].params.coord_f32, 1);
-    a.coord_type = MSDA_COORD_SAME;
-    n = backward_of(&a, &ops);
-    ck_assert_str_eq(ops[4].name, "msda_backward_bf16_half_v1");
-    ck_assert_int_eq(ops[4].params.coord_f32, 0);
+    /* A value 8 bytes off 16: bf16's own coordinates have a kernel of 4 elements a lane, f32 ones
+     * take the kernel of one, told the type; 2 bytes off: one element a lane, either type. */
+    static const struct {
+        size_t offset;
+        msda_coord_type coords;
+        const char *kernel;
+    } narrower[] = {{8, MSDA_COORD_F32, "msda_backward_bf16_half_v1"},
+                    {8, MSDA_COORD_SAME, "msda_backward_bf16_half_v4"},
+                    {2, MSDA_COORD_F32, "msda_backward_bf16_half_v1"},
+                    {2, MSDA_COORD_SAME, "msda_backward_bf16_half_v1"}};
+    for (size_t i = 0; i < sizeof narrower / sizeof narrower[0]; i++) {
+        a.value = (const char *)NOWHERE(1) + narrower[i].offset;
+        a.coord_type = narrower[i].coords;
+        n = backward_of(&a, &ops);
+        ck_assert_str_eq(ops[4].name, narrower[i].kernel);
+        ck_assert_int_eq(ops[4].params.coord_f32, narrower[i].coords == MSDA_COORD_F32);
+    }
     /* The workspace the caller is told to bring is what the call takes. */
     a = backward_args(MSDA_BF16, 2, DETR_S, MSDA_HOST);
     size_t bytes = 0;

@@ -9,7 +9,7 @@ import sys
 import textwrap
 import types
 from pathlib import Path
-from typing import Dict
+from typing import Callable, Dict, Iterator
 
 # The op module of a project with a compiled `_C` of its own (GroundingDINO's
 # models/GroundingDINO/ms_deform_attn.py, detrex's layers/multi_scale_deform_attn.py): `_C`
@@ -273,6 +273,26 @@ def cleanup(root: Path, *packages: str) -> None:
         del sys.modules[name]
     if str(root) in sys.path:
         sys.path.remove(str(root))
+
+
+def projects(tmp_path: Path, package: str, layout: Callable[..., Dict[str, str]]) -> Iterator[Callable[..., Path]]:
+    """A fixture's body: gives make(**changes), which writes a stand-in of PACKAGE (layout(**changes))
+    into a folder of its own under TMP_PATH and returns its root; afterwards msda.unpatch() and
+    every stand-in taken away again."""
+    import msda
+
+    roots = []
+
+    def make(**changes: str) -> Path:
+        assert package not in sys.modules
+        root = write(tmp_path / f"p{len(roots)}", layout(**changes))
+        roots.append(root)
+        return root
+
+    yield make
+    msda.unpatch()
+    for root in roots:
+        cleanup(root, package)
 
 
 def empty_package(name: str, folder: str) -> types.ModuleType:

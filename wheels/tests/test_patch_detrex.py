@@ -26,18 +26,7 @@ OP_MODULE = "detrex.layers.multi_scale_deform_attn"
 
 @pytest.fixture
 def project(tmp_path):
-    roots = []
-
-    def make(**changes):
-        assert "detrex" not in sys.modules
-        root = fake_projects.write(tmp_path / f"p{len(roots)}", fake_projects.detrex(**changes))
-        roots.append(root)
-        return root
-
-    yield make
-    msda.unpatch()
-    for root in roots:
-        fake_projects.cleanup(root, "detrex")
+    yield from fake_projects.projects(tmp_path, "detrex", fake_projects.detrex)
 
 
 def test_without_c_detrex_has_a_placeholder_layer_and_with_the_patch_the_real_one_on_msda(project):

@@ -28,18 +28,7 @@ SHAPES = ((6, 5), (3, 4), (2, 2))
 @pytest.fixture
 def project(tmp_path):
     """Writes a GroundingDINO stand-in (fake_projects.groundingdino(**changes)) and gives its root."""
-    roots = []
-
-    def make(**changes):
-        assert "groundingdino" not in sys.modules
-        root = fake_projects.write(tmp_path / f"p{len(roots)}", fake_projects.groundingdino(**changes))
-        roots.append(root)
-        return root
-
-    yield make
-    msda.unpatch()
-    for root in roots:
-        fake_projects.cleanup(root, "groundingdino")
+    yield from fake_projects.projects(tmp_path, "groundingdino", fake_projects.groundingdino)
 
 
 def inputs(seed=0, n=2, heads=2, dim=4, queries=7, points=3):
