@@ -17,7 +17,7 @@ import torch
 import fake_projects
 import msda
 from msda import _patch_c_ext
-from test_patch_groundingdino import assert_agrees_with_reference, inputs, layer_and_inputs
+from test_patch_groundingdino import assert_agrees_with_reference, assert_layer_runs_msda, inputs, layer_and_inputs
 
 pytestmark = pytest.mark.usefixtures("unpatched")
 
@@ -105,15 +105,7 @@ def test_with_a_compiled_c_a_layer_built_before_the_patch_runs_msda_and_dcnv3_st
         "detrex._C.ms_deform_attn_forward (the compiled op's, on CUDA tensors)",
         "detrex._C.ms_deform_attn_backward (the compiled op's, on CUDA tensors)",
         f"{OP_MODULE}.multi_scale_deformable_attn_pytorch (the layer's path for tensors not on CUDA)"]
-    calls = []
-    monkeypatch.setattr(_patch_c_ext, "ms_deform_attn",
-                        lambda *a, _real=_patch_c_ext.ms_deform_attn: calls.append(1) or _real(*a))
-    out = layer(query, **kwargs)
-    out.sum().backward()
-    assert calls == [1]
-    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
-    for n, p in layer.named_parameters():
-        torch.testing.assert_close(p.grad, ref_grads[n], rtol=1e-8, atol=1e-10, msg=n)
+    assert_layer_runs_msda(layer, query, kwargs, ref, ref_grads, monkeypatch)
     assert_agrees_with_reference(lambda v, s, st, loc, w: module.MultiScaleDeformableAttnFunction.apply(
         v, s, st, loc, w, 64))
     assert compiled.dcnv3_forward is dcn

@@ -60,6 +60,20 @@ def assert_agrees_with_reference(fn):
         torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-9, msg=name)
 
 
+def assert_layer_runs_msda(layer, query, kwargs, ref, ref_grads, monkeypatch):
+    """The layer's forward and backward go through msda once (on the CPU: the switched PyTorch
+    function) and agree with REF and REF_GRADS, what it gave before the patch."""
+    calls = []
+    monkeypatch.setattr(_patch_c_ext, "ms_deform_attn",
+                        lambda *a, _real=_patch_c_ext.ms_deform_attn: calls.append(1) or _real(*a))
+    out = layer(query, **kwargs)
+    out.sum().backward()
+    assert calls == [1]
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+    for n, p in layer.named_parameters():
+        torch.testing.assert_close(p.grad, ref_grads[n], rtol=1e-8, atol=1e-10, msg=n)
+
+
 def layer_and_inputs(module):
     torch.manual_seed(0)
     layer = module.MultiScaleDeformableAttention(embed_dim=16, num_heads=2, num_levels=3, num_points=2,
@@ -113,15 +127,7 @@ def test_a_layer_built_before_the_patch_runs_msda_and_agrees_with_its_own_path(p
     ref_grads = {n: p.grad.clone() for n, p in layer.named_parameters()}
     layer.zero_grad()
     msda.patch("groundingdino")
-    calls = []
-    monkeypatch.setattr(_patch_c_ext, "ms_deform_attn",
-                        lambda *a, _real=_patch_c_ext.ms_deform_attn: calls.append(1) or _real(*a))
-    out = layer(query, **kwargs)
-    out.sum().backward()
-    assert calls == [1]
-    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
-    for n, p in layer.named_parameters():
-        torch.testing.assert_close(p.grad, ref_grads[n], rtol=1e-8, atol=1e-10, msg=n)
+    assert_layer_runs_msda(layer, query, kwargs, ref, ref_grads, monkeypatch)
 
 
 def test_unpatch_restores_exactly_what_was_there(project):
