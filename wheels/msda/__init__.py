@@ -2,6 +2,7 @@
 library with device code for many GPU architectures and a multithreaded CPU path.
 
 With torch:    msda.ms_deform_attn(...), msda.MSDeformAttn(...)  (CPU and CUDA tensors),
+               msda.ms_deform_attn_points_per_level(...)  (a point count per level, "discrete"),
                msda.check_level_tables() (after CUDA-graph replays),
                msda.patch(), msda.unpatch()  (switch transformers', mmcv's, GroundingDINO's,
                                              detrex's and BEVFormer's op to msda and back),
@@ -30,12 +31,13 @@ except ImportError:  # the sources themselves, not a built wheel
 # Name -> (module, attribute) of what needs torch.
 _TORCH_EXPORTS = {
     "ms_deform_attn": ("._torch_ops", "ms_deform_attn"),
+    "ms_deform_attn_points_per_level": ("._points_per_level", "ms_deform_attn_points_per_level"),
     "MSDeformAttn": (".modules", "MSDeformAttn"),
     "check_level_tables": ("._torch_kernels", "check_level_tables"),
     "kernels_repository": ("._kernels_hub", "kernels_repository"),
 }
 
-__all__ = ["ms_deform_attn", "MSDeformAttn", "check_level_tables", "patch", "unpatch", "PatchError", "PatchReport",
+__all__ = ["ms_deform_attn", "ms_deform_attn_points_per_level", "MSDeformAttn", "check_level_tables", "patch", "unpatch", "PatchError", "PatchReport",
            "kernels_repository",
            "cpu_forward", "cpu_backward", "library_info",
            "library_path", "LibraryInfo", "Arch", "MSDAError", "MSDAInputError", "Status",
