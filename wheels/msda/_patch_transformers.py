@@ -11,9 +11,13 @@ that models this file does not name are switched too):
 - the function `multi_scale_deformable_attention` (Mask2Former, OneFormer), called by name from
   its module, replaced there; it gets the levels' sizes as a list, whose tables are cached;
 - the function `multi_scale_deformable_attention_v2` (RT-DETR v2, D-FINE, DEIMv2): a point count
-  per level and a "discrete" mode. Where every level has the same count and the mode is
-  "default" it is the op itself, on locations viewed as (N, Lq, M, L, P, 2), and runs on msda;
-  other calls run transformers' own code.
+  per level and a "default" (bilinear) or "discrete" (nearest pixel) mode, replaced by
+  ms_deform_attn_points_per_level (_points_per_level.py) in every module that defines it. RT-DETR
+  v2 calls it by name; D-FINE and DEIMv2 keep it on each attention layer
+  (`self.ms_deformable_attn_core = multi_scale_deformable_attention_v2` in __init__), so their
+  class gets a property of that name, which hands a layer holding the framework's function the
+  module's function as it is at the call: layers built before the patch are switched too, and
+  back again when unpatch removes the property.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from torch import Tensor
 
 from . import _patch
 from ._level_table_cache import level_tables
+from ._points_per_level import ms_deform_attn_points_per_level
 from ._torch_ops import ms_deform_attn
 
 CLASS = "MultiScaleDeformableAttention"
@@ -43,6 +48,11 @@ EXPECTED = {
 }
 _DEFINITION = re.compile(rb"^(?:class (MultiScaleDeformableAttention)\(|def (multi_scale_deformable_attention(?:_v2)?)\()",
                          re.M)
+# A layer keeping the function in an attribute of its own (D-FINE: `self.ms_deformable_attn_core = ...`).
+_BINDING = re.compile(rb"^\s+self\.(\w+)\s*=\s*(multi_scale_deformable_attention(?:_v2)?)\s*$", re.M)
+_CLASS = re.compile(rb"^class (\w+)\(", re.M)
+# transformers' methods of multi_scale_deformable_attention_v2 -> ms_deform_attn_points_per_level's
+_V2_METHODS = {"default": "bilinear", "discrete": "discrete"}
 
 
 def class_forward(self: Any, value: Tensor, value_spatial_shapes: Tensor, value_spatial_shapes_list: Any,
@@ -65,31 +75,51 @@ def function(value: Tensor, value_spatial_shapes: "Sequence[Tuple[int, int]] | T
 
 
 def function_v2(original: Callable[..., Tensor]) -> Callable[..., Tensor]:
-    """multi_scale_deformable_attention_v2 on msda where it is the op (the same point count on
-    every level, bilinear sampling), else ORIGINAL, transformers' own."""
+    """multi_scale_deformable_attention_v2 on msda (ms_deform_attn_points_per_level): "default"
+    is its bilinear method, "discrete" its nearest pixel; a method it does not know, or tensors
+    not shaped as transformers passes them, go to ORIGINAL, transformers' own, as they are."""
 
     def v2(value: Tensor, value_spatial_shapes: Any, sampling_locations: Tensor, attention_weights: Tensor,
            num_points_list: List[int], method: str = "default") -> Tensor:
-        levels = len(num_points_list)
-        if (method != "default" or levels == 0 or len(value_spatial_shapes) != levels
-                or any(p != num_points_list[0] for p in num_points_list) or sampling_locations.dim() != 5):
+        mode = _V2_METHODS.get(method) if isinstance(method, str) else None
+        if (mode is None or not len(num_points_list) or len(value_spatial_shapes) != len(num_points_list)
+                or sampling_locations.dim() != 5):
             return original(value, value_spatial_shapes, sampling_locations, attention_weights, num_points_list,
                             method)
-        n, queries, heads, _, _ = sampling_locations.shape
-        points = num_points_list[0]
-        shapes, starts = level_tables(value_spatial_shapes)
-        # (N, Lq, M, L * P, 2), level by level: the op's (N, Lq, M, L, P, 2)
-        return ms_deform_attn(value, shapes, starts,
-                              sampling_locations.reshape(n, queries, heads, levels, points, 2),
-                              attention_weights.reshape(n, queries, heads, levels, points))
+        # transformers passes spatial_shapes_list, a list: its tables cached in host memory
+        starts = level_tables(value_spatial_shapes)[1] if isinstance(value_spatial_shapes, Tensor) else None
+        return ms_deform_attn_points_per_level(value, value_spatial_shapes, starts, sampling_locations,
+                                               attention_weights, num_points_list, mode)
 
     v2.__doc__ = function_v2.__doc__
     v2.__wrapped__ = original  # type: ignore[attr-defined]
     return v2
 
 
-def _candidates(root: str) -> List[Tuple[str, str]]:
-    """(module name, definition name) for every MSDA definition in ROOT/models/*/modeling_*.py."""
+def at_call(module: Any, name: str, framework_code: Any, attr: str) -> property:
+    """The property ATTR of a layer class that stores MODULE.NAME on each layer in __init__: a
+    layer holding FRAMEWORK_CODE (transformers' function) gets MODULE.NAME as it is at the call
+    (msda's while patched); a layer holding anything else, that."""
+
+    def get(self: Any) -> Any:
+        try:
+            held = self.__dict__[attr]
+        except KeyError:
+            raise AttributeError(attr) from None
+        return getattr(module, name) if held is framework_code else held
+
+    def put(self: Any, value: Any) -> None:
+        self.__dict__[attr] = value
+
+    def remove(self: Any) -> None:
+        self.__dict__.pop(attr, None)
+
+    return property(get, put, remove, f"{module.__name__}.{name}, looked up when called (msda.patch)")
+
+
+def _candidates(root: str) -> List[Tuple[str, str, List[Tuple[str, str]]]]:
+    """(module name, definition name, [(class, attribute) of layers that keep the function]) for
+    every MSDA definition in ROOT/models/*/modeling_*.py."""
     found = []
     models = os.path.join(root, "models")
     for model in sorted(os.listdir(models)) if os.path.isdir(models) else []:
@@ -101,9 +131,15 @@ def _candidates(root: str) -> List[Tuple[str, str]]:
                 continue
             with open(os.path.join(folder, name), "rb") as f:
                 text = f.read()
+            classes = [(m.start(), m.group(1).decode()) for m in _CLASS.finditer(text)]
             for match in _DEFINITION.finditer(text):
-                found.append((f"transformers.models.{model}.{name[:-3]}",
-                              (match.group(1) or match.group(2)).decode()))
+                definition = (match.group(1) or match.group(2)).decode()
+                kept = []
+                for binding in _BINDING.finditer(text):
+                    owners = [c for at, c in classes if at < binding.start()]
+                    if binding.group(2).decode() == definition and owners:
+                        kept.append((owners[-1], binding.group(1).decode()))
+                found.append((f"transformers.models.{model}.{name[:-3]}", definition, kept))
     return found
 
 
@@ -116,7 +152,7 @@ def plan() -> Tuple[_patch.FrameworkPatch, List[_patch.Replacement]]:
     report = _patch.FrameworkPatch("transformers", getattr(transformers, "__version__", "unknown"))
     replacements: List[_patch.Replacement] = []
     problems: List[str] = []
-    for module_name, name in [c for root in roots for c in _candidates(root)]:
+    for module_name, name, kept in [c for root in roots for c in _candidates(root)]:
         try:
             module = importlib.import_module(module_name)
         except Exception as exc:  # a model whose own dependencies are missing cannot run either
@@ -138,8 +174,19 @@ def plan() -> Tuple[_patch.FrameworkPatch, List[_patch.Replacement]]:
             continue
         new = class_forward if name == CLASS else function if name == FUNCTION else function_v2(framework_code)
         replacements.append(_patch.Replacement(target, attr, framework_code, new, what))
-        report.switched.append(what + (" (same point count on every level, bilinear; other calls: transformers' own)"
-                                       if name == FUNCTION_V2 else ""))
+        report.switched.append(what + (" (every point count, \"default\" and \"discrete\")" if name == FUNCTION_V2
+                                       else ""))
+        for class_name, kept_as in kept:
+            layer = getattr(module, class_name, None)
+            where = f"{module_name}.{class_name}.{kept_as}"
+            if not isinstance(layer, type):
+                problems.append(f"{module_name} keeps {name} in {class_name}.{kept_as}, but has no class {class_name}")
+            elif _patch._switched(layer, kept_as) is None and kept_as in vars(layer):
+                problems.append(f"{where} is defined on the class; msda expects it set on each layer in __init__")
+            else:
+                replacements.append(_patch.Replacement(layer, kept_as, _patch.ABSENT,
+                                                       at_call(module, name, framework_code, kept_as), where))
+                report.switched.append(f"{where} (layers keep {name}: looked up when called)")
     if problems:
         raise _patch.PatchError(f"msda.patch: transformers {report.version} is not as msda expects, nothing "
                                 f"switched: " + "; ".join(problems))

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import msda
-from msda import _patch_transformers
+from msda import _patch_transformers, _points_per_level
 
 transformers = pytest.importorskip("transformers")
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("unpatched")
 
 @pytest.fixture
 def calls(monkeypatch):
-    """How many times the patched code ran msda's op."""
+    """How many times the patched code ran msda's op (itself, or under ms_deform_attn_points_per_level)."""
     count = [0]
     op = _patch_transformers.ms_deform_attn
 
@@ -31,6 +31,7 @@ def calls(monkeypatch):
         return op(*args, **kwargs)
 
     monkeypatch.setattr(_patch_transformers, "ms_deform_attn", counting)
+    monkeypatch.setattr(_points_per_level, "ms_deform_attn", counting)
     return count
 
 
@@ -117,26 +118,6 @@ def test_rt_detr_v2_with_one_point_count_runs_on_msda_and_agrees(calls):
     _perturb_offsets(model)
     _compare(model, {"pixel_values": torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(1))})
     assert calls[0] >= 1
-
-
-def test_rt_detr_v2_discrete_and_uneven_points_run_transformers_own_code(calls):
-    from transformers.models.rt_detr_v2 import modeling_rt_detr_v2 as m
-    own = m.multi_scale_deformable_attention_v2
-    msda.patch("transformers")
-    g = torch.Generator().manual_seed(2)
-    shapes = [(6, 5), (3, 3)]
-    value = torch.randn(2, 39, 2, 4, generator=g)
-    for points, method in (([2, 3], "default"), ([2, 2], "discrete")):
-        loc = torch.rand(2, 5, 2, sum(points), 2, generator=g)
-        w = torch.rand(2, 5, 2, sum(points), generator=g)
-        got = m.multi_scale_deformable_attention_v2(value, shapes, loc, w, points, method)
-        torch.testing.assert_close(got, own(value, shapes, loc, w, points, method), rtol=0, atol=0)
-    assert calls[0] == 0
-    loc = torch.rand(2, 5, 2, 4, 2, generator=g)
-    w = torch.rand(2, 5, 2, 4, generator=g)
-    got = m.multi_scale_deformable_attention_v2(value, shapes, loc, w, [2, 2], "default")
-    assert calls[0] == 1
-    torch.testing.assert_close(got, own(value, shapes, loc, w, [2, 2], "default"), rtol=1e-5, atol=1e-6)
 
 
 def test_mask2former_function_with_a_list_of_sizes_makes_its_level_table_once(calls):
