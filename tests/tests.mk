@@ -182,7 +182,7 @@ check-transformers4: $(PY_TESTS)/.stamp $(PY_TRANSFORMERS4)/.stamp
 	  MSDA_EXPECT_TRANSFORMERS=$(PY_TRANSFORMERS4_VERSION) \
 	  $(abspath $(RUN_SUITE)) transformers4 counts \
 	  $(abspath $(PY_VENV))/bin/python -m pytest -q -p no:cacheprovider tests/test_frameworks_installed.py \
-	  tests/test_patch_transformers.py
+	  tests/test_patch_transformers.py tests/test_patch_transformers_v2.py tests/test_points_per_level.py
 
 # fetch (issue 10) against a synthetic redist repository on a loopback server (tests/cli/fetch).
 CHECK_SUITES += fetch
