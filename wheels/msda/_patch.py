@@ -176,7 +176,10 @@ def patch(*names: str) -> PatchReport:
     """Switches the named frameworks' MSDA op to msda, or every known one that is importable
     when none is named; returns what was switched, and which version of each it recognised:
 
-    - "transformers": Hugging Face's models (DeformableDetr, GroundingDino, RT-DETR, Mask2Former...);
+    - "transformers": Hugging Face's models (DeformableDetr, GroundingDino, RT-DETR, Mask2Former...),
+      and RT-DETR v2's, D-FINE's and DEIMv2's multi_scale_deformable_attention_v2 in every call (a
+      point count per level, padded to the largest; "discrete" as the bilinear sample at the
+      nearest pixel's centre, no gradient to the locations);
     - "mmcv": mmcv's op (mmdet, mmdet3d), mmcv-lite included;
     - "groundingdino": IDEA-Research's GroundingDINO (its `groundingdino._C`, built or not, and
       its CPU path), or groundingdino-py;
