@@ -38,6 +38,7 @@ def _models():
         "Mask2FormerModel": (lambda: t.Mask2FormerModel(t.Mask2FormerConfig()), {}, (800, 1066)),
         "RTDetrModel": (lambda: t.RTDetrModel(t.RTDetrConfig()), {}, (640, 640)),
         "RTDetrV2Model": (lambda: t.RTDetrV2Model(t.RTDetrV2Config()), {}, (640, 640)),
+        "DFineModel": (lambda: t.DFineModel(t.DFineConfig()), {}, (640, 640)),
     }
 
 
