@@ -11,7 +11,7 @@ import msda
 from msda import _level_table_cache, _patch_transformers
 
 transformers = pytest.importorskip("transformers")
-from test_patch_transformers import _compare, _perturb_offsets, _rel, calls  # noqa: E402,F401
+from test_patch_transformers import _agrees_on_cuda, _compare, _perturb_offsets, _rel, calls  # noqa: E402,F401
 
 pytestmark = pytest.mark.usefixtures("unpatched")
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -181,25 +181,4 @@ def test_on_cuda_d_fine_agrees_in_f32_and_under_bf16_autocast(method, calls):
     """D-FINE with a point count per level on the GPU: f32 against transformers' own path, and
     under bf16 autocast msda's 16-bit kernels against its own path, as close as bf16 allows."""
     model, inputs = _d_fine([3, 6, 3], method)
-    model = model.cuda().eval()
-    inputs = {k: v.cuda() for k, v in inputs.items()}
-
-    def run(autocast):
-        model.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
-            out = model(**inputs).last_hidden_state
-        out.float().square().sum().backward()
-        return out.detach().float(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
-
-    for autocast, tol in ((False, 1e-4), (True, 3e-2)):
-        msda.unpatch()
-        own_out, own_grads = run(autocast)
-        msda.patch("transformers")
-        before = calls[0]
-        new_out, new_grads = run(autocast)
-        assert calls[0] > before
-        assert _rel(new_out, own_out) < tol
-        assert own_grads.keys() == new_grads.keys()
-        scale = max(g.norm().item() for g in own_grads.values())
-        for name, own in own_grads.items():
-            assert (new_grads[name] - own).norm().item() <= tol * max(own.norm().item(), 1e-2 * scale), name
+    _agrees_on_cuda(model, inputs, calls)
