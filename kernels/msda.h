@@ -91,8 +91,10 @@ extern "C" {
  *   1: the first (the three args structs without coord_type, level_table, device_status)
  *   2: coord_type, level_table and device_status appended to both args structs
  *   3: weights appended to both args structs (attention weights as logits: the fused softmax)
- *   4: deterministic appended to msda_backward_args */
-#define MSDA_ABI_VERSION 4
+ *   4: deterministic appended to msda_backward_args
+ *   5: level_points and sampling appended to both args structs (a point count per level, the
+ *      discrete sampling of RT-DETR v2 and D-FINE) */
+#define MSDA_ABI_VERSION 5
 
 typedef enum msda_dtype {
     MSDA_F32 = 0,
@@ -125,6 +127,21 @@ typedef enum msda_weights {
     MSDA_WEIGHTS_LOGITS = 1,    /* attention_weights are logits: the softmax is fused */
 } msda_weights;
 
+/* How a point samples its level (ABI 5).
+ *
+ * MSDA_SAMPLING_DISCRETE takes the nearest pixel, as RT-DETR v2's and D-FINE's "discrete" method
+ * does: with f = x * W_l + 0.5 (a multiplication and an addition, each rounded, in the
+ * accumulation type: f32 for f16, bf16 and f32 values, f64 for f64), the column is
+ * ix = trunc(f) clamped to [0, W_l - 1], the row likewise from y and H_l, and the sample is
+ * value[n, level_start[l] + iy * W_l + ix, m, d] with weight 1. Every location lands in the map
+ * (infinite ones at its edge) but a NaN one, which contributes nothing. The backward gives
+ * grad_value and grad_attention_weights of that sample, and zero grad_sampling_locations (the
+ * sample is constant between pixel edges). */
+typedef enum msda_sampling {
+    MSDA_SAMPLING_BILINEAR = 0, /* the formula above (ABI 1 to 4) */
+    MSDA_SAMPLING_DISCRETE = 1, /* the nearest pixel, clamped into the map */
+} msda_sampling;
+
 /* Where the level table (spatial_shapes, level_start) is. */
 typedef enum msda_memory {
     MSDA_HOST = 0,
@@ -136,7 +153,8 @@ typedef enum msda_status {
     MSDA_OK = 0,
     MSDA_ERR_NULL_ARGUMENT = 1,    /* a required pointer is NULL */
     MSDA_ERR_BAD_DTYPE = 2,        /* not one of msda_dtype, or a coord_type it does not go with */
-    MSDA_ERR_BAD_SIZE = 3,         /* N, S, M, D, Lq, L or P is not positive, or too large */
+    MSDA_ERR_BAD_SIZE = 3,         /* N, S, M, D, Lq, L, P or a level's points is not positive,
+                                      or too large, or P is not the largest level's points */
     MSDA_ERR_TOO_MANY_LEVELS = 4,  /* L > MSDA_MAX_LEVELS */
     MSDA_ERR_BAD_SHAPE = 5,        /* a level's H or W is not positive, or too large */
     MSDA_ERR_SHAPE_SUM = 6,        /* the sum of H_l * W_l differs from S */
@@ -171,7 +189,7 @@ typedef struct msda_sizes {
     int64_t channels; /* D, channels per head */
     int64_t queries;  /* Lq */
     int64_t levels;   /* L, 1 to MSDA_MAX_LEVELS */
-    int64_t points;   /* P, sampling points per level */
+    int64_t points;   /* P, sampling points per level; with level_points, the largest P_l */
 } msda_sizes;
 
 /* Forward arguments. spatial_shapes (L rows of H, W) and level_start (L) are int64, in host
@@ -193,6 +211,13 @@ typedef struct msda_forward_args {
      * kernels store the status of an inconsistent table (never cleared by the library). */
     int32_t *device_status;
     msda_weights weights; /* ABI 3; zero: attention_weights are already softmaxed */
+    /* ABI 5, optional, host memory: level l has level_points[l] points (1 to sizes.points, the
+     * largest equal to sizes.points), so that sampling_locations is (N, Lq, M, sum P_l, 2) and
+     * attention_weights (N, Lq, M, sum P_l), the points level by level (RT-DETR v2's
+     * num_points_list). The softmax of MSDA_WEIGHTS_LOGITS is over the sum P_l of a group.
+     * NULL: sizes.points on every level. */
+    const int64_t *level_points;
+    msda_sampling sampling; /* ABI 5; zero: bilinear */
 } msda_forward_args;
 
 /* Backward arguments: as the forward's, with grad_output in, and the three gradients out.
@@ -231,6 +256,8 @@ typedef struct msda_backward_args {
      * (msda_backward_cuda_workspace) and the call slower than with 0, whose atomics add in an
      * order that changes from run to run. The CPU path is deterministic either way. */
     int32_t deterministic;
+    const int64_t *level_points; /* ABI 5: as msda_forward_args' */
+    msda_sampling sampling;
 } msda_backward_args;
 
 /* The message for a status: a static string, never NULL ("unknown status" if out of range). */

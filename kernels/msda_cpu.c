@@ -208,7 +208,7 @@ msda_status msda_forward_cpu(const msda_forward_args *a, int threads, msda_error
     if (st != MSDA_OK) return st;
     if (threads < 0) return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "threads is %d", threads);
     if (pb.table_on_device) return host_table_needed(err);
-    const int64_t acc_elems = pb.D + (pb.logits ? pb.L * pb.P : 0);
+    const int64_t acc_elems = pb.D + (pb.logits ? pb.LP : 0);
     if ((uint64_t)acc_elems > SIZE_MAX / acc_size(pb.dtype))
         return msda_fail(err, MSDA_ERR_OUT_OF_MEMORY, "D + L*P is too large for host scratch");
     const cpu_task proto = {.pb = &pb, .fwd = a, .scratch_bytes = (size_t)acc_elems * acc_size(pb.dtype)};
@@ -221,8 +221,8 @@ msda_status msda_backward_cpu(const msda_backward_args *a, int threads, msda_err
     if (st != MSDA_OK) return st;
     if (threads < 0) return msda_fail(err, MSDA_ERR_BAD_ARGUMENT, "threads is %d", threads);
     if (pb.table_on_device) return host_table_needed(err);
-    /* S*D and L*P are each below 2^55 (validated): the sum cannot overflow. */
-    const int64_t acc_elems = pb.S * pb.D + pb.D + (pb.logits ? 2 * pb.L * pb.P : 0);
+    /* S*D and LP are each below 2^55 (validated): the sum cannot overflow. */
+    const int64_t acc_elems = pb.S * pb.D + pb.D + (pb.logits ? 2 * pb.LP : 0);
     if ((uint64_t)acc_elems > SIZE_MAX / acc_size(pb.dtype))
         return msda_fail(err, MSDA_ERR_OUT_OF_MEMORY, "S*D is too large for host scratch");
     const cpu_task proto = {.pb = &pb, .bwd = a, .scratch_bytes = (size_t)acc_elems * acc_size(pb.dtype)};

@@ -41,6 +41,26 @@ static int CPU_NAME(locate)(CPU_A x, CPU_A y, int64_t H, int64_t W, CPU_NAME(cor
     return 1;
 }
 
+/* MSDA_SAMPLING_DISCRETE's pixel of one coordinate: trunc(v * n + 0.5) clamped to [0, n - 1],
+ * compared before any conversion so that no out-of-range float is converted. */
+static int64_t CPU_NAME(nearest)(CPU_A v, int64_t n) {
+    const CPU_A f = v * (CPU_A)n + (CPU_A)0.5;
+    return f < (CPU_A)1 ? 0 : f >= (CPU_A)n ? n - 1 : (int64_t)f;
+}
+
+/* The point's corners as pb's sampling takes them: bilinear (locate), or MSDA_SAMPLING_DISCRETE's
+ * one pixel of weight 1 as corner 0, the others out (nothing for a NaN location). */
+static int CPU_NAME(locate_point)(const msda_problem *pb, CPU_A x, CPU_A y, int64_t H, int64_t W,
+                                  CPU_NAME(corners) *b) {
+    if (!pb->discrete) return CPU_NAME(locate)(x, y, H, W, b);
+    if (x != x || y != y) return 0;
+    *b = (CPU_NAME(corners)){0};
+    b->off[0] = CPU_NAME(nearest)(y, H) * W + CPU_NAME(nearest)(x, W);
+    b->wt[0] = 1;
+    b->in[0] = 1;
+    return 1;
+}
+
 /* The softmax of n logits into w (msda.h, MSDA_WEIGHTS_LOGITS). The max propagates NaN, so
  * that a row with a NaN, a +inf (inf - inf) or only -inf logits comes out all NaN, as
  * torch.softmax gives it. */
@@ -57,15 +77,16 @@ static void CPU_NAME(softmax)(const CPU_C *x, int64_t n, CPU_A *w) {
     for (int64_t k = 0; k < n; k++) w[k] /= sum;
 }
 
-/* Point lp of group g's corners (its level is lp / P), with the rows it will read prefetched:
+/* Point lp of group g's corners (its level msda_level_of_point's), with the rows it will read prefetched:
  * located one point ahead of its sums, so that these loads, anywhere in a value of tens of MB,
  * overlap the previous point's work rather than each waiting in turn (the loop was bound by
  * their latency). gv: the backward's sums of the pair's value gradient, prefetched too (NULL in
  * the forward). Returns whether the point is inside its level. */
 static int CPU_NAME(locate_ahead)(const msda_problem *pb, const CPU_C *loc, const CPU_T *vnm, const CPU_A *gv,
                                   int64_t g, int64_t lp, CPU_NAME(corners) *b) {
-    const int64_t l = lp / pb->P, at = g * pb->L * pb->P + lp, row = pb->M * pb->D;
-    if (!CPU_NAME(locate)(CPU_CLOAD(loc[2 * at]), CPU_CLOAD(loc[2 * at + 1]), pb->level_h[l], pb->level_w[l], b))
+    const int64_t l = msda_level_of_point(pb, lp), at = g * pb->LP + lp, row = pb->M * pb->D;
+    if (!CPU_NAME(locate_point)(pb, CPU_CLOAD(loc[2 * at]), CPU_CLOAD(loc[2 * at + 1]), pb->level_h[l],
+                                pb->level_w[l], b))
         return 0;
     const int64_t bytes = pb->D * (int64_t)sizeof(CPU_T), acc_bytes = pb->D * (int64_t)sizeof(CPU_A);
     for (int j = 0; j < 4; j++) {
@@ -83,14 +104,14 @@ static int CPU_NAME(locate_ahead)(const msda_problem *pb, const CPU_C *loc, cons
     return 1;
 }
 
-/* Groups g0..g1-1 of (n, q, m); scratch holds D accumulators, then L*P softmaxed weights. */
+/* Groups g0..g1-1 of (n, q, m); scratch holds D accumulators, then LP softmaxed weights. */
 static void CPU_NAME(forward)(const msda_problem *pb, const msda_forward_args *a, int64_t g0,
                               int64_t g1, void *scratch) {
     const CPU_T *value = a->value;
     const CPU_C *loc = a->sampling_locations, *wgt = a->attention_weights;
     CPU_T *out = a->output;
     CPU_A *acc = scratch;
-    const int64_t D = pb->D, M = pb->M, row = M * D, LP = pb->L * pb->P;
+    const int64_t D = pb->D, M = pb->M, row = M * D, LP = pb->LP;
     CPU_A *soft = acc + D;
     for (int64_t g = g0; g < g1; g++) {
         const int64_t m = g % M, n = g / (pb->Lq * M);
@@ -104,7 +125,7 @@ static void CPU_NAME(forward)(const msda_problem *pb, const msda_forward_args *a
             const int here = inside;
             if (lp + 1 < LP) inside = CPU_NAME(locate_ahead)(pb, loc, vnm, NULL, g, lp + 1, &next);
             if (!here) continue;
-            const CPU_T *vl = vnm + pb->level_start[lp / pb->P] * row;
+            const CPU_T *vl = vnm + pb->level_start[msda_level_of_point(pb, lp)] * row;
             const CPU_A aw = pb->logits ? soft[lp] : CPU_CLOAD(wgt[g * LP + lp]);
             for (int j = 0; j < 4; j++) {
                 if (!b.in[j]) continue;
@@ -119,14 +140,14 @@ static void CPU_NAME(forward)(const msda_problem *pb, const msda_forward_args *a
 
 /* Pairs nm0..nm1-1 of (n, m): every query of that batch item and head, so that the pair's
  * slice of grad_value belongs to one thread. scratch holds S*D + D accumulators, then, for
- * logits, a group's L*P softmaxed weights and their gradients. */
+ * logits, a group's LP softmaxed weights and their gradients. */
 static void CPU_NAME(backward)(const msda_problem *pb, const msda_backward_args *a, int64_t nm0,
                                int64_t nm1, void *scratch) {
     const CPU_T *value = a->value, *gout = a->grad_output;
     const CPU_C *loc = a->sampling_locations, *wgt = a->attention_weights;
     CPU_T *gvalue = a->grad_value;
     CPU_C *gloc = a->grad_sampling_locations, *gwgt = a->grad_attention_weights;
-    const int64_t D = pb->D, M = pb->M, S = pb->S, row = M * D, LP = pb->L * pb->P;
+    const int64_t D = pb->D, M = pb->M, S = pb->S, row = M * D, LP = pb->LP;
     CPU_A *gv = scratch, *go = gv + S * D, *soft = go + D, *gsoft = soft + LP;
     for (int64_t nm = nm0; nm < nm1; nm++) {
         const int64_t n = nm / M, m = nm % M;
@@ -139,7 +160,7 @@ static void CPU_NAME(backward)(const msda_problem *pb, const msda_backward_args 
             CPU_NAME(corners) b, next;
             int inside = LP > 0 && CPU_NAME(locate_ahead)(pb, loc, vnm, gv, g, 0, &next);
             for (int64_t lp = 0; lp < LP; lp++) {
-                const int64_t l = lp / pb->P;
+                const int64_t l = msda_level_of_point(pb, lp);
                 const int64_t H = pb->level_h[l], W = pb->level_w[l], start = pb->level_start[l];
                 const int64_t at = g * LP + lp;
                 b = next;
@@ -166,8 +187,9 @@ static void CPU_NAME(backward)(const msda_problem *pb, const msda_backward_args 
                     b.wt[0] * dot[0] + b.wt[1] * dot[1] + b.wt[2] * dot[2] + b.wt[3] * dot[3];
                 const CPU_A d_lw = b.hh * (dot[1] - dot[0]) + b.lh * (dot[3] - dot[2]);
                 const CPU_A d_lh = b.hw * (dot[2] - dot[0]) + b.lw * (dot[3] - dot[1]);
-                gloc[2 * at] = CPU_CSTORE(aw * d_lw * (CPU_A)W);
-                gloc[2 * at + 1] = CPU_CSTORE(aw * d_lh * (CPU_A)H);
+                /* discrete: the sample is constant in the location between pixel edges */
+                gloc[2 * at] = CPU_CSTORE(pb->discrete ? (CPU_A)0 : aw * d_lw * (CPU_A)W);
+                gloc[2 * at + 1] = CPU_CSTORE(pb->discrete ? (CPU_A)0 : aw * d_lh * (CPU_A)H);
                 gwgt[at] = CPU_CSTORE(d_weight);
                 if (pb->logits) gsoft[lp] = d_weight;
             }

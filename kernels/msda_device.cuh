@@ -300,6 +300,17 @@ template <> __device__ __forceinline__ unsigned short from_acc<bf16_t>(float a) 
 // same, so both paths take the same corners for a location next to a pixel boundary.
 __device__ __forceinline__ float scale_shift(float v, int n) { return __fsub_rn(__fmul_rn(v, (float)n), 0.5f); }
 __device__ __forceinline__ double scale_shift(double v, int n) { return __dsub_rn(__dmul_rn(v, (double)n), 0.5); }
+// The pixel that discrete sampling takes in a dimension of n (msda.h, MSDA_SAMPLING_DISCRETE):
+// trunc(v * n + 0.5), each step rounded, clamped to [0, n - 1] by comparisons before any
+// conversion. The caller has ruled out NaN.
+__device__ __forceinline__ int nearest_pixel(float v, int n) {
+    const float f = __fadd_rn(__fmul_rn(v, (float)n), 0.5f);
+    return f < 1.0f ? 0 : f >= (float)n ? n - 1 : (int)f;
+}
+__device__ __forceinline__ int nearest_pixel(double v, int n) {
+    const double f = __dadd_rn(__dmul_rn(v, (double)n), 0.5);
+    return f < 1.0 ? 0 : f >= (double)n ? n - 1 : (int)f;
+}
 
 template <int BYTES> struct raw_of;
 template <> struct raw_of<16> { typedef uint4 type; };

@@ -25,13 +25,18 @@ typedef struct msda_problem {
     int table_on_device; /* level_h, level_w, level_start unknown: the table is in device memory */
     int logits;          /* attention_weights are logits: the softmax is fused (MSDA_WEIGHTS_LOGITS) */
     int deterministic;   /* backward: grad_value in exact integer sums (msda_backward_args) */
-    int64_t N, S, M, D, Lq, L, P;
+    int discrete;        /* MSDA_SAMPLING_DISCRETE: the nearest pixel */
+    int uniform;         /* every level has P points (level_points NULL or all equal) */
+    int64_t N, S, M, D, Lq, L, P; /* P: the largest level's points */
+    int64_t LP;          /* a group's points: the sum of level_points (L * P where uniform) */
+    int64_t level_points[MSDA_MAX_LEVELS];
+    int64_t point_start[MSDA_MAX_LEVELS]; /* the first point of level l within a group */
     int64_t level_h[MSDA_MAX_LEVELS];
     int64_t level_w[MSDA_MAX_LEVELS];
     int64_t level_start[MSDA_MAX_LEVELS];
     int64_t value_elems;  /* N * S * M * D */
     int64_t output_elems; /* N * Lq * M * D */
-    int64_t weight_elems; /* N * Lq * M * L * P (locations: twice as many) */
+    int64_t weight_elems; /* N * Lq * M * LP (locations: twice as many) */
 } msda_problem;
 
 /* What msda_check_problem checks: the fields the two args structs share. */
@@ -42,11 +47,21 @@ typedef struct msda_problem_in {
     msda_weights weights;
     const msda_sizes *sizes;
     const int64_t *shapes, *starts;
+    const int64_t *level_points; /* NULL: P on every level */
+    msda_sampling sampling;
 } msda_problem_in;
 
 /* Checks the data types, the sizes and the level table (unless it is in device memory) and
  * fills *pb. Pointers are checked by the callers. */
 msda_status msda_check_problem(const msda_problem_in *in, msda_problem *pb, msda_error *err);
+
+/* The level of point lp (0 to LP - 1) of a group. */
+static inline int64_t msda_level_of_point(const msda_problem *pb, int64_t lp) {
+    if (pb->uniform) return lp / pb->P;
+    int64_t l = 0;
+    while (l + 1 < pb->L && lp >= pb->point_start[l + 1]) l++;
+    return l;
+}
 
 /* msda_validate_forward / _backward, filling *pb for the caller's work. */
 msda_status msda_check_forward(const msda_forward_args *a, msda_problem *pb, msda_error *err);

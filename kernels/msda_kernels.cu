@@ -67,10 +67,26 @@ template <typename A> __device__ __forceinline__ bool locate(A x, A y, int H, in
     return true;
 }
 
+// A point's corners as the call samples: bilinear (locate), or discrete (p.sampling): the
+// nearest pixel as corner 0 with weight 1, the other corners out, nothing for a NaN location.
+template <typename A>
+__device__ __forceinline__ bool locate_sample(const msda_kparams &p, A x, A y, int H, int W, bilinear<A> &b) {
+    if (!p.sampling) return locate(x, y, H, W, b);
+    if (x != x || y != y) return false;
+    b.off[0] = (int64_t)nearest_pixel(y, H) * W + nearest_pixel(x, W);
+    b.wt[0] = (A)1;
+    b.in[0] = true;
+#pragma unroll
+    for (int j = 1; j < 4; j++) b.off[j] = 0, b.wt[j] = (A)0, b.in[j] = false;
+    b.lh = b.lw = b.hh = b.hw = (A)0;
+    return true;
+}
+
 // The level table as a block uses it, in shared memory.
 struct level_table {
     int32_t h[MSDA_KP_MAX_LEVELS], w[MSDA_KP_MAX_LEVELS];
     int64_t start[MSDA_KP_MAX_LEVELS];
+    int32_t points[MSDA_KP_MAX_LEVELS], point_start[MSDA_KP_MAX_LEVELS]; // each level's points, its first
     int32_t shape_ok[MSDA_KP_MAX_LEVELS]; // a table in device memory: H, W from 1 to 2^31 - 1
     int status;                            // MSDA_OK, or why the table is inconsistent
     // The 16-bit backward's f32 buffer (plan_buffer): which levels it holds, each level's H * W,
@@ -87,6 +103,12 @@ struct level_table {
 // Returns whether the table may be used to form indices.
 __device__ __forceinline__ bool load_levels(const msda_kparams &p, level_table &t) {
     const int i = threadIdx.x; // blocks have at least 32 threads and L <= 16
+    if (i < p.levels) {
+        int start = 0;
+        for (int l = 0; l < i; l++) start += p.level_points[l];
+        t.points[i] = p.level_points[i];
+        t.point_start[i] = start;
+    }
     if (p.level_shapes) {
         if (i < p.levels) {
             const int64_t *shapes = reinterpret_cast<const int64_t *>(p.level_shapes);
@@ -462,7 +484,7 @@ __device__ __forceinline__ void forward(const msda_kparams &p) {
     const bool table_ok = load_levels(p, lv);
     const int lanes = 1 << p.lanes_log2, parts = 1 << p.parts_log2;
     const int64_t row = (int64_t)p.heads * p.channels; // elements between two spatial positions
-    const int LP = p.levels * p.points;
+    const int LP = p.total_points;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     // As in the backward: whole warps iterate together, so every lane reaches the shuffles.
     for (int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; t < p.threads; t += stride) {
@@ -485,7 +507,7 @@ __device__ __forceinline__ void forward(const msda_kparams &p) {
             if (active && table_ok && c < p.chunks) {
                 const S *vc = value + c * VEC;
                 int l = 0, k = part;
-                while (l < p.levels && k >= p.points) k -= p.points, l++;
+                while (l < p.levels && k >= lv.points[l]) k -= lv.points[l], l++;
                 for (int lp = part; lp < LP; lp += parts) {
                     const int H = lv.h[l], W = lv.w[l];
                     const S *vl = vc + lv.start[l] * row;
@@ -495,7 +517,7 @@ __device__ __forceinline__ void forward(const msda_kparams &p) {
                         a = exp(wgt[lp] - wmax) / wsum;
                     else
                         a = wgt[lp];
-                    if (locate(loc[2 * lp], loc[2 * lp + 1], H, W, b)) {
+                    if (locate_sample(p, loc[2 * lp], loc[2 * lp + 1], H, W, b)) {
 #pragma unroll
                         for (int j = 0; j < 4; j++) {
                             if (!b.in[j]) continue;
@@ -506,7 +528,7 @@ __device__ __forceinline__ void forward(const msda_kparams &p) {
                             for (int i = 0; i < VEC; i++) acc[i] += f * v[i];
                         }
                     }
-                    for (k += parts; l < p.levels && k >= p.points;) k -= p.points, l++;
+                    for (k += parts; l < p.levels && k >= lv.points[l];) k -= lv.points[l], l++;
                 }
             }
             for (int o = lanes; o < (lanes << p.parts_log2); o <<= 1) {
@@ -725,14 +747,14 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
     const coords<Cr> gloc_all(p.grad_locations, 0, p.coord_f32), gwgt_all(p.grad_weights, 0, p.coord_f32);
     const int lanes = 1 << p.lanes_log2;
     const int64_t row = (int64_t)p.heads * p.channels;
-    const int LP = p.levels * p.points;
+    const int LP = p.total_points;
     const bool one_chunk = p.chunks <= lanes;
     // Lane k stores point k's location and weight gradients, a level's at once: for each of the
     // three, one store request a group a level rather than one a point, each writing a few bytes
     // of a sector. Lane 0 leaves each point's three in shared memory (`staged`, its group's
     // slots; registers held across the points took the f32 kernel from 64 to 79 on sm_90), and
     // lane k takes point k's after the level. Lane 0 stores them all itself where a group has
-    // fewer lanes than a level has points.
+    // fewer lanes than a level has points (p.points: the largest level's).
     const bool spread_grads = MSDA_SPREAD_GRADS && lanes >= p.points;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     if (!table_ok) { // uniform across the block
@@ -788,7 +810,8 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
             if (REPLICAS && to_buffer) bstart += replica_of(place.q, lv.replicas[l]) * lv.hw[l];
             bstart *= row;
             const A add_scale = HALF_SUMS && (REPLICAS || !to_buffer) ? half_scale : (A)1;
-            for (int k = 0; k < p.points; k++, lp++) {
+            const int Pl = lv.points[l];
+            for (int k = 0; k < Pl; k++, lp++) {
                 A d_weight = (A)0, d_lw = (A)0, d_lh = (A)0, a = (A)0;
                 bilinear<A> b;
                 bool inside = false;
@@ -797,7 +820,7 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                         a = exp(wgt[lp] - wmax) * wsum_inv;
                     else
                         a = wgt[lp];
-                    inside = locate(loc[2 * lp], loc[2 * lp + 1], H, W, b);
+                    inside = locate_sample(p, loc[2 * lp], loc[2 * lp + 1], H, W, b);
                 }
                 if (inside) {
                     for (int c = lane; c < p.chunks; c += lanes) {
@@ -868,8 +891,10 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                     d_weight -= gfirst;
                     wdot += a * d_weight; // a NaN weight makes the row NaN, as torch's
                 }
-                // dw/dx = W and dh/dy = H; zero for points outside, as the forward ignores them.
-                const A d_x = inside ? a * d_lw * (A)W : (A)0, d_y = inside ? a * d_lh * (A)H : (A)0;
+                // dw/dx = W and dh/dy = H; zero for points outside, as the forward ignores them,
+                // and under discrete sampling, constant between pixel edges.
+                const bool moves = inside && !p.sampling;
+                const A d_x = moves ? a * d_lw * (A)W : (A)0, d_y = moves ? a * d_lh * (A)H : (A)0;
                 if (spread_grads) {
                     if (lane == 0) {
                         A *st = staged + 3 * (threadIdx.x + k);
@@ -884,8 +909,8 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
             }
             if (spread_grads) {
                 __syncwarp();
-                if (active && lane < p.points) {
-                    const int at = lp - p.points + lane;
+                if (active && lane < Pl) {
+                    const int at = lp - Pl + lane;
                     const A *st = staged + 3 * threadIdx.x;
                     const coords<Cr> xy = gloc.from(2 * at);
                     xy.put_streaming(0, st[0]);
@@ -898,11 +923,14 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
         if constexpr (SOFTMAX) {
             // Each lane rewrites the gradients it stored itself (spread_grads: its own point of
             // every level), so no lane reads another's stores.
-            if (active && (spread_grads ? lane < p.points : lane == 0)) {
-                const int first = spread_grads ? lane : 0, step = spread_grads ? p.points : 1;
-                for (int k = first; k < LP; k += step) {
-                    const A w = exp(wgt[k] - wmax) * wsum_inv;
-                    gwgt.put(k, w * (gwgt[k] - wdot));
+            if (active && (spread_grads || lane == 0)) {
+                for (int l = 0; l < (spread_grads ? p.levels : 1); l++) {
+                    const int first = spread_grads ? lv.point_start[l] + lane : 0;
+                    const int end = !spread_grads ? LP : lane < lv.points[l] ? first + 1 : first;
+                    for (int k = first; k < end; k++) {
+                        const A w = exp(wgt[k] - wmax) * wsum_inv;
+                        gwgt.put(k, w * (gwgt[k] - wdot));
+                    }
                 }
             }
         }
@@ -1133,7 +1161,7 @@ template <class Cr> __device__ __forceinline__ void half_sum_bounds(const msda_k
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
     float mg = max_abs_of(reinterpret_cast<const unsigned short *>(p.grad_output), p.groups * p.channels, tid, stride);
     float mw = p.weights ? max_abs_of(reinterpret_cast<const typename Cr::S *>(p.weights),
-                                      p.groups * p.levels * p.points, tid, stride)
+                                      p.groups * p.total_points, tid, stride)
                          : 1.0f;
     // Reduced in the block first, then one atomicMax pair a block: every warp's own pair, all on
     // two addresses, queued at one L2 slice (8448 pairs for a wave on the H200).
@@ -1246,7 +1274,7 @@ template <class Tr, class Cr> __device__ __forceinline__ void exact_bounds_of(co
             bad = 1;
     }
     #pragma unroll 1
-    for (int64_t i = tid; i < p.groups * p.levels * p.points; i += stride) {
+    for (int64_t i = tid; i < p.groups * p.total_points; i += stride) {
         const double x = (double)to_acc<Cr>(wgt[i]);
         if (isfinite(x))
             mw = fmax(mw, fabs(x));

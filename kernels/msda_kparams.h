@@ -72,6 +72,10 @@ typedef struct msda_kparams {
     int32_t coord_f32;         /* a 16-bit value's locations, weights and their gradients are
                                   f32 rather than the value's type, for the kernels that take
                                   either (msda_kernels.cu, coords) */
+    int32_t sampling;          /* msda_sampling: 1, the nearest pixel (msda.h, discrete) */
+    int32_t total_points;      /* a group's points: the sum of level_points, L * P where every
+                                  level has P; `points` is the largest level's */
+    int32_t level_points[MSDA_KP_MAX_LEVELS]; /* each level's points */
 } msda_kparams;
 
 /* What the loaded device code was built with; read by the host from the module's constant
@@ -102,7 +106,7 @@ typedef struct msda_device_config {
                                           (msda_launch.c, head_phases_log2) */
 } msda_device_config;
 
-#define MSDA_DEVICE_ABI 17 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
+#define MSDA_DEVICE_ABI 18 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
                               8: the buffer's levels planned on the device, packed;
                               9: points16_waves; 10: the backward's query spread;
                               11: bf16's half sums; 12: f16 replicas; 13: grad_value and the
@@ -111,7 +115,8 @@ typedef struct msda_device_config {
                               backward (exact integer sums of grad_value); 16: one 16-bit
                               kernel for both coordinate types (coord_f32), no 16-byte
                               deterministic kernels, no bf16 mixed backward beside half sums;
-                              17: no 8-byte kernels of a 16-bit value with f32 coordinates */
+                              17: no 8-byte kernels of a 16-bit value with f32 coordinates;
+                              18: a point count per level, discrete sampling */
 
 /* The points a level of the forward's points kernels (msda_forward_points_*). */
 #define MSDA_FAST_POINTS 4

@@ -97,6 +97,9 @@ static void fill_params(const msda_problem *pb, int vec, const int64_t *shapes, 
     kp->lanes_log2 = lanes_log2;
     kp->groups = pb->N * pb->Lq * pb->M;
     kp->coord_f32 = pb->coord_f32;
+    kp->sampling = pb->discrete;
+    kp->total_points = (int32_t)pb->LP;
+    for (int64_t l = 0; l < pb->L; l++) kp->level_points[l] = (int32_t)pb->level_points[l];
     kp->parts_log2 = 0;
     kp->threads = ((kp->groups << lanes_log2) + 31) / 32 * 32;
     if (pb->table_on_device) { /* the kernels read and check it */
@@ -169,13 +172,13 @@ msda_status msda_cuda_loaded_fatbin(int *index, msda_error *err) {
 }
 
 /* Whether the forward's points kernel (msda_kernels.cu, forward_points) takes the problem:
- * MSDA_FAST_POINTS points a level, one chunk a lane, x and y of a point aligned as a pair,
+ * MSDA_FAST_POINTS points on every level, bilinear sampling, one chunk a lane, x and y of a point aligned as a pair,
  * and a batch element's value (S M D elements) under 2^32 bytes, which its 32-bit offsets
  * need. With the widest vectors: 16-bit values in 8-byte vectors (twice the lanes, 40 registers, 6 blocks an SM) took 0.199 ms
  * against 0.161 in 16-byte ones (H200, enc_b2 f16, kernels/PERF.md). */
 static int use_points_kernel(const msda_problem *pb, const msda_forward_args *a, const msda_kparams *kp) {
     const size_t coord = pb->coord_f32 ? sizeof(float) : msda_dtype_size(pb->dtype);
-    return pb->P == MSDA_FAST_POINTS && kp->chunks == 1 << kp->lanes_log2 &&
+    return pb->P == MSDA_FAST_POINTS && pb->uniform && !pb->discrete && kp->chunks == 1 << kp->lanes_log2 &&
            aligned(a->sampling_locations, 2 * coord) &&
            (uint64_t)pb->S * pb->M * pb->D * msda_dtype_size(pb->dtype) <= UINT32_MAX;
 }
@@ -201,7 +204,7 @@ msda_status msda_forward_cuda(const msda_forward_args *a, void *stream, msda_err
     if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
     /* Too few groups to fill the device twice over: split the points (the points kernel: the
      * levels) over more lanes. */
-    const int64_t fill = (int64_t)k->min_grid * k->block, split = points ? pb.L : pb.L * pb.P;
+    const int64_t fill = (int64_t)k->min_grid * k->block, split = points ? pb.L : pb.LP;
     while (kp.lanes_log2 + kp.parts_log2 < 5 && ((int64_t)2 << kp.parts_log2) <= split &&
            (kp.groups << (kp.lanes_log2 + kp.parts_log2)) < 2 * fill)
         kp.parts_log2++;

@@ -16,13 +16,44 @@ static int64_t checked_product(const int64_t *f, int n) {
 }
 
 msda_problem_in msda_forward_in(const msda_forward_args *a) {
-    return (msda_problem_in){a->dtype,  a->coord_type,     a->level_table, a->weights,
-                             &a->sizes, a->spatial_shapes, a->level_start};
+    return (msda_problem_in){a->dtype,  a->coord_type,     a->level_table,     a->weights,
+                             &a->sizes, a->spatial_shapes, a->level_start,     a->level_points,
+                             a->sampling};
 }
 
 msda_problem_in msda_backward_in(const msda_backward_args *a) {
-    return (msda_problem_in){a->dtype,  a->coord_type,     a->level_table, a->weights,
-                             &a->sizes, a->spatial_shapes, a->level_start};
+    return (msda_problem_in){a->dtype,  a->coord_type,     a->level_table,     a->weights,
+                             &a->sizes, a->spatial_shapes, a->level_start,     a->level_points,
+                             a->sampling};
+}
+
+/* Each level's points (in->level_points, else P on every level) into pb: level_points,
+ * point_start, LP and uniform. P is the largest count, so that the bounds the kernels and the
+ * buffer plans derive from P hold for every level. */
+static msda_status check_level_points(const msda_problem_in *in, msda_problem *pb, msda_error *err) {
+    int64_t total = 0, largest = 0;
+    pb->uniform = 1;
+    for (int64_t l = 0; l < pb->L; l++) {
+        const int64_t count = in->level_points ? in->level_points[l] : pb->P;
+        if (count <= 0 || count > pb->P)
+            return msda_fail(err, MSDA_ERR_BAD_SIZE,
+                             "level_points[%lld] is %lld: it must be from 1 to P = %lld", (long long)l,
+                             (long long)count, (long long)pb->P);
+        pb->level_points[l] = count;
+        pb->point_start[l] = total;
+        total += count; /* at most 16 counts below 2^31 */
+        if (count > largest) largest = count;
+        if (count != pb->P) pb->uniform = 0;
+    }
+    if (largest != pb->P)
+        return msda_fail(err, MSDA_ERR_BAD_SIZE,
+                         "P (points) is %lld: with level_points it must be the largest of them, %lld",
+                         (long long)pb->P, (long long)largest);
+    if (total > INT32_MAX)
+        return msda_fail(err, MSDA_ERR_BAD_SIZE, "the levels' points add up to %lld: at most %d",
+                         (long long)total, INT32_MAX);
+    pb->LP = total;
+    return MSDA_OK;
 }
 
 msda_status msda_check_problem(const msda_problem_in *in, msda_problem *pb, msda_error *err) {
@@ -45,6 +76,10 @@ msda_status msda_check_problem(const msda_problem_in *in, msda_problem *pb, msda
         return msda_fail(err, MSDA_ERR_BAD_ARGUMENT,
                          "weights is %d: MSDA_WEIGHTS_SOFTMAXED or MSDA_WEIGHTS_LOGITS",
                          (int)in->weights);
+    if (in->sampling != MSDA_SAMPLING_BILINEAR && in->sampling != MSDA_SAMPLING_DISCRETE)
+        return msda_fail(err, MSDA_ERR_BAD_ARGUMENT,
+                         "sampling is %d: MSDA_SAMPLING_BILINEAR or MSDA_SAMPLING_DISCRETE",
+                         (int)in->sampling);
     const struct {
         const char *name;
         int64_t value;
@@ -71,6 +106,7 @@ msda_status msda_check_problem(const msda_problem_in *in, msda_problem *pb, msda
     pb->coord_f32 = in->coord_type == MSDA_COORD_F32 && dtype != MSDA_F32;
     pb->table_on_device = in->level_table == MSDA_DEVICE;
     pb->logits = in->weights == MSDA_WEIGHTS_LOGITS;
+    pb->discrete = in->sampling == MSDA_SAMPLING_DISCRETE;
     pb->N = sz->batch;
     pb->S = sz->spatial;
     pb->M = sz->heads;
@@ -78,6 +114,8 @@ msda_status msda_check_problem(const msda_problem_in *in, msda_problem *pb, msda
     pb->Lq = sz->queries;
     pb->L = sz->levels;
     pb->P = sz->points;
+    const msda_status points = check_level_points(in, pb, err);
+    if (points != MSDA_OK) return points;
     int64_t sum = pb->table_on_device ? pb->S : 0; /* the kernels check a device table */
     for (int64_t l = 0; l < pb->L && !pb->table_on_device; l++) {
         const int64_t h = shapes[2 * l], w = shapes[2 * l + 1];
@@ -104,13 +142,14 @@ msda_status msda_check_problem(const msda_problem_in *in, msda_problem *pb, msda
 
     const int64_t value_f[] = {pb->N, pb->S, pb->M, pb->D};
     const int64_t out_f[] = {pb->N, pb->Lq, pb->M, pb->D};
-    const int64_t loc_f[] = {pb->N, pb->Lq, pb->M, pb->L, pb->P, 2};
+    const int64_t loc_f[] = {pb->N, pb->Lq, pb->M, pb->LP, 2};
     pb->value_elems = checked_product(value_f, 4);
     pb->output_elems = checked_product(out_f, 4);
-    const int64_t loc_elems = checked_product(loc_f, 6);
-    if (pb->value_elems < 0 || pb->output_elems < 0 || loc_elems < 0)
+    const int64_t loc_elems = checked_product(loc_f, 5);
+    /* The kernels count a group's points in 32 bits, and index the uniform case's L*P so too. */
+    if (pb->value_elems < 0 || pb->output_elems < 0 || loc_elems < 0 || pb->L * pb->P > INT32_MAX)
         return msda_fail(err, MSDA_ERR_SIZE_OVERFLOW,
-                         "N*S*M*D, N*Lq*M*D or N*Lq*M*L*P*2 exceeds %lld elements",
+                         "N*S*M*D, N*Lq*M*D or N*Lq*M*L*P*2 exceeds %lld elements, or L*P 2^31",
                          (long long)MSDA_MAX_ELEMS);
     pb->weight_elems = loc_elems / 2;
     return MSDA_OK;

@@ -17,7 +17,7 @@ from ._errors import GPU, MSDAError, error_from_status
 ENV_LIBRARY = "MSDA_LIBRARY"
 MAX_LEVELS = 16  # MSDA_MAX_LEVELS
 # MSDA_ABI_VERSION of the msda.h these structs copy: a library of another one is refused.
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 
 class DType(enum.IntEnum):
@@ -43,6 +43,13 @@ class Weights(enum.IntEnum):
     LOGITS = 1     # logits: the op applies the softmax over each (n, q, m)'s L*P of them
 
 
+class Sampling(enum.IntEnum):
+    """msda_sampling: how a point samples its level."""
+
+    BILINEAR = 0
+    DISCRETE = 1   # the nearest pixel, clamped into the map (RT-DETR v2's "discrete")
+
+
 class Memory(enum.IntEnum):
     """msda_memory: where the level table is."""
 
@@ -61,7 +68,8 @@ class _ForwardArgs(ctypes.Structure):
                 ("value", ctypes.c_void_p), ("sampling_locations", ctypes.c_void_p),
                 ("attention_weights", ctypes.c_void_p), ("output", ctypes.c_void_p),
                 ("coord_type", ctypes.c_int), ("level_table", ctypes.c_int),
-                ("device_status", ctypes.c_void_p), ("weights", ctypes.c_int)]
+                ("device_status", ctypes.c_void_p), ("weights", ctypes.c_int),
+                ("level_points", ctypes.c_void_p), ("sampling", ctypes.c_int)]
 
 
 class _BackwardArgs(ctypes.Structure):
@@ -75,7 +83,8 @@ class _BackwardArgs(ctypes.Structure):
                 ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
                 ("coord_type", ctypes.c_int), ("level_table", ctypes.c_int),
                 ("device_status", ctypes.c_void_p), ("weights", ctypes.c_int),
-                ("deterministic", ctypes.c_int32)]
+                ("deterministic", ctypes.c_int32),
+                ("level_points", ctypes.c_void_p), ("sampling", ctypes.c_int)]
 
 
 class _Error(ctypes.Structure):

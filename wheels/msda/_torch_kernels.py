@@ -23,9 +23,9 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 
 from ._errors import GPU, MSDAInputError, Status, error_from_status
-from ._library import (CoordType, DType, Library, Memory, Sizes, Weights, _BackwardArgs,
-                       _Error, _ForwardArgs, _Sizes, library)
-from ._shapes import check_forward, check_grad_output, output_shape
+from ._library import (CoordType, DType, Library, Memory, Sampling, Sizes, Weights,
+                       _BackwardArgs, _Error, _ForwardArgs, _Sizes, library)
+from ._shapes import check_forward, check_forward_points, check_grad_output, output_shape
 
 _DTYPES = {
     torch.float32: DType.F32,
@@ -103,14 +103,20 @@ class _Plan:
     the last Call made under it, which the next call takes where its table and library are the
     same ones (a model's layers pass one table)."""
 
-    __slots__ = ("sizes", "c_sizes", "cdt", "out_shape", "call")
+    __slots__ = ("sizes", "c_sizes", "cdt", "out_shape", "call", "points", "points_address",
+                 "sampling")
 
-    def __init__(self, sizes: Sizes, c_sizes: _Sizes, cdt: torch.dtype) -> None:
+    def __init__(self, sizes: Sizes, c_sizes: _Sizes, cdt: torch.dtype,
+                 points: Optional[Tuple[int, ...]] = None, discrete: bool = False) -> None:
         self.sizes = sizes
         self.c_sizes = c_sizes
         self.cdt = cdt
         self.out_shape = output_shape(sizes)
         self.call: Optional["Call"] = None
+        # A point count per level (msda.h, level_points): the C array, kept alive here.
+        self.points = None if points is None else (ctypes.c_int64 * len(points))(*points)
+        self.points_address = None if points is None else ctypes.addressof(self.points)
+        self.sampling = Sampling.DISCRETE if discrete else Sampling.BILINEAR
 
 
 _plans: Dict[tuple, _Plan] = {}
@@ -304,7 +310,7 @@ class Call:
     microsecond of Python shows). Calls of one plan, table and library share one Call."""
 
     __slots__ = ("sizes", "empty", "c_sizes", "out_shape", "dtype", "cdt", "logits", "device",
-                 "table", "index", "status", "lib", "workspace")
+                 "table", "index", "status", "lib", "workspace", "plan", "discrete")
 
     def __init__(self, plan: _Plan, dtype: torch.dtype, logits: bool, device: torch.device,
                  table: Optional[_Table], index: int, status: int, lib: Library) -> None:
@@ -323,16 +329,23 @@ class Call:
         # The backward's workspace bytes, usual and deterministic (None: not asked yet); a
         # Call's table, sizes, types and device decide them.
         self.workspace: List[Optional[int]] = [None, None]
+        self.plan = plan        # its level_points and sampling (held: the C array lives there)
+        self.discrete = plan.sampling == Sampling.DISCRETE  # no gradient reaches the locations
 
 
 def _make_plan(key: tuple, value: torch.Tensor, spatial_shapes: torch.Tensor,
                level_start_index: torch.Tensor, sampling_locations: torch.Tensor,
-               attention_weights: torch.Tensor) -> _Plan:
+               attention_weights: torch.Tensor, points: Optional[Tuple[int, ...]] = None,
+               discrete: bool = False) -> _Plan:
     check_dtypes(value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
-    sizes = check_forward(value.shape, spatial_shapes.shape, level_start_index.shape,
-                          sampling_locations.shape, attention_weights.shape)
+    if points is None:
+        sizes = check_forward(value.shape, spatial_shapes.shape, level_start_index.shape,
+                              sampling_locations.shape, attention_weights.shape)
+    else:
+        sizes = check_forward_points(value.shape, spatial_shapes.shape, level_start_index.shape,
+                                     sampling_locations.shape, attention_weights.shape, points)
     plan = _Plan(sizes, _Sizes(*sizes), coord_dtype(value.dtype, sampling_locations.dtype,
-                                                    attention_weights.dtype))
+                                                    attention_weights.dtype), points, discrete)
     if len(_plans) > 512:  # a model has a handful; a sweep must not grow it forever
         _plans.clear()
     _plans[key] = plan
@@ -341,22 +354,25 @@ def _make_plan(key: tuple, value: torch.Tensor, spatial_shapes: torch.Tensor,
 
 def prepare(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
             sampling_locations: torch.Tensor, attention_weights: torch.Tensor, *,
-            weights_are_logits: bool = False
+            weights_are_logits: bool = False, points: Optional[Tuple[int, ...]] = None,
+            discrete: bool = False
             ) -> Tuple[Call, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The Call and the three tensors as the kernels take them: the locations and weights cast
     to coord_dtype, all three contiguous, value and the locations `aligned`. Type, device and
-    shape errors and an inconsistent level table raise MSDAInputError here, before any work."""
+    shape errors and an inconsistent level table raise MSDAInputError here, before any work.
+    points: a point count per level (the locations then (N, Lq, M, sum, 2)); discrete: the
+    nearest pixel rather than the bilinear sample (msda.h, msda_sampling)."""
     device = value.device
     # Everything the checks read: a combination seen before passed them.
     key = (value.shape, value.dtype, device, sampling_locations.shape, sampling_locations.dtype,
            sampling_locations.device, attention_weights.shape, attention_weights.dtype,
            attention_weights.device, spatial_shapes.shape, spatial_shapes.dtype,
            spatial_shapes.device, level_start_index.shape, level_start_index.dtype,
-           level_start_index.device, weights_are_logits)
+           level_start_index.device, weights_are_logits, points, discrete)
     plan = _plans.get(key)
     if plan is None:
         plan = _make_plan(key, value, spatial_shapes, level_start_index, sampling_locations,
-                          attention_weights)
+                          attention_weights, points, discrete)
     cdt = plan.cdt
     if sampling_locations.dtype != cdt:
         sampling_locations = sampling_locations.to(cdt)
@@ -416,6 +432,8 @@ def _bind(a, held: Optional[Call], call: Call, value: torch.Tensor, loc: torch.T
         a.level_table = table.memory
         a.device_status = call.status
         a.coord_type = CoordType.F32 if call.cdt != call.dtype else CoordType.SAME
+        a.level_points = call.plan.points_address
+        a.sampling = call.plan.sampling
     a.value = value.data_ptr()
     a.sampling_locations = loc.data_ptr()
     a.attention_weights = w.data_ptr()
@@ -513,19 +531,23 @@ def run_backward(call: Call, value: torch.Tensor, loc: torch.Tensor, w: torch.Te
 
 def forward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
             sampling_locations: torch.Tensor, attention_weights: torch.Tensor, *,
-            weights_are_logits: bool = False) -> torch.Tensor:
+            weights_are_logits: bool = False, points: Optional[Tuple[int, ...]] = None,
+            discrete: bool = False) -> torch.Tensor:
     """prepare, then run_forward: the output for the op's five arguments as users pass them.
     weights_are_logits: the kernels softmax attention_weights over each (n, q, m)'s L*P."""
     call, value, loc, w = prepare(value, spatial_shapes, level_start_index, sampling_locations,
-                                  attention_weights, weights_are_logits=weights_are_logits)
+                                  attention_weights, weights_are_logits=weights_are_logits,
+                                  points=points, discrete=discrete)
     return run_forward(call, value, loc, w)
 
 
 def backward(value: torch.Tensor, spatial_shapes: torch.Tensor, level_start_index: torch.Tensor,
              sampling_locations: torch.Tensor, attention_weights: torch.Tensor,
              grad_output: torch.Tensor, *,
-             weights_are_logits: bool = False) -> List[torch.Tensor]:
+             weights_are_logits: bool = False, points: Optional[Tuple[int, ...]] = None,
+             discrete: bool = False) -> List[torch.Tensor]:
     """prepare, then run_backward: the three gradients for the op's arguments and grad_output."""
     call, value, loc, w = prepare(value, spatial_shapes, level_start_index, sampling_locations,
-                                  attention_weights, weights_are_logits=weights_are_logits)
+                                  attention_weights, weights_are_logits=weights_are_logits,
+                                  points=points, discrete=discrete)
     return run_backward(call, value, loc, w, grad_output)

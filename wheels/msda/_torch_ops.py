@@ -7,7 +7,7 @@ with nothing to differentiate (no_grad, inference_mode) runs the kernels without
 No `from __future__ import annotations` here: custom_op reads the type hints of the functions
 it wraps to build the op's schema.
 """
-from typing import Callable, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import torch
 import torch.autograd.forward_ad as _forward_ad
@@ -15,7 +15,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from . import _torch_kernels as kernels
-from ._shapes import check_forward, check_grad_output, output_shape
+from ._shapes import check_forward, check_forward_points, check_grad_output, output_shape
 
 OpFn = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
@@ -47,6 +47,8 @@ class MSDAFunction(torch.autograd.Function):
         grad_value, grad_locations, grad_weights = kernels.run_backward(
             ctx.call, value, sampling_locations, attention_weights, grad_output,
             ctx.needs_input_grad[0])
+        if ctx.call.discrete:  # the nearest pixel: no gradient reaches the locations
+            grad_locations = None
         return grad_value, None, None, grad_locations, grad_weights, None, None
 
 
@@ -102,6 +104,57 @@ def _register_custom_op(name: str, logits: bool) -> OpFn:
     return forward_op
 
 
+def _register_points_op() -> OpFn:
+    """msda::ms_deform_attn_points (and msda::ms_deform_attn_points_backward): the op with a
+    point count per level and the sampling method, for torch.compile to trace as one node."""
+
+    @torch.library.custom_op("msda::ms_deform_attn_points", mutates_args=())
+    def forward_op(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
+                   sampling_locations: Tensor, attention_weights: Tensor, points: List[int],
+                   discrete: bool) -> Tensor:
+        return kernels.forward(value, spatial_shapes, level_start_index, sampling_locations,
+                               attention_weights, points=tuple(points), discrete=discrete)
+
+    @forward_op.register_fake
+    def _forward_fake(value, spatial_shapes, level_start_index, sampling_locations,
+                      attention_weights, points, discrete):
+        sizes = check_forward_points(value.shape, spatial_shapes.shape, level_start_index.shape,
+                                     sampling_locations.shape, attention_weights.shape, points)
+        return value.new_empty(output_shape(sizes))
+
+    @torch.library.custom_op("msda::ms_deform_attn_points_backward", mutates_args=())
+    def backward_op(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
+                    sampling_locations: Tensor, attention_weights: Tensor, grad_output: Tensor,
+                    points: List[int], discrete: bool) -> Tuple[Tensor, Tensor, Tensor]:
+        grad_value, grad_locations, grad_weights = kernels.backward(
+            value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+            grad_output, points=tuple(points), discrete=discrete)
+        return grad_value, grad_locations, grad_weights
+
+    @backward_op.register_fake
+    def _backward_fake(value, spatial_shapes, level_start_index, sampling_locations,
+                       attention_weights, grad_output, points, discrete):
+        sizes = check_forward_points(value.shape, spatial_shapes.shape, level_start_index.shape,
+                                     sampling_locations.shape, attention_weights.shape, points)
+        check_grad_output(sizes, grad_output.shape)
+        cdt = kernels.coord_dtype(value.dtype, sampling_locations.dtype, attention_weights.dtype)
+        return (value.new_empty(value.shape), value.new_empty(sampling_locations.shape, dtype=cdt),
+                value.new_empty(attention_weights.shape, dtype=cdt))
+
+    def setup_context(ctx, inputs, output) -> None:
+        ctx.save_for_backward(*inputs[:5])
+        ctx.points, ctx.discrete = inputs[5], inputs[6]
+
+    def backward(ctx, grad_output: Tensor):
+        grad_value, grad_locations, grad_weights = backward_op(
+            *ctx.saved_tensors, grad_output.contiguous(), ctx.points, ctx.discrete)
+        return (grad_value, None, None, None if ctx.discrete else grad_locations, grad_weights,
+                None, None)
+
+    forward_op.register_autograd(backward, setup_context=setup_context)
+    return forward_op
+
+
 # Feature test, not a version test: custom_op, register_fake and register_autograd came
 # together in torch 2.4.
 HAS_CUSTOM_OP: bool = hasattr(torch.library, "custom_op")
@@ -109,6 +162,8 @@ _custom_op: Optional[OpFn] = (_register_custom_op("ms_deform_attn", False) if HA
                               else None)
 _custom_op_logits: Optional[OpFn] = (_register_custom_op("ms_deform_attn_logits", True)
                                      if HAS_CUSTOM_OP else None)
+_custom_op_points: Optional[Callable[..., Tensor]] = (_register_points_op() if HAS_CUSTOM_OP
+                                                      else None)
 
 
 _is_compiling: Callable[[], bool] = getattr(getattr(torch, "compiler", None), "is_compiling",
@@ -178,4 +233,32 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
     # kernels without the Function, whose apply costs about as much as the rest of the call.
     # (Under forward-mode AD and torch.func transforms the Function stays, which refuses them
     # as it always did, rather than dropping tangents or failing on a batched tensor's data.)
+    return kernels.run_forward(call, value, sampling_locations, attention_weights)
+
+
+def ms_deform_attn_points(value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
+                          sampling_locations: Tensor, attention_weights: Tensor,
+                          points: Tuple[int, ...], discrete: bool = False) -> Tensor:
+    """The op with points[l] sampling points on level l (sampling_locations
+    (N, Lq, M, sum(points), 2), attention_weights (N, Lq, M, sum(points))), bilinear or, with
+    discrete, the nearest pixel (no gradient to the locations then): libmsda's level_points and
+    sampling (msda.h). As ms_deform_attn otherwise: casts, level tables, torch.compile."""
+    if _is_compiling() and HAS_CUSTOM_OP:
+        kernels.check_dtypes(value, spatial_shapes, level_start_index, sampling_locations,
+                             attention_weights)
+        check_forward_points(value.shape, spatial_shapes.shape, level_start_index.shape,
+                             sampling_locations.shape, attention_weights.shape, points)
+        cdt = kernels.coord_dtype(value.dtype, sampling_locations.dtype, attention_weights.dtype)
+        assert _custom_op_points is not None
+        return _custom_op_points(value.contiguous(), spatial_shapes, level_start_index,
+                                 sampling_locations.to(cdt).contiguous(),
+                                 attention_weights.to(cdt).contiguous(), list(points), discrete)
+    call, value, sampling_locations, attention_weights = kernels.prepare(
+        value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+        points=points, discrete=discrete)
+    if ((torch.is_grad_enabled() and (value.requires_grad or sampling_locations.requires_grad
+                                      or attention_weights.requires_grad))
+            or _transformed()):
+        return MSDAFunction.apply(value, spatial_shapes, level_start_index, sampling_locations,
+                                  attention_weights, False, call)
     return kernels.run_forward(call, value, sampling_locations, attention_weights)
