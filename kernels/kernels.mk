@@ -12,6 +12,8 @@
 #   make gpu-check      (GPU machine) GPU against the CPU path, compute-sanitizer, variants
 #   make gpu-check-images (GPU machine) gpu-check's cases on each image, forced by MSDA_IMAGE
 #   make bench          (GPU machine with torch) timings against grid_sample
+#   make bench-points   (GPU machine with torch, transformers) the per-level-points op against
+#                       transformers' PyTorch version of it
 #   make accuracy       (GPU machine with torch) f16 and bf16 against f64 on the encoder, per
 #                       strategy (the library, then the variants); fails where the library's
 #                       grad_value error is over issue 11's bound (tests/bench/accuracy.py)
@@ -49,7 +51,7 @@ KERNEL_SAN_OBJS := $(patsubst kernels/%.c,$(KERNEL_DIR)/san/%.o,$(KERNEL_SRCS))
 CHECK_SUITES += kernels
 
 .PHONY: kernels check-kernels image-table gpu-check-images gpu-wheels gpu-variants gpu-check bench accuracy ncu \
-        bench-frameworks
+        bench-frameworks bench-points
 
 kernels: $(KERNEL_LIB)
 
@@ -186,6 +188,14 @@ bench-frameworks: $(GPU_LIB)
 	  cp $(GPU_LIB) $(BUILD)/bench-site/msda/libmsda.so
 	@PYTHONPATH=$(abspath $(BUILD)/bench-site) MSDA_LIBRARY=$(abspath $(BUILD)/bench-site/msda/libmsda.so) \
 	  HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 python3 tests/bench/frameworks.py
+
+# The per-level-points op against transformers' PyTorch version of it (RT-DETR v2's, D-FINE's).
+bench-points: $(GPU_LIB)
+	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
+	@rm -rf $(BUILD)/bench-site && mkdir -p $(BUILD)/bench-site && cp -r wheels/msda $(BUILD)/bench-site/ && \
+	  cp $(GPU_LIB) $(BUILD)/bench-site/msda/libmsda.so
+	@PYTHONPATH=$(abspath $(BUILD)/bench-site) MSDA_LIBRARY=$(abspath $(BUILD)/bench-site/msda/libmsda.so) \
+	  PYTHONUNBUFFERED=1 python3 tests/bench/points_op.py
 
 ncu: $(GPU_LIB)
 	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"

@@ -39,8 +39,8 @@ def _models():
         "RTDetrModel": (lambda: t.RTDetrModel(t.RTDetrConfig()), {}, (640, 640)),
         "RTDetrV2Model": (lambda: t.RTDetrV2Model(t.RTDetrV2Config()), {}, (640, 640)),
         "DFineModel": (lambda: t.DFineModel(t.DFineConfig()), {}, (640, 640)),
-        # D-FINE's other decoder settings: a point count per level (padded to the largest by
-        # msda), and the nearest pixel ("discrete": bilinear at its centre on msda).
+        # D-FINE's other decoder settings: a point count per level, and the nearest pixel
+        # ("discrete"): libmsda's level_points and sampling.
         "DFineModel-3-6-3": (lambda: t.DFineModel(t.DFineConfig(decoder_n_points=[3, 6, 3])), {}, (640, 640)),
         "DFineModel-discrete": (lambda: t.DFineModel(t.DFineConfig(decoder_method="discrete")), {}, (640, 640)),
     }

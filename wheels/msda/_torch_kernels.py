@@ -148,9 +148,11 @@ _tables_lock = threading.Lock()
 
 
 def _drop(key: Tuple[int, int]) -> Callable[[object], None]:
-    def drop(_ref: object) -> None:
-        with _tables_lock:
-            _tables.pop(key, None)
+    # The lock and the dict bound now: at interpreter exit a tensor can outlive this module's
+    # globals, and its weakref callback would find them None.
+    def drop(_ref: object, lock: threading.Lock = _tables_lock, tables: dict = _tables) -> None:
+        with lock:
+            tables.pop(key, None)
     return drop
 
 

@@ -94,6 +94,7 @@ ENUMS = {
     "msda_coord_type": (lib.CoordType, ("MSDA_COORD_",)),
     "msda_weights": (lib.Weights, ("MSDA_WEIGHTS_",)),
     "msda_memory": (lib.Memory, ("MSDA_",)),
+    "msda_sampling": (lib.Sampling, ("MSDA_SAMPLING_",)),
     "msda_status": (Status, ("MSDA_ERR_", "MSDA_")),
 }
 

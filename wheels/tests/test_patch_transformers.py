@@ -22,16 +22,19 @@ pytestmark = pytest.mark.usefixtures("unpatched")
 
 @pytest.fixture
 def calls(monkeypatch):
-    """How many times the patched code ran msda's op (itself, or under ms_deform_attn_points_per_level)."""
+    """How many times the patched code ran msda's op (ms_deform_attn, or ms_deform_attn_points under
+    ms_deform_attn_points_per_level)."""
     count = [0]
-    op = _patch_transformers.ms_deform_attn
 
-    def counting(*args, **kwargs):
-        count[0] += 1
-        return op(*args, **kwargs)
+    def counting(op):
+        def count_and_call(*args, **kwargs):
+            count[0] += 1
+            return op(*args, **kwargs)
+        return count_and_call
 
-    monkeypatch.setattr(_patch_transformers, "ms_deform_attn", counting)
-    monkeypatch.setattr(_points_per_level, "ms_deform_attn", counting)
+    monkeypatch.setattr(_patch_transformers, "ms_deform_attn", counting(_patch_transformers.ms_deform_attn))
+    monkeypatch.setattr(_points_per_level, "ms_deform_attn_points",
+                        counting(_points_per_level.ms_deform_attn_points))
     return count
 
 

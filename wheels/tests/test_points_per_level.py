@@ -1,9 +1,10 @@
 """msda.ms_deform_attn_points_per_level against transformers' own multi_scale_deformable_attention_v2
 (RT-DETR v2's; D-FINE's is the same code) on the same random inputs: outputs and the gradients of
 value, weights and (bilinear) locations, for one point count on every level and for counts that
-differ, both methods, in f64, and in f32 and bf16 against f64; "discrete" as the bilinear sample at
-the pixel's centre; the uniform case a view; errors; torch.compile; on a GPU (skipped without one)
-the same, and a CUDA graph.
+differ, both methods, in f64, and in f32 and bf16 against f64; counts that differ against the op
+on the same points padded with zero weights; "discrete" on pixel edges, outside the map and at
+non-finite locations; errors; torch.compile; on a GPU (skipped without one) the same, and a CUDA
+graph.
 
 Locations are random, so none falls on a pixel centre (where the bilinear gradient has a kink)
 or on a rounding boundary of "discrete"; they spread past [0, 1] so that points partly and
@@ -12,7 +13,7 @@ import pytest
 import torch
 
 import msda
-from msda import _points_per_level, _torch_ops
+from msda import _points_per_level, _torch_kernels, _torch_ops
 from reference import rel_err
 
 v2 = pytest.importorskip("transformers.models.rt_detr_v2.modeling_rt_detr_v2")
@@ -65,15 +66,15 @@ def test_f64_outputs_and_gradients_are_transformers_own(points, method):
 @pytest.mark.parametrize("points", POINTS[1:2], ids=str)
 def test_f32_and_bf16_values_with_f32_locations_against_f64(points, method, dtype, tol, monkeypatch):
     seen = []
-    op = _points_per_level.ms_deform_attn
-    monkeypatch.setattr(_points_per_level, "ms_deform_attn", lambda *a: seen.append(a[3].dtype) or op(*a))
+    op = _points_per_level.ms_deform_attn_points
+    monkeypatch.setattr(_points_per_level, "ms_deform_attn_points", lambda *a: seen.append(a[3].dtype) or op(*a))
     shapes, value, loc, w = _inputs(points, seed=11)
     loc32, w32 = loc.float(), w.float()
     want_in = [value.to(dtype).double().requires_grad_(), loc32.double().requires_grad_(), w32.double().requires_grad_()]
     want = own(want_in[0], shapes, want_in[1], want_in[2], points, METHODS[method])
     got_in = [value.to(dtype).requires_grad_(), loc32.clone().requires_grad_(), w32.clone().requires_grad_()]
     got = msda.ms_deform_attn_points_per_level(got_in[0], shapes, None, got_in[1], got_in[2], points, method)
-    assert got.dtype == dtype and seen == [torch.float32]  # the pixel centres too: f32, not rounded to 16 bits
+    assert got.dtype == dtype and seen == [torch.float32]  # the locations stay f32, never rounded to 16 bits
     assert rel_err(got, want) < tol
     for name, a, b in zip(("value", "locations", "weights"), _grads(got, got_in), _grads(want, want_in)):
         if method == "discrete" and name == "locations":
@@ -84,49 +85,85 @@ def test_f32_and_bf16_values_with_f32_locations_against_f64(points, method, dtyp
         assert rel_err(a, b) < tol * 4, name
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
-def test_a_bilinear_sample_at_a_pixel_centre_is_that_pixel(dtype):
-    """What "discrete" rests on: msda's sample at ((ix + 0.5) / W, (iy + 0.5) / H) is value[iy, ix],
-    on maps whose sides are not powers of two: there (ix + 0.5) / W is rounded, and the kernel's
-    x * W - 0.5 lands a few ulp of W off ix, which weighs the neighbour by that much (measured: 4.6e-5
-    of the values' size in f32 and 1.2e-13 in f64 on the 333-wide map)."""
-    shapes = [(3, 7), (11, 5), (1, 333), (97, 1)]
+def _padded(points, loc, w):
+    """The same points as the op's uniform layout (N, Lq, M, L, max P, ...): each level padded to
+    the largest count with zero weights at the map's centre."""
+    widest = max(points)
+    n, q, m = loc.shape[:3]
+    pl = torch.full((n, q, m, len(points), widest, 2), 0.5, dtype=loc.dtype)
+    pw = torch.zeros((n, q, m, len(points), widest), dtype=w.dtype)
+    at = 0
+    for level, count in enumerate(points):
+        pl[:, :, :, level, :count] = loc[:, :, :, at:at + count]
+        pw[:, :, :, level, :count] = w[:, :, :, at:at + count]
+        at += count
+    return pl, pw
+
+
+def _unpad(points, padded):
+    return torch.cat([padded[:, :, :, level, :count] for level, count in enumerate(points)], 3)
+
+
+@pytest.mark.parametrize("points", POINTS[1:], ids=str)
+def test_counts_that_differ_are_the_op_on_points_padded_with_zero_weights(points):
+    """The kernels take sum(points) points a group as they are: the same numbers as the uniform
+    op on every level padded to the largest count, gradients included, with no padding made."""
+    shapes, value, loc, w = _inputs(points, seed=4)
     table = torch.tensor(shapes)
-    starts = torch.tensor([0, 21, 76, 409])
-    value = torch.randn(1, 506, 1, 3, generator=torch.Generator().manual_seed(5), dtype=dtype)
-    for level, (h, w) in enumerate(shapes):
-        iy, ix = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
-        centres = torch.stack(((ix.flatten().to(dtype) + 0.5) / w, (iy.flatten().to(dtype) + 0.5) / h), -1)
-        loc = torch.full((1, h * w, 1, len(shapes), 1, 2), -5.0, dtype=dtype)  # other levels: outside
-        loc[0, :, 0, level, 0] = centres
-        weights = torch.zeros(1, h * w, 1, len(shapes), 1, dtype=dtype)
-        weights[:, :, :, level] = 1
-        got = msda.ms_deform_attn(value, table, starts, loc, weights)
-        want = value[0, starts[level]:starts[level] + h * w, 0]
-        tol = 4 * max(h, w) * torch.finfo(dtype).eps
-        assert (got[0] - want).abs().max().item() <= tol * want.abs().max().item(), (h, w)
+    starts = torch.cat((table.new_zeros(1), (table[:, 0] * table[:, 1]).cumsum(0)[:-1]))
+    ours = [t.clone().requires_grad_() for t in (value, loc, w)]
+    got = msda.ms_deform_attn_points_per_level(ours[0], table, starts, ours[1], ours[2], points)
+    pl, pw = _padded(points, loc, w)
+    theirs = [value.clone().requires_grad_(), pl.requires_grad_(), pw.requires_grad_()]
+    want = msda.ms_deform_attn(theirs[0], table, starts, theirs[1], theirs[2])
+    assert rel_err(got, want) < 1e-14
+    a_value, a_loc, a_w = _grads(got, ours)
+    b_value, b_loc, b_w = _grads(want, theirs)
+    assert rel_err(a_value, b_value) < 1e-14
+    assert rel_err(a_loc, _unpad(points, b_loc)) < 1e-14
+    assert rel_err(a_w, _unpad(points, b_w)) < 1e-14
 
 
-def test_one_count_on_every_level_is_the_op_on_a_view(monkeypatch):
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
+def test_discrete_on_pixel_edges_outside_and_non_finite_is_transformers_own(dtype):
+    """Locations where x * W + 0.5 is a whole number (a pixel edge, where rounding decides), at 0
+    and 1, and outside [0, 1] on both sides: the pixel transformers' discrete method takes (its
+    integer conversion and clamp). Infinite locations take the edge pixel, as far ones do, and a
+    NaN location contributes nothing (transformers' conversion of either is undefined)."""
+    points = [2, 3]
+    shapes = [(3, 7), (5, 4)]
+    value = torch.randn(1, 41, 1, 3, generator=torch.Generator().manual_seed(9), dtype=dtype)
+    xs = [k / 7 - 0.5 / 7 for k in range(8)] + [k / 4 - 0.5 / 4 for k in range(5)]
+    xs += [0.0, 1.0, -0.3, 1.7, 0.4999, 0.5001, 50.0, -50.0]
+    grid = torch.tensor([(x, y) for x in xs for y in xs[::3]], dtype=dtype)
+    queries = grid.shape[0]
+    loc = grid[None, :, None, None, :].expand(1, queries, 1, sum(points), 2).contiguous()
+    w = torch.rand(1, queries, 1, sum(points), generator=torch.Generator().manual_seed(10), dtype=dtype)
+    got = msda.ms_deform_attn_points_per_level(value, shapes, None, loc, w, points, "discrete")
+    want = own(value, shapes, loc, w, points, "discrete")
+    assert rel_err(got, want) < (1e-14 if dtype == torch.float64 else 1e-6)
+    far = loc.abs() == 50
+    infinite = torch.where(far, loc.sign() * float("inf"), loc)
+    assert torch.equal(msda.ms_deform_attn_points_per_level(value, shapes, None, infinite, w, points, "discrete"), got)
+    nan_loc = loc.clone()
+    nan_loc[0, :, 0, 1, 0] = float("nan")  # the second point of level 0
+    masked = w.clone()
+    masked[0, :, 0, 1] = 0
+    got_nan = msda.ms_deform_attn_points_per_level(value, shapes, None, nan_loc, w, points, "discrete")
+    assert rel_err(got_nan, own(value, shapes, loc, masked, points, "discrete")) < 1e-6
+
+
+def test_the_points_reach_the_kernels_as_they_are(monkeypatch):
+    """No copy, no padding: the caller's contiguous locations and weights are what libmsda reads."""
     seen = []
-    op = _points_per_level.ms_deform_attn
-    monkeypatch.setattr(_points_per_level, "ms_deform_attn", lambda *a: seen.append(a) or op(*a))
-    shapes, value, loc, w = _inputs([4, 4, 4], seed=3)
-    msda.ms_deform_attn_points_per_level(value, shapes, None, loc, w, [4, 4, 4])
-    (_, _, _, loc_in, w_in), = seen
-    assert loc_in.shape == (2, 5, 2, 3, 4, 2) and loc_in.data_ptr() == loc.data_ptr() and loc_in._base is loc
-    assert w_in.shape == (2, 5, 2, 3, 4) and w_in._base is w
-
-
-def test_counts_that_differ_are_padded_with_one_cached_index():
-    shapes, value, loc, w = _inputs([3, 6, 3], seed=4)
-    _points_per_level._pad_indices.clear()
-    msda.ms_deform_attn_points_per_level(value, shapes, None, loc, w, [3, 6, 3])
-    index = _points_per_level._pad_indices[((3, 6, 3), loc.device)]
-    # level 0: its 3 points, then 3 padding entries; level 1: its 6; level 2: 3 and 3 of padding
-    assert index.tolist() == [0, 1, 2, 12, 13, 14, 3, 4, 5, 6, 7, 8, 9, 10, 11, 15, 16, 17]
-    msda.ms_deform_attn_points_per_level(value, shapes, None, loc, w, (3, 6, 3))
-    assert _points_per_level._pad_indices[((3, 6, 3), loc.device)] is index
+    run = _torch_kernels.run_forward
+    monkeypatch.setattr(_torch_kernels, "run_forward", lambda call, v, l, w: seen.append((call, l, w)) or run(call, v, l, w))
+    shapes, value, loc, w = _inputs([3, 6, 3], seed=3)
+    with torch.no_grad():
+        msda.ms_deform_attn_points_per_level(value, shapes, None, loc, w, [3, 6, 3])
+    (call, loc_in, w_in), = seen
+    assert loc_in.data_ptr() == loc.data_ptr() and w_in.data_ptr() == w.data_ptr()
+    assert list(call.plan.points) == [3, 6, 3] and call.sizes.points == 6
 
 
 def test_wrong_counts_shapes_and_methods_are_named():
@@ -135,19 +172,21 @@ def test_wrong_counts_shapes_and_methods_are_named():
     with pytest.raises(msda.MSDAInputError, match=r"^msda: method 'nearest' is not known; "
                                                   r"ms_deform_attn_points_per_level takes 'bilinear' or 'discrete'$"):
         f(value, shapes, None, loc, w, [3, 6, 3], "nearest")
-    with pytest.raises(msda.MSDAInputError, match=r"points_per_level has 2 counts and spatial_shapes 3 levels"):
+    with pytest.raises(msda.MSDAInputError, match=r"points_per_level must be one positive count per level \(3\), "
+                                                  r"it is \[6, 6\]"):
         f(value, shapes, None, loc, w, [6, 6])
     with pytest.raises(msda.MSDAInputError, match=r"sampling_locations has shape \(2, 5, 2, 12, 2\), expected "
-                                                  r"\(N, Lq, M, 11, 2\) for points_per_level \[3, 5, 3\]"):
+                                                  r"\(2, 5, 2, 11, 2\) from value \(2, 68, 2, 4\) and "
+                                                  r"points_per_level \[3, 5, 3\]"):
         f(value, shapes, None, loc, w, [3, 5, 3])
-    with pytest.raises(msda.MSDAInputError, match=r"one positive count per level, it is \[3, 0, 3\]"):
+    with pytest.raises(msda.MSDAInputError, match=r"one positive count per level \(3\), it is \[3, 0, 3\]"):
         f(value, shapes, None, loc, w, [3, 0, 3])
     with pytest.raises(msda.MSDAInputError, match=r"attention_weights has shape \(2, 5, 2, 11\), expected "
                                                   r"\(2, 5, 2, 12\)"):
         f(value, shapes, None, loc, w[..., 1:], [3, 6, 3])
     with pytest.raises(msda.MSDAInputError, match=r"level_start_index is None beside a spatial_shapes tensor"):
         f(value, torch.tensor(shapes), None, loc, w, [3, 6, 3])
-    with pytest.raises(ValueError, match=r"takes sampling_locations \(N, Lq, M, sum\(points_per_level\), 2\)"):
+    with pytest.raises(ValueError, match=r"takes value \(N, S, M, D\), .*sampling_locations \(N, Lq, M, sum\(points_per_level\), 2\)"):
         f(value, shapes, None, loc[..., :1], w, [3, 6, 3])
 
 
@@ -202,9 +241,9 @@ def test_on_cuda_against_transformers_own_in_f64(points, method, dtype, tol):
 @pytest.mark.cuda
 @needs_cuda
 @pytest.mark.parametrize("method", METHODS)
-def test_on_cuda_a_graph_captures_padded_levels(method):
-    """Counts that differ, "discrete" too: after a warm-up call (which makes the cached index and
-    sizes), the call is captured in a CUDA graph and replayed on new inputs."""
+def test_on_cuda_a_graph_captures_counts_that_differ(method):
+    """Counts that differ, "discrete" too: after a warm-up call (which checks the shapes and
+    makes the level table), the call is captured in a CUDA graph and replayed on new inputs."""
     points = [3, 6, 3]
     shapes, value, loc, w = [x.cuda() if torch.is_tensor(x) else x for x in _inputs(points, seed=22, dtype=torch.float32)]
     loc, w = loc.float(), w.float()
