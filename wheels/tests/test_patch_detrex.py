@@ -147,11 +147,16 @@ def test_changed_code_is_refused_in_the_source_and_nothing_is_imported_or_switch
     assert msda.unpatch() == []
 
 
-def test_the_installed_detrexs_real_op_module(monkeypatch):
-    """detrex's real op module where detrex is installed (from its repository), its packages
-    stood in for by empty ones so that detectron2 is not needed."""
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_the_installed_detrexs_real_op_module(monkeypatch, device):
+    """detrex's real op module where detrex is installed (from its repository, or its sources on
+    PYTHONPATH), its packages stood in for by empty ones so that detectron2 is not needed; its
+    Function on the GPU too, where there is one (f64, against the reference on the CPU)."""
     if "detrex" in sys.modules or importlib.util.find_spec("detrex") is None:
         pytest.skip("detrex is not installed (it installs from IDEA-Research/detrex's repository)")
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    on = (lambda *ts: [t.to(device) for t in ts])
     folder = importlib.util.find_spec("detrex").submodule_search_locations[0]
     for name, path in (("detrex", folder), ("detrex.layers", os.path.join(folder, "layers"))):
         monkeypatch.setitem(sys.modules, name, fake_projects.empty_package(name, path))
@@ -161,9 +166,9 @@ def test_the_installed_detrexs_real_op_module(monkeypatch):
         assert module.multi_scale_deformable_attn_pytorch is _patch_c_ext.function
         assert report.frameworks["detrex"].switched
         assert_agrees_with_reference(lambda v, s, st, loc, w: module.MultiScaleDeformableAttnFunction.apply(
-            v, s, st, loc, w, 64))
+            *on(v, s, st, loc, w), 64).cpu())
         assert_agrees_with_reference(lambda v, s, st, loc, w: module.multi_scale_deformable_attn_pytorch(
-            v, s, loc, w))
+            *on(v, s, loc, w)).cpu())
     finally:
         msda.unpatch()
         for name in [m for m in sys.modules if m.split(".")[0] == "detrex"]:

@@ -269,14 +269,19 @@ def _installed_op_module_file():
     return spec.submodule_search_locations[0]
 
 
-def test_the_installed_groundingdinos_real_op_module(monkeypatch):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_the_installed_groundingdinos_real_op_module(monkeypatch, device):
     """The real op module of the installed groundingdino (groundingdino-py in make check-python),
     its parent packages stood in for by empty ones so that their imports (transformers' BERT,
     torchvision, timm) are not needed: the patch's checks pass on the real code, and its layer,
-    built before the patch, runs msda and agrees with its own PyTorch path."""
+    built before the patch, runs msda and agrees with its own PyTorch path on the CPU (f64); on a
+    GPU, the layer moved there after the patch, where groundingdino calls its Function on `_C`."""
     folder = _installed_op_module_file()
     if folder is None:
         pytest.skip("no groundingdino installed (pip install groundingdino-py)")
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    on = (lambda *ts: [t.to(device) for t in ts])
     import os
     for name, path in (("groundingdino.models", os.path.join(folder, "models")),
                        ("groundingdino.models.GroundingDINO", os.path.join(folder, "models", "GroundingDINO"))):
@@ -292,12 +297,14 @@ def test_the_installed_groundingdinos_real_op_module(monkeypatch):
         report = msda.patch("groundingdino")
         assert module.multi_scale_deformable_attn_pytorch is _patch_c_ext.function
         assert report.frameworks["groundingdino"].version != "unknown (no version metadata)"
-        torch.testing.assert_close(layer(query, **kwargs), ref, rtol=1e-10, atol=1e-10)
+        layer.to(device)
+        moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+        torch.testing.assert_close(layer(query.to(device), **moved).cpu(), ref, rtol=1e-10, atol=1e-10)
         if hasattr(module, "MultiScaleDeformableAttnFunction"):  # IDEA-Research's, with _C
             assert_agrees_with_reference(lambda v, s, st, loc, w: module.MultiScaleDeformableAttnFunction.apply(
-                v, s, st, loc, w, 64))
+                *on(v, s, st, loc, w), 64).cpu())
         assert_agrees_with_reference(lambda v, s, st, loc, w: module.multi_scale_deformable_attn_pytorch(
-            v, s, loc, w))
+            *on(v, s, loc, w)).cpu())
     finally:
         msda.unpatch()
         for name in [m for m in sys.modules if m.split(".")[0] == "groundingdino"]:
