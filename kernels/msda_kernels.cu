@@ -104,10 +104,8 @@ struct level_table {
 __device__ __forceinline__ bool load_levels(const msda_kparams &p, level_table &t) {
     const int i = threadIdx.x; // blocks have at least 32 threads and L <= 16
     if (i < p.levels) {
-        int start = 0;
-        for (int l = 0; l < i; l++) start += p.level_points[l];
         t.points[i] = p.level_points[i];
-        t.point_start[i] = start;
+        t.point_start[i] = p.level_point_start[i];
     }
     if (p.level_shapes) {
         if (i < p.levels) {
@@ -923,14 +921,16 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
         if constexpr (SOFTMAX) {
             // Each lane rewrites the gradients it stored itself (spread_grads: its own point of
             // every level), so no lane reads another's stores.
+            // One loop for both: under spread_grads turn i is level i's point `lane` (where the
+            // level has one), else point i.
             if (active && (spread_grads || lane == 0)) {
-                for (int l = 0; l < (spread_grads ? p.levels : 1); l++) {
-                    const int first = spread_grads ? lv.point_start[l] + lane : 0;
-                    const int end = !spread_grads ? LP : lane < lv.points[l] ? first + 1 : first;
-                    for (int k = first; k < end; k++) {
-                        const A w = exp(wgt[k] - wmax) * wsum_inv;
-                        gwgt.put(k, w * (gwgt[k] - wdot));
-                    }
+                const int turns = spread_grads ? p.levels : LP;
+#pragma unroll 1
+                for (int i = 0; i < turns; i++) {
+                    if (spread_grads && lane >= lv.points[i]) continue;
+                    const int k = spread_grads ? lv.point_start[i] + lane : i;
+                    const A w = exp(wgt[k] - wmax) * wsum_inv;
+                    gwgt.put(k, w * (gwgt[k] - wdot));
                 }
             }
         }

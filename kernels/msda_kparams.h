@@ -76,6 +76,7 @@ typedef struct msda_kparams {
     int32_t total_points;      /* a group's points: the sum of level_points, L * P where every
                                   level has P; `points` is the largest level's */
     int32_t level_points[MSDA_KP_MAX_LEVELS]; /* each level's points */
+    int32_t level_point_start[MSDA_KP_MAX_LEVELS]; /* a group's index of level l's first point */
 } msda_kparams;
 
 /* What the loaded device code was built with; read by the host from the module's constant

@@ -99,7 +99,10 @@ static void fill_params(const msda_problem *pb, int vec, const int64_t *shapes, 
     kp->coord_f32 = pb->coord_f32;
     kp->sampling = pb->discrete;
     kp->total_points = (int32_t)pb->LP;
-    for (int64_t l = 0; l < pb->L; l++) kp->level_points[l] = (int32_t)pb->level_points[l];
+    for (int64_t l = 0; l < pb->L; l++) {
+        kp->level_points[l] = (int32_t)pb->level_points[l];
+        kp->level_point_start[l] = (int32_t)pb->point_start[l];
+    }
     kp->parts_log2 = 0;
     kp->threads = ((kp->groups << lanes_log2) + 31) / 32 * 32;
     if (pb->table_on_device) { /* the kernels read and check it */

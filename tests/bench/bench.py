@@ -52,7 +52,9 @@ class ForwardArgs(ctypes.Structure):
                 # msda.h ABI 2: coordinates in dtype, level table on the host, no device status;
                 # ABI 3: weights (0: softmaxed weights, 1: logits, the fused softmax)
                 ("coord_type", ctypes.c_int), ("level_table", ctypes.c_int),
-                ("device_status", ctypes.c_void_p), ("weights", ctypes.c_int)]
+                ("device_status", ctypes.c_void_p), ("weights", ctypes.c_int),
+                # ABI 5: a point count per level (NULL: P on every level), the sampling (0: bilinear)
+                ("level_points", ctypes.c_void_p), ("sampling", ctypes.c_int)]
 
 
 class BackwardArgs(ctypes.Structure):
@@ -64,7 +66,8 @@ class BackwardArgs(ctypes.Structure):
                 ("workspace", ctypes.c_void_p), ("workspace_bytes", ctypes.c_size_t),
                 ("coord_type", ctypes.c_int), ("level_table", ctypes.c_int),
                 ("device_status", ctypes.c_void_p), ("weights", ctypes.c_int),
-                ("deterministic", ctypes.c_int32)]
+                ("deterministic", ctypes.c_int32),
+                ("level_points", ctypes.c_void_p), ("sampling", ctypes.c_int)]
 
 
 class Error(ctypes.Structure):
@@ -76,8 +79,10 @@ class Msda:
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
         self.lib.msda_abi_version.restype = ctypes.c_int
-        if self.lib.msda_abi_version() != 4:  # the structs above
-            sys.exit(f"{path}: libmsda ABI {self.lib.msda_abi_version()}, bench.py knows ABI 4")
+        # The structs above are ABI 5's; ABI 4 is their prefix (what 5 appended is left zero: the
+        # behaviour of 4), so that a library before the change runs the same calls.
+        if self.lib.msda_abi_version() not in (4, 5):
+            sys.exit(f"{path}: libmsda ABI {self.lib.msda_abi_version()}, bench.py knows ABI 4 and 5")
         for name, argt in (("msda_forward_cuda", ForwardArgs), ("msda_backward_cuda", BackwardArgs)):
             fn = getattr(self.lib, name)
             fn.argtypes = [ctypes.POINTER(argt), ctypes.c_void_p, ctypes.POINTER(Error)]
