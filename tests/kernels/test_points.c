@@ -545,6 +545,61 @@ START_TEST(discrete_sampling_takes_the_nearest_pixel_clamped) {
 }
 END_TEST
 
+/* Locations where discrete sampling's pixel depends on the type its two steps are rounded in
+ * (msda.h: the accumulation type), on a level of H = 3, W = 6. Each step of v * n + 0.5 rounded in
+ * f64 lands below an edge that f32 rounding reaches, or, for f32 coordinates, f32 rounding lands
+ * on an edge that the exact sum (what f64 gives) falls just short of. */
+static const struct {
+    double x, y;
+    int64_t ix, iy;
+} f64_steps[] = {
+    /* x: 2.5 - 6 * 2^-40 + 0.5 is 2.99999999999454... in f64, 3 in f32; y likewise 1.99999... */
+    {2.5 / 6 - 0x1p-40, 0.5 - 0x1p-40, 2, 1},
+    /* x * 6 rounds to 2.5 in f64 (exactly 2.49999999999999978), so f = 3; y * 3 to 0.5 */
+    {0x1.aaaaaaaaaaaaap-2, 0x1.5555555555555p-3, 3, 1},
+}, f32_steps[] = {
+    /* x * 6 rounds to 2.5 in f32 (exactly 2.4999999404), so f = 3 (f64: 2.99999994, pixel 2);
+     * y * 3 rounds to 0.5 (exactly 0.49999997), so f = 1 (f64: pixel 0) */
+    {0x1.aaaaaap-2, 0x1.555554p-3, 3, 1},
+    {0x1.aaaaaap-2, 0.0, 3, 0},
+    {0.0, 0x1.555554p-3, 0, 1},
+};
+
+/* _i: 0 f64; 1 f32; 2 and 3 f16 and bf16 beside f32 coordinates, computed in f32 too. */
+START_TEST(discrete_steps_are_rounded_in_the_accumulation_type) {
+    static const struct {
+        msda_dtype dtype;
+        msda_coord_type coord;
+    } steps_runs[] = {{MSDA_F64, MSDA_COORD_SAME}, {MSDA_F32, MSDA_COORD_SAME}, {MSDA_F16, MSDA_COORD_F32},
+                      {MSDA_BF16, MSDA_COORD_F32}};
+    const msda_dtype dtype = steps_runs[_i].dtype;
+    const int64_t n_points = _i == 0 ? 2 : 3, one[] = {1}, hw[] = {3, 6}, W = 6;
+    pt_case *c = pt_make(1, n_points, 1, 1, 1, one, hw, 0.0, 1650);
+    c->sampling = MSDA_SAMPLING_DISCRETE;
+    for (int64_t s = 0; s < c->S; s++) c->value[s] = (double)(s + 1); /* the pixel's index + 1 */
+    for (int64_t q = 0; q < n_points; q++) {
+        c->loc[2 * q] = _i == 0 ? f64_steps[q].x : f32_steps[q].x;
+        c->loc[2 * q + 1] = _i == 0 ? f64_steps[q].y : f32_steps[q].y;
+        c->attn[q] = 1.0;
+    }
+    if (steps_runs[_i].coord == MSDA_COORD_F32)
+        pt_round_mixed(c, dtype);
+    else
+        pt_round(c, dtype);
+    results lib = alloc_results(c), ref = alloc_results(c);
+    lib_run(c, dtype, steps_runs[_i].coord, 1, &lib);
+    reference(c, &ref);
+    for (int64_t q = 0; q < n_points; q++) {
+        const int64_t ix = _i == 0 ? f64_steps[q].ix : f32_steps[q].ix, iy = _i == 0 ? f64_steps[q].iy : f32_steps[q].iy;
+        ck_assert_msg(lib.out[q] == (double)(iy * W + ix + 1), "dtype %d: (%a, %a) took pixel %g, expected (%lld, %lld)",
+                      (int)dtype, c->loc[2 * q], c->loc[2 * q + 1], lib.out[q] - 1, (long long)iy, (long long)ix);
+        ck_assert(ref.out[q] == lib.out[q]); /* the reference rounds as msda.h says too */
+    }
+    free_results(&lib), free_results(&ref);
+    pt_free(c);
+}
+END_TEST
+
 /* Discrete sampling's weight is 1 at every location: a problem of only NaN locations gives an
  * all-zero output and gradients; one of only far and infinite locations (bilinear: nothing) gives
  * the corner pixels. */
@@ -741,6 +796,7 @@ TCase *kt_tcase_points(void) {
     tcase_add_loop_test(tc, per_level_logits_match_the_reference, 0, N_CONFIGS);
     tcase_add_loop_test(tc, per_level_equals_padding_with_zero_weights, 0, N_CONFIGS);
     tcase_add_loop_test(tc, discrete_sampling_takes_the_nearest_pixel_clamped, 0, (int)N_RUNS);
+    tcase_add_loop_test(tc, discrete_steps_are_rounded_in_the_accumulation_type, 0, 4);
     tcase_add_test(tc, discrete_nan_contributes_nothing_and_far_lands_on_the_edge);
     tcase_add_test(tc, threads_do_not_change_per_level_results);
     tcase_add_test(tc, null_level_points_keep_p_on_every_level);
