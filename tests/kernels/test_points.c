@@ -524,7 +524,7 @@ START_TEST(discrete_sampling_takes_the_nearest_pixel_clamped) {
         double want_ga = 0;
         for (int64_t d = 0; d < D; d++) {
             const double want = ix < 0 ? 0.0 : c->value[s * D + d];
-            ck_assert_msg(lib.out[q * D + d] == want, "dtype %d: (%g, %g) gives %g, expected pixel (%lld, %lld): %g",
+            ck_assert_msg(lib.out[q * D + d] == want, "dtype %d: (%g, %g) gives %g, expected row %lld column %lld: %g",
                           (int)runs[_i].dtype, discrete_points[q].x, discrete_points[q].y, lib.out[q * D + d],
                           (long long)iy, (long long)ix, want);
             if (ix >= 0) want_gv[s * D + d] += c->gout[q * D + d], want_ga += c->gout[q * D + d] * want;
@@ -559,7 +559,7 @@ static const struct {
     {0x1.aaaaaaaaaaaaap-2, 0x1.5555555555555p-3, 3, 1},
 }, f32_steps[] = {
     /* x * 6 rounds to 2.5 in f32 (exactly 2.4999999404), so f = 3 (f64: 2.99999994, pixel 2);
-     * y * 3 rounds to 0.5 (exactly 0.49999997), so f = 1 (f64: pixel 0) */
+     * y * 3 is 0.49999997 in f32 too, but adding 0.5 rounds to 1 (f64: 0.99999997, pixel 0) */
     {0x1.aaaaaap-2, 0x1.555554p-3, 3, 1},
     {0x1.aaaaaap-2, 0.0, 3, 0},
     {0.0, 0x1.555554p-3, 0, 1},
@@ -591,8 +591,9 @@ START_TEST(discrete_steps_are_rounded_in_the_accumulation_type) {
     reference(c, &ref);
     for (int64_t q = 0; q < n_points; q++) {
         const int64_t ix = _i == 0 ? f64_steps[q].ix : f32_steps[q].ix, iy = _i == 0 ? f64_steps[q].iy : f32_steps[q].iy;
-        ck_assert_msg(lib.out[q] == (double)(iy * W + ix + 1), "dtype %d: (%a, %a) took pixel %g, expected (%lld, %lld)",
-                      (int)dtype, c->loc[2 * q], c->loc[2 * q + 1], lib.out[q] - 1, (long long)iy, (long long)ix);
+        ck_assert_msg(lib.out[q] == (double)(iy * W + ix + 1),
+                      "dtype %d: (%a, %a) took pixel %g (row * W + column), expected row %lld column %lld", (int)dtype,
+                      c->loc[2 * q], c->loc[2 * q + 1], lib.out[q] - 1, (long long)iy, (long long)ix);
         ck_assert(ref.out[q] == lib.out[q]); /* the reference rounds as msda.h says too */
     }
     free_results(&lib), free_results(&ref);
