@@ -1,6 +1,8 @@
 /* GPU check of libmsda: the CUDA forward and backward against the library's CPU path, for each
  * data type on the Deformable-DETR shapes and others (D in 12, 16, 24, 32, 64, 71; batch 1 to 16),
- * with attention weights, and with logits through the fused softmax (MSDA_WEIGHTS_LOGITS).
+ * with attention weights, and with logits through the fused softmax (MSDA_WEIGHTS_LOGITS); and
+ * ABI 5's point count per level (level_points) and discrete sampling, f16 and bf16 also beside f32
+ * coordinates (MSDA_COORD_F32).
  * Outputs are poisoned (all bits set: NaN) before each run, so an unwritten element fails.
  * Prints one row per case and a summary line "N passed, M failed"; exits non-zero on failure.
  *
@@ -57,6 +59,39 @@ static const gcase small_cases[] = {
     {"small_d5", 3, 17, 3, 5, 2, 3, small_shapes},
     {"small_m3_d12", 2, 60, 3, 12, 4, 4, small_shapes},
 };
+
+/* ABI 5: a point count per level (msda.h, level_points; P is the largest). RT-DETR v2's and
+ * D-FINE's decoders take their num_points_list so, on the three levels of a 640 input (strides
+ * 8, 16, 32); {1, 2, 3, 4} on Deformable-DETR's four levels as a decoder, as an encoder (whose
+ * 16-bit backward buffers levels, planned from the largest count) and with D = 71 (several chunks
+ * a lane, one element a vector). */
+typedef struct points_case {
+    gcase g;
+    const int64_t *level_points; /* g.L counts */
+} points_case;
+
+static const int64_t rtdetr_shapes[] = {80, 80, 40, 40, 20, 20};
+static const int64_t points_363[] = {3, 6, 3}, points_1234[] = {1, 2, 3, 4}, points_253[] = {2, 5, 3};
+
+static const points_case full_points_cases[] = {
+    {{"rtdetr_363_q300", 2, 300, 8, 32, 3, 6, rtdetr_shapes}, points_363},
+    {{"dec_1234_q900", 2, 900, 8, 32, 4, 4, detr_shapes}, points_1234},
+    {{"enc_b1_1234", 1, 0, 8, 32, 4, 4, detr_shapes}, points_1234},
+    {{"dec_1234_d71", 3, 100, 8, 71, 4, 4, detr_shapes}, points_1234},
+};
+static const points_case small_points_cases[] = {
+    {{"small_363", 2, 60, 4, 32, 3, 6, small_shapes}, points_363},
+    {{"small_1234_d5", 3, 17, 3, 5, 4, 4, small_shapes}, points_1234},
+    {{"small_253_m3_d12", 2, 40, 3, 12, 3, 5, small_shapes}, points_253},
+};
+
+/* What a run adds to a case beside the dtype (NULL in run_case: P points on every level, bilinear
+ * sampling, coordinates in the dtype). */
+typedef struct variant {
+    const int64_t *level_points; /* L counts, or NULL */
+    msda_sampling sampling;
+    msda_coord_type coord; /* MSDA_COORD_F32: locations, weights and their gradients in f32 */
+} variant;
 
 static const char *dtype_name(msda_dtype t) {
     static const char *const names[] = {"f32", "f64", "f16", "bf16"};
@@ -115,35 +150,59 @@ static double rel_err(const void *gpu, const void *cpu, int64_t n, msda_dtype t)
 }
 
 typedef struct tensors {
-    int64_t n_value, n_out, n_attn;
-    size_t eb;
+    int64_t n_value, n_out, n_attn; /* n_attn: N * Lq * M * (a group's points) */
+    size_t eb, ceb; /* bytes of an element of the dtype, and of the coordinates' type */
+    msda_dtype ct;  /* the coordinates' type */
     void *value, *loc, *attn, *gout;
 } tensors;
 
+/* The level of point lp of a group, a->level_points giving each level's points (NULL: P). */
+static int64_t level_of_point(const msda_forward_args *a, int64_t lp) {
+    int64_t l = 0;
+    for (int64_t end = 0; l < a->sizes.levels; l++) {
+        end += a->level_points ? a->level_points[l] : a->sizes.points;
+        if (lp < end) break;
+    }
+    return l;
+}
+
 /* logits: attention_weights drawn as softmax logits in [-4, 4] (a few rows get a -inf entry,
- * and one row is all -inf: NaN there, on both paths alike), else as weights in [0, 1/4]. */
-static void make_inputs(const msda_forward_args *a, msda_dtype t, int logits, tensors *x) {
+ * and one row is all -inf: NaN there, on both paths alike), else as weights in [0, 1/4].
+ * Locations and weights in ct, each level with a->level_points' points where set. 2% of the
+ * coordinates are special (non-finite, far, on and just past the borders); with `edges` 2% more
+ * on pixel centres, which are discrete sampling's edges (v * n + 0.5 an integer, where both paths
+ * must round alike). Without, the draws are those of the cases before ABI 5. */
+static void make_inputs(const msda_forward_args *a, msda_dtype t, msda_dtype ct, int logits, int edges,
+                        tensors *x) {
     const msda_sizes *s = &a->sizes;
+    int64_t LP = 0;
+    for (int64_t l = 0; l < s->levels; l++) LP += a->level_points ? a->level_points[l] : s->points;
     x->eb = dtype_bytes(t);
+    x->ct = ct;
+    x->ceb = dtype_bytes(ct);
     x->n_value = s->batch * s->spatial * s->heads * s->channels;
     x->n_out = s->batch * s->queries * s->heads * s->channels;
-    x->n_attn = s->batch * s->queries * s->heads * s->levels * s->points;
+    x->n_attn = s->batch * s->queries * s->heads * LP;
     x->value = host_alloc((size_t)x->n_value * x->eb);
     x->gout = host_alloc((size_t)x->n_out * x->eb);
-    x->attn = host_alloc((size_t)x->n_attn * x->eb);
-    x->loc = host_alloc((size_t)x->n_attn * 2 * x->eb);
+    x->attn = host_alloc((size_t)x->n_attn * x->ceb);
+    x->loc = host_alloc((size_t)x->n_attn * 2 * x->ceb);
     for (int64_t i = 0; i < x->n_value; i++) store(x->value, i, 2 * unit() - 1, t);
     for (int64_t i = 0; i < x->n_out; i++) store(x->gout, i, 2 * unit() - 1, t);
-    for (int64_t i = 0; i < x->n_attn; i++) store(x->attn, i, logits ? 8 * unit() - 4 : unit() / 4, t);
+    for (int64_t i = 0; i < x->n_attn; i++) store(x->attn, i, logits ? 8 * unit() - 4 : unit() / 4, ct);
     if (logits) {
-        const int64_t LP = s->levels * s->points;
-        for (int64_t i = 0; i < x->n_attn; i += 97 * LP + 3) store(x->attn, i, -INFINITY, t);
-        for (int64_t k = 0; k < LP; k++) store(x->attn, x->n_attn - LP + k, -INFINITY, t);
+        for (int64_t i = 0; i < x->n_attn; i += 97 * LP + 3) store(x->attn, i, -INFINITY, ct);
+        for (int64_t k = 0; k < LP; k++) store(x->attn, x->n_attn - LP + k, -INFINITY, ct);
     }
     static const double special[] = {NAN, INFINITY, -INFINITY, 1e30, -5.0, 0.0, 1.0, 1.0001, -0.0001};
     for (int64_t i = 0; i < 2 * x->n_attn; i++) {
         const double u = unit();
-        store(x->loc, i, u < 0.02 ? special[(int)(unit() * 9) % 9] : 1.2 * unit() - 0.1, t);
+        if (edges && u >= 0.02 && u < 0.04) {
+            const int64_t l = level_of_point(a, (i / 2) % LP), n = a->spatial_shapes[2 * l + 1 - i % 2]; /* x: W */
+            store(x->loc, i, (floor(unit() * (double)(n + 1)) + 0.5) / (double)n, ct);
+            continue;
+        }
+        store(x->loc, i, u < 0.02 ? special[(int)(unit() * 9) % 9] : 1.2 * unit() - 0.1, ct);
     }
 }
 
@@ -189,28 +248,32 @@ static int msda_ok(msda_status st, const msda_error *e, const char *what) {
  * GPU calls take the level table from device memory (msda.h, MSDA_DEVICE); `weights`: what
  * attention_weights holds (MSDA_WEIGHTS_LOGITS: the fused-softmax kernels). */
 /* deterministic: the backward's exact sums (msda.h), run twice: the second run's grad_value must
- * be the first's, bit for bit. */
-static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream stream, int offset,
-                     int device_table, msda_weights weights, int deterministic) {
+ * be the first's, bit for bit. v: the level counts, sampling and coordinate type (run_case_v). */
+static void run_case_v(const char *label, const gcase *g, msda_dtype t, CUstream stream, int offset,
+                       int device_table, msda_weights weights, int deterministic, const variant *v) {
+    static const variant plain = {NULL, MSDA_SAMPLING_BILINEAR, MSDA_COORD_SAME};
+    if (!v) v = &plain;
     int64_t starts[MSDA_MAX_LEVELS], S = 0;
     for (int64_t l = 0; l < g->L; l++) {
         starts[l] = S;
         S += g->shapes[2 * l] * g->shapes[2 * l + 1];
     }
     msda_forward_args f = {.dtype = t, .sizes = {g->N, S, g->M, g->D, g->Lq ? g->Lq : S, g->L, g->P},
-                           .spatial_shapes = g->shapes, .level_start = starts, .weights = weights};
+                           .spatial_shapes = g->shapes, .level_start = starts, .weights = weights,
+                           .coord_type = v->coord, .level_points = v->level_points, .sampling = v->sampling};
     tensors x;
-    make_inputs(&f, t, weights == MSDA_WEIGHTS_LOGITS, &x);
-    const size_t eb = x.eb;
+    make_inputs(&f, t, v->coord == MSDA_COORD_F32 ? MSDA_F32 : t, weights == MSDA_WEIGHTS_LOGITS, v != &plain, &x);
+    const size_t eb = x.eb, ceb = x.ceb;
     void *cpu_out = host_alloc((size_t)x.n_out * eb), *gpu_out = host_alloc((size_t)x.n_out * eb);
     void *cpu_gv = host_alloc((size_t)x.n_value * eb), *gpu_gv = host_alloc((size_t)x.n_value * eb);
-    void *cpu_gl = host_alloc((size_t)x.n_attn * 2 * eb), *gpu_gl = host_alloc((size_t)x.n_attn * 2 * eb);
-    void *cpu_ga = host_alloc((size_t)x.n_attn * eb), *gpu_ga = host_alloc((size_t)x.n_attn * eb);
+    void *cpu_gl = host_alloc((size_t)x.n_attn * 2 * ceb), *gpu_gl = host_alloc((size_t)x.n_attn * 2 * ceb);
+    void *cpu_ga = host_alloc((size_t)x.n_attn * ceb), *gpu_ga = host_alloc((size_t)x.n_attn * ceb);
     msda_error e;
     msda_backward_args b = {.dtype = t, .sizes = f.sizes, .spatial_shapes = g->shapes, .level_start = starts,
                             .value = x.value, .sampling_locations = x.loc, .attention_weights = x.attn,
                             .grad_output = x.gout, .grad_value = cpu_gv, .grad_sampling_locations = cpu_gl,
-                            .grad_attention_weights = cpu_ga, .weights = weights};
+                            .grad_attention_weights = cpu_ga, .weights = weights, .coord_type = v->coord,
+                            .level_points = v->level_points, .sampling = v->sampling};
     f.value = x.value, f.sampling_locations = x.loc, f.attention_weights = x.attn, f.output = cpu_out;
     int ok = msda_ok(msda_forward_cpu(&f, 0, &e), &e, "cpu forward") &&
              msda_ok(msda_backward_cpu(&b, 0, &e), &e, "cpu backward");
@@ -220,11 +283,11 @@ static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream s
     CHECK_CU(cuMemAlloc(&d_value_base, (size_t)x.n_value * eb + shift));
     CHECK_CU(cuMemcpyHtoD(d_value_base + shift, x.value, (size_t)x.n_value * eb));
     CUdeviceptr d_value = d_value_base + shift;
-    CUdeviceptr d_loc = upload(x.loc, (size_t)x.n_attn * 2 * eb), d_attn = upload(x.attn, (size_t)x.n_attn * eb);
+    CUdeviceptr d_loc = upload(x.loc, (size_t)x.n_attn * 2 * ceb), d_attn = upload(x.attn, (size_t)x.n_attn * ceb);
     CUdeviceptr d_gout = upload(x.gout, (size_t)x.n_out * eb);
     CUdeviceptr d_out = poisoned((size_t)x.n_out * eb, stream);
     CUdeviceptr d_gv_base = poisoned((size_t)x.n_value * eb + shift, stream), d_gv = d_gv_base + shift;
-    CUdeviceptr d_gl = poisoned((size_t)x.n_attn * 2 * eb, stream), d_ga = poisoned((size_t)x.n_attn * eb, stream);
+    CUdeviceptr d_gl = poisoned((size_t)x.n_attn * 2 * ceb, stream), d_ga = poisoned((size_t)x.n_attn * ceb, stream);
 
     msda_forward_args gf = f;
     gf.value = (void *)(uintptr_t)d_value, gf.sampling_locations = (void *)(uintptr_t)d_loc;
@@ -285,15 +348,23 @@ static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream s
     }
     CHECK_CU(cuMemcpyDtoH(gpu_out, d_out, (size_t)x.n_out * eb));
     CHECK_CU(cuMemcpyDtoH(gpu_gv, d_gv, (size_t)x.n_value * eb));
-    CHECK_CU(cuMemcpyDtoH(gpu_gl, d_gl, (size_t)x.n_attn * 2 * eb));
-    CHECK_CU(cuMemcpyDtoH(gpu_ga, d_ga, (size_t)x.n_attn * eb));
-    char name[48];
-    snprintf(name, sizeof name, "%s%s%s", deterministic ? "det_" : "", weights == MSDA_WEIGHTS_LOGITS ? "softmax_" : "",
-             g->name);
+    CHECK_CU(cuMemcpyDtoH(gpu_gl, d_gl, (size_t)x.n_attn * 2 * ceb));
+    CHECK_CU(cuMemcpyDtoH(gpu_ga, d_ga, (size_t)x.n_attn * ceb));
+    char name[80];
+    snprintf(name, sizeof name, "%s%s%s%s%s", deterministic ? "det_" : "", weights == MSDA_WEIGHTS_LOGITS ? "softmax_" : "",
+             v->sampling == MSDA_SAMPLING_DISCRETE ? "disc_" : "", v->coord == MSDA_COORD_F32 ? "c32_" : "", g->name);
+    if (ok && v->sampling == MSDA_SAMPLING_DISCRETE) /* constant between pixel edges */
+        for (int64_t i = 0; i < 2 * x.n_attn; i++)
+            if (load(gpu_gl, i, x.ct) != 0.0) {
+                printf("  grad_sampling_locations[%lld] is %g under discrete sampling\n", (long long)i,
+                       load(gpu_gl, i, x.ct));
+                ok = 0;
+                break;
+            }
     if (ok) {
         report(label, name, t, &f.sizes, rel_err(gpu_out, cpu_out, x.n_out, t),
-               rel_err(gpu_gv, cpu_gv, x.n_value, t), rel_err(gpu_gl, cpu_gl, 2 * x.n_attn, t),
-               rel_err(gpu_ga, cpu_ga, x.n_attn, t),
+               rel_err(gpu_gv, cpu_gv, x.n_value, t), rel_err(gpu_gl, cpu_gl, 2 * x.n_attn, x.ct),
+               rel_err(gpu_ga, cpu_ga, x.n_attn, x.ct),
                device_table ? "  (level table in device memory)"
                : offset     ? (ws_bytes ? "  (misaligned: 1-element kernels; library-allocated f32 buffer)"
                                         : "  (misaligned: 1-element kernels)")
@@ -306,6 +377,55 @@ static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream s
     if (d_ws) CHECK_CU(cuMemFree(d_ws));
     free(cpu_out), free(gpu_out), free(cpu_gv), free(gpu_gv), free(cpu_gl), free(gpu_gl), free(cpu_ga), free(gpu_ga);
     free_inputs(&x);
+}
+
+static void run_case(const char *label, const gcase *g, msda_dtype t, CUstream stream, int offset,
+                     int device_table, msda_weights weights, int deterministic) {
+    run_case_v(label, g, t, stream, offset, device_table, weights, deterministic, NULL);
+}
+
+/* ABI 5 in dtype t: each per-level case with bilinear and discrete sampling, the table on the
+ * host and on the device, f16 and bf16 also beside f32 coordinates (--small: the device table and
+ * f32 coordinates on the first case only, for the sanitizers' time); discrete sampling on P points
+ * a level (the encoder and the decoder, misaligned, the table on the device); the fused softmax
+ * over the sum of the counts, both samplings, and misaligned; the deterministic backward with
+ * per-level counts, plain and fused with the table on the device. */
+static void run_points_cases(const char *label, int small, msda_dtype t, CUstream stream) {
+    const points_case *cases = small ? small_points_cases : full_points_cases;
+    const int n = small ? (int)(sizeof small_points_cases / sizeof small_points_cases[0])
+                        : (int)(sizeof full_points_cases / sizeof full_points_cases[0]);
+    const int half = t == MSDA_F16 || t == MSDA_BF16;
+    for (int c = 0; c < n; c++) {
+        const gcase *g = &cases[c].g;
+        for (int sampling = 0; sampling < 2; sampling++) {
+            const variant v = {cases[c].level_points, (msda_sampling)sampling, MSDA_COORD_SAME};
+            run_case_v(label, g, t, stream, 0, 0, MSDA_WEIGHTS_SOFTMAXED, 0, &v);
+            if (small && c > 0) continue;
+            run_case_v(label, g, t, stream, 0, 1, MSDA_WEIGHTS_SOFTMAXED, 0, &v);
+            if (!half) continue;
+            const variant c32 = {cases[c].level_points, (msda_sampling)sampling, MSDA_COORD_F32};
+            run_case_v(label, g, t, stream, 0, 0, MSDA_WEIGHTS_SOFTMAXED, 0, &c32);
+        }
+    }
+    const variant disc = {NULL, MSDA_SAMPLING_DISCRETE, MSDA_COORD_SAME};
+    const gcase *plain = small ? &small_cases[0] : &full_cases[2]; /* the decoder */
+    if (!small) run_case_v(label, &full_cases[0], t, stream, 0, 0, MSDA_WEIGHTS_SOFTMAXED, 0, &disc);
+    run_case_v(label, plain, t, stream, 0, 0, MSDA_WEIGHTS_SOFTMAXED, 0, &disc);
+    run_case_v(label, plain, t, stream, 1, 0, MSDA_WEIGHTS_SOFTMAXED, 0, &disc);
+    run_case_v(label, plain, t, stream, 0, 1, MSDA_WEIGHTS_SOFTMAXED, 0, &disc);
+    if (half) {
+        const variant disc32 = {NULL, MSDA_SAMPLING_DISCRETE, MSDA_COORD_F32};
+        run_case_v(label, plain, t, stream, 0, 0, MSDA_WEIGHTS_SOFTMAXED, 0, &disc32);
+    }
+    for (int sampling = 0; sampling < 2; sampling++) {
+        const variant v = {cases[0].level_points, (msda_sampling)sampling, MSDA_COORD_SAME};
+        run_case_v(label, &cases[0].g, t, stream, 0, 0, MSDA_WEIGHTS_LOGITS, 0, &v);
+    }
+    const variant misaligned = {cases[1].level_points, MSDA_SAMPLING_BILINEAR, MSDA_COORD_SAME};
+    run_case_v(label, &cases[1].g, t, stream, 1, 0, MSDA_WEIGHTS_LOGITS, 0, &misaligned);
+    const variant exact = {cases[0].level_points, MSDA_SAMPLING_BILINEAR, MSDA_COORD_SAME};
+    run_case_v(label, &cases[0].g, t, stream, 0, 0, MSDA_WEIGHTS_SOFTMAXED, 1, &exact);
+    run_case_v(label, &cases[0].g, t, stream, 0, 1, MSDA_WEIGHTS_LOGITS, 1, &exact);
 }
 
 /* An inconsistent level table in device memory (level_start[2] off by one): the kernels index
@@ -322,7 +442,7 @@ static void check_bad_device_table(const char *label, msda_dtype t, CUstream str
     msda_forward_args f = {.dtype = t, .sizes = {g->N, S, g->M, g->D, g->Lq, g->L, g->P},
                            .spatial_shapes = g->shapes, .level_start = starts};
     tensors x;
-    make_inputs(&f, t, 0, &x);
+    make_inputs(&f, t, t, 0, 0, &x);
     const size_t eb = x.eb;
     CUdeviceptr d_value = upload(x.value, (size_t)x.n_value * eb), d_loc = upload(x.loc, (size_t)x.n_attn * 2 * eb);
     CUdeviceptr d_attn = upload(x.attn, (size_t)x.n_attn * eb), d_gout = upload(x.gout, (size_t)x.n_out * eb);
@@ -493,6 +613,9 @@ int main(int argc, char **argv) {
             CHECK_CU(cuCtxSetCurrent(ctx));
         }
     }
+    /* ABI 5 last, so that every case above draws the inputs it always has. */
+    for (int t = 0; t < 4; t++)
+        if (want[t]) run_points_cases(label, small, (msda_dtype)t, stream);
     printf("%d passed, %d failed\n", passes, failures);
     CHECK_CU(cuStreamDestroy(stream));
     CHECK_CU(cuDevicePrimaryCtxRelease(dev));

@@ -69,5 +69,6 @@ TCase *kt_tcase_softmax(void);
 TCase *kt_tcase_plan(void);
 TCase *kt_tcase_launch(void);
 TCase *kt_tcase_images(void);
+TCase *kt_tcase_points(void);
 
 #endif

@@ -10,6 +10,7 @@ int main(void) {
     suite_add_tcase(s, kt_tcase_cpu());
     suite_add_tcase(s, kt_tcase_gradcheck());
     suite_add_tcase(s, kt_tcase_softmax());
+    suite_add_tcase(s, kt_tcase_points());
     suite_add_tcase(s, kt_tcase_plan());
     suite_add_tcase(s, kt_tcase_launch());
     suite_add_tcase(s, kt_tcase_images());

@@ -755,6 +755,145 @@ START_TEST(the_deterministic_backward_sums_grad_value_exactly_then_rounds_it) {
 }
 END_TEST
 
+/* ABI 5. Each launch of a call is told each level's points (P on every level where level_points
+ * is NULL), their sum, which the kernels step a group's points by, and the sampling. */
+static void assert_told(const fake_launch_op *op, const int64_t *level_points, msda_sampling sampling) {
+    int32_t total = 0;
+    for (int l = 0; l < 4; l++) {
+        const int64_t count = level_points ? level_points[l] : 4;
+        ck_assert_msg(op->params.level_points[l] == count, "%s: level_points[%d] is %d, expected %lld", op->name, l,
+                      (int)op->params.level_points[l], (long long)count);
+        total += (int32_t)count;
+    }
+    for (int l = 4; l < MSDA_KP_MAX_LEVELS; l++) ck_assert_int_eq(op->params.level_points[l], 0);
+    ck_assert_msg(op->params.total_points == total, "%s: total_points is %d, expected %d", op->name,
+                  (int)op->params.total_points, (int)total);
+    ck_assert_int_eq(op->params.points, 4); /* the largest level's */
+    ck_assert_int_eq(op->params.levels, 4);
+    ck_assert_msg(op->params.sampling == (int32_t)sampling, "%s: sampling is %d", op->name, (int)op->params.sampling);
+}
+
+/* The forward of `dtype` on Deformable-DETR's levels with these counts and sampling. */
+static const fake_launch_op *forward_points(msda_dtype dtype, int64_t N, int64_t Lq, const int64_t *level_points,
+                                            msda_sampling sampling, msda_memory table) {
+    const msda_forward_args a = {.dtype = dtype, .sizes = detr_sizes(N, Lq), .spatial_shapes = detr_shapes,
+                                 .level_start = detr_starts, .value = NOWHERE(1), .sampling_locations = NOWHERE(2),
+                                 .attention_weights = NOWHERE(3), .output = NOWHERE(4), .level_table = table,
+                                 .level_points = level_points, .sampling = sampling};
+    msda_error err;
+    ck_assert_msg(msda_forward_cuda(&a, NULL, &err) == MSDA_OK, "forward: %s", err.message);
+    const fake_launch_op *ops;
+    ck_assert_int_eq(recorded(&ops), 1);
+    ck_assert_int_eq(ops[0].kind, FAKE_LAUNCH);
+    assert_told(&ops[0], level_points, sampling);
+    return &ops[0];
+}
+
+/* The points kernel (msda_forward_points_*) steps by 4 points a level and samples bilinearly: it
+ * takes P = 4 on every level, given as NULL or as counts, and only bilinear sampling. A level of
+ * fewer points, or discrete sampling, takes the general forward, whichever dtype or table. */
+START_TEST(only_four_bilinear_points_on_every_level_take_the_points_forward) {
+    load_fake_driver();
+    static const int64_t four[] = {4, 4, 4, 4}, one_short[] = {4, 4, 3, 4}, rising[] = {1, 2, 3, 4};
+    const fake_launch_op *op = forward_points(MSDA_F32, 2, 900, NULL, MSDA_SAMPLING_BILINEAR, MSDA_HOST);
+    ck_assert_str_eq(op->name, "msda_forward_points_f32_v4");
+    op = forward_points(MSDA_F32, 2, 900, four, MSDA_SAMPLING_BILINEAR, MSDA_HOST);
+    ck_assert_str_eq(op->name, "msda_forward_points_f32_v4");
+    op = forward_points(MSDA_F32, 2, 900, one_short, MSDA_SAMPLING_BILINEAR, MSDA_HOST);
+    ck_assert_str_eq(op->name, "msda_forward_f32_v4");
+    op = forward_points(MSDA_F32, 2, 900, rising, MSDA_SAMPLING_BILINEAR, MSDA_DEVICE);
+    ck_assert_str_eq(op->name, "msda_forward_f32_v4");
+    ck_assert_uint_eq(op->params.level_shapes, (uintptr_t)detr_shapes); /* the counts stay on the host */
+    op = forward_points(MSDA_F32, 2, 900, NULL, MSDA_SAMPLING_DISCRETE, MSDA_HOST);
+    ck_assert_str_eq(op->name, "msda_forward_f32_v4");
+    op = forward_points(MSDA_F32, 2, 900, four, MSDA_SAMPLING_DISCRETE, MSDA_DEVICE);
+    ck_assert_str_eq(op->name, "msda_forward_f32_v4");
+    op = forward_points(MSDA_F32, 2, 900, rising, MSDA_SAMPLING_DISCRETE, MSDA_HOST);
+    ck_assert_str_eq(op->name, "msda_forward_f32_v4");
+    /* The 16-bit encoder, which the points kernel runs as one wave: the general one, a block per
+     * tile. */
+    op = forward_points(MSDA_F16, 2, DETR_S, NULL, MSDA_SAMPLING_BILINEAR, MSDA_HOST);
+    ck_assert_str_eq(op->name, "msda_forward_points_f16_v8");
+    op = forward_points(MSDA_F16, 2, DETR_S, one_short, MSDA_SAMPLING_BILINEAR, MSDA_HOST);
+    ck_assert_str_eq(op->name, "msda_forward_f16_v8");
+    ck_assert_uint_eq(op->grid, blocks_of(op));
+    op = forward_points(MSDA_BF16, 2, DETR_S, NULL, MSDA_SAMPLING_DISCRETE, MSDA_HOST);
+    ck_assert_str_eq(op->name, "msda_forward_bf16_v8");
+    op = forward_points(MSDA_F64, 1, 900, rising, MSDA_SAMPLING_DISCRETE, MSDA_HOST);
+    ck_assert_str_eq(op->name, "msda_forward_f64_v2");
+}
+END_TEST
+
+/* The same with f32 coordinates beside a 16-bit value and with logits (the fused softmax, over
+ * the sum of the levels' points). */
+START_TEST(per_level_forwards_of_other_coordinates_and_logits_are_told_too) {
+    load_fake_driver();
+    static const int64_t rising[] = {1, 2, 3, 4};
+    msda_forward_args a = {.dtype = MSDA_BF16, .coord_type = MSDA_COORD_F32, .sizes = detr_sizes(2, 900),
+                           .spatial_shapes = detr_shapes, .level_start = detr_starts, .value = NOWHERE(1),
+                           .sampling_locations = NOWHERE(2), .attention_weights = NOWHERE(3), .output = NOWHERE(4),
+                           .level_points = rising};
+    msda_error err;
+    const fake_launch_op *ops;
+    ck_assert_msg(msda_forward_cuda(&a, NULL, &err) == MSDA_OK, "%s", err.message);
+    ck_assert_int_eq(recorded(&ops), 1);
+    ck_assert_str_eq(ops[0].name, "msda_forward_bf16c32_v8");
+    ck_assert_int_eq(ops[0].params.coord_f32, 1);
+    assert_told(&ops[0], rising, MSDA_SAMPLING_BILINEAR);
+    a.dtype = MSDA_F32, a.coord_type = MSDA_COORD_SAME, a.weights = MSDA_WEIGHTS_LOGITS;
+    a.sampling = MSDA_SAMPLING_DISCRETE;
+    ck_assert_msg(msda_forward_cuda(&a, NULL, &err) == MSDA_OK, "%s", err.message);
+    ck_assert_int_eq(recorded(&ops), 1);
+    ck_assert_str_eq(ops[0].name, "msda_forward_softmax_f32_v4");
+    assert_told(&ops[0], rising, MSDA_SAMPLING_DISCRETE);
+    a.level_points = NULL, a.sampling = MSDA_SAMPLING_BILINEAR; /* the uniform fused forward */
+    ck_assert_msg(msda_forward_cuda(&a, NULL, &err) == MSDA_OK, "%s", err.message);
+    ck_assert_int_eq(recorded(&ops), 1);
+    ck_assert_str_eq(ops[0].name, "msda_forward_points_softmax_f32_v4");
+}
+END_TEST
+
+/* Every launch of a backward (zeroing, bounds, the backward, the rounding and conversions) is
+ * told the counts and the sampling: the half sums' and the exact sums' bounds read
+ * groups * total_points weights. The plain f32 backward, bf16's half sums, the f16 encoder's
+ * buffer, and the deterministic backward. */
+START_TEST(every_backward_launch_is_told_each_levels_points_and_the_sampling) {
+    load_fake_driver();
+    static const int64_t one_short[] = {4, 4, 3, 4}, rising[] = {1, 2, 3, 4};
+    static const struct {
+        msda_dtype dtype;
+        int64_t N, Lq;
+        msda_memory table;
+        int deterministic;
+        const char *kernel;
+    } calls[] = {
+        {MSDA_F32, 2, 900, MSDA_HOST, 0, "msda_backward_f32_v4"},
+        {MSDA_BF16, 2, 900, MSDA_HOST, 0, "msda_backward_bf16_half_v8"},
+        {MSDA_F16, 2, DETR_S, MSDA_DEVICE, 0, "msda_backward_f16_v8"},
+        {MSDA_F32, 2, 900, MSDA_HOST, 1, "msda_backward_f32_exact_v4"},
+        {MSDA_BF16, 1, 900, MSDA_DEVICE, 1, "msda_backward_bf16_exact_v4"},
+    };
+    for (size_t c = 0; c < sizeof calls / sizeof calls[0]; c++)
+        for (int k = 0; k < 3; k++) {
+            const int64_t *counts = k == 0 ? one_short : k == 1 ? rising : NULL;
+            const msda_sampling sampling = k == 1 ? MSDA_SAMPLING_BILINEAR : MSDA_SAMPLING_DISCRETE;
+            msda_backward_args a = backward_args(calls[c].dtype, calls[c].N, calls[c].Lq, calls[c].table);
+            a.level_points = counts, a.sampling = sampling, a.deterministic = calls[c].deterministic;
+            const fake_launch_op *ops;
+            const int n = backward_of(&a, &ops);
+            int launches = 0, found = 0;
+            for (int i = 0; i < n; i++) {
+                if (ops[i].kind != FAKE_LAUNCH) continue;
+                launches++;
+                found += strcmp(ops[i].name, calls[c].kernel) == 0;
+                assert_told(&ops[i], counts, sampling);
+            }
+            ck_assert_msg(found == 1, "call %zu: %s not launched", c, calls[c].kernel);
+            ck_assert_int_ge(launches, calls[c].deterministic ? 3 : 1);
+        }
+}
+END_TEST
+
 TCase *kt_tcase_launch(void) {
     TCase *tc = tcase_create("launch");
     tcase_add_test(tc, the_16bit_points_forward_runs_as_one_wave_up_to_16_waves);
@@ -770,5 +909,8 @@ TCase *kt_tcase_launch(void) {
     tcase_add_test(tc, the_backward_spreads_its_queries_in_runs_of_at_least_128);
     tcase_add_test(tc, the_backward_takes_the_heads_in_phases_past_one_wave);
     tcase_add_test(tc, the_deterministic_backward_sums_grad_value_exactly_then_rounds_it);
+    tcase_add_test(tc, only_four_bilinear_points_on_every_level_take_the_points_forward);
+    tcase_add_test(tc, per_level_forwards_of_other_coordinates_and_logits_are_told_too);
+    tcase_add_test(tc, every_backward_launch_is_told_each_levels_points_and_the_sampling);
     return tc;
 }
