@@ -136,7 +136,8 @@ typedef enum msda_weights {
  * value[n, level_start[l] + iy * W_l + ix, m, d] with weight 1. Every location lands in the map
  * (infinite ones at its edge) but a NaN one, which contributes nothing. The backward gives
  * grad_value and grad_attention_weights of that sample, and zero grad_sampling_locations (the
- * sample is constant between pixel edges). */
+ * sample is constant between pixel edges); on the CUDA path it is always the deterministic
+ * backward (msda_backward_args.deterministic: the same bits on every run, and its workspace). */
 typedef enum msda_sampling {
     MSDA_SAMPLING_BILINEAR = 0, /* the formula above (ABI 1 to 4) */
     MSDA_SAMPLING_DISCRETE = 1, /* the nearest pixel, clamped into the map */

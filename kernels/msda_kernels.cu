@@ -42,8 +42,16 @@ template <typename A> struct bilinear {
 
 // False (and nothing filled) where the point contributes nothing: outside (-1, H) x (-1, W),
 // which also covers NaN and infinite locations, so no index is ever formed from them.
-template <typename A> __device__ __forceinline__ bool locate(A x, A y, int H, int W, bilinear<A> &b) {
-    const A h = scale_shift(y, H), w = scale_shift(x, W);
+// DISCRETE (msda.h, MSDA_SAMPLING_DISCRETE): the nearest pixel, clamped into the map (so only a
+// NaN location is outside), as corner 0 of weight 1 with the other corners out: h and w are
+// then whole numbers, and the bilinear code below gives exactly that. One path for both modes,
+// selects rather than branches: a branch of its own cost 7 % more compile time (kernels/PERF.md).
+// The backward takes it in its exact-sums kernels only (backward, DISCRETE_OK).
+template <typename A>
+__device__ __forceinline__ bool locate(A x, A y, int H, int W, bilinear<A> &b, bool discrete = false) {
+    if (discrete && (x != x || y != y)) return false;
+    const A h = discrete ? (A)nearest_pixel(y, H) : scale_shift(y, H);
+    const A w = discrete ? (A)nearest_pixel(x, W) : scale_shift(x, W);
     if (!(h > (A)-1 && w > (A)-1 && h < (A)H && w < (A)W)) return false;
     const A hf = floor(h), wf = floor(w);
     const int h0 = (int)hf, w0 = (int)wf;
@@ -56,9 +64,9 @@ template <typename A> __device__ __forceinline__ bool locate(A x, A y, int H, in
     b.wt[2] = b.lh * b.hw;
     b.wt[3] = b.lh * b.lw;
     b.in[0] = h0 >= 0 && w0 >= 0;
-    b.in[1] = h0 >= 0 && w0 + 1 < W;
-    b.in[2] = h0 + 1 < H && w0 >= 0;
-    b.in[3] = h0 + 1 < H && w0 + 1 < W;
+    b.in[1] = !discrete && h0 >= 0 && w0 + 1 < W;
+    b.in[2] = !discrete && h0 + 1 < H && w0 >= 0;
+    b.in[3] = !discrete && h0 + 1 < H && w0 + 1 < W;
     const int64_t base = (int64_t)h0 * W + w0;
     b.off[0] = base;
     b.off[1] = base + 1;
@@ -67,19 +75,10 @@ template <typename A> __device__ __forceinline__ bool locate(A x, A y, int H, in
     return true;
 }
 
-// A point's corners as the call samples: bilinear (locate), or discrete (p.sampling): the
-// nearest pixel as corner 0 with weight 1, the other corners out, nothing for a NaN location.
+// A point's corners as the call samples them (p.sampling: bilinear, or discrete).
 template <typename A>
 __device__ __forceinline__ bool locate_sample(const msda_kparams &p, A x, A y, int H, int W, bilinear<A> &b) {
-    if (!p.sampling) return locate(x, y, H, W, b);
-    if (x != x || y != y) return false;
-    b.off[0] = (int64_t)nearest_pixel(y, H) * W + nearest_pixel(x, W);
-    b.wt[0] = (A)1;
-    b.in[0] = true;
-#pragma unroll
-    for (int j = 1; j < 4; j++) b.off[j] = 0, b.wt[j] = (A)0, b.in[j] = false;
-    b.lh = b.lw = b.hh = b.hw = (A)0;
-    return true;
+    return locate(x, y, H, W, b, p.sampling != 0);
 }
 
 // The level table as a block uses it, in shared memory.
@@ -734,6 +733,10 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
     static_assert(!EXACT || (!ALL_BUFFER && !HALF_SUMS), "exact sums: every level in them");
     constexpr bool BUFFERED = Tr::buffered && !ALL_BUFFER && !EXACT; // some levels to the buffer
     constexpr bool REPLICAS = BUFFERED && (HALF_SUMS ? MSDA_BF16_REPLICAS : Tr::replicas);
+    // Discrete sampling (p.sampling) goes to the exact-sums kernels alone (msda_launch.c): in the
+    // others its selects took registers from every call (sm_90's f32 backward 64 -> 73, past the
+    // 64 that 4 resident blocks of 256 allow; kernels/PERF.md).
+    constexpr bool DISCRETE_OK = EXACT;
     __shared__ level_table lv;
     __shared__ A staged[3 * MSDA_MAX_THREADS];
     const A half_scale = HALF_SUMS ? (A)exp2_exact(half_sum_exponent(p)) : (A)1;
@@ -818,7 +821,10 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                         a = exp(wgt[lp] - wmax) * wsum_inv;
                     else
                         a = wgt[lp];
-                    inside = locate_sample(p, loc[2 * lp], loc[2 * lp + 1], H, W, b);
+                    if constexpr (DISCRETE_OK)
+                        inside = locate(loc[2 * lp], loc[2 * lp + 1], H, W, b, p.sampling != 0);
+                    else
+                        inside = locate(loc[2 * lp], loc[2 * lp + 1], H, W, b);
                 }
                 if (inside) {
                     for (int c = lane; c < p.chunks; c += lanes) {
@@ -891,7 +897,8 @@ __device__ __forceinline__ void backward(const msda_kparams &p) {
                 }
                 // dw/dx = W and dh/dy = H; zero for points outside, as the forward ignores them,
                 // and under discrete sampling, constant between pixel edges.
-                const bool moves = inside && !p.sampling;
+                bool moves = inside;
+                if constexpr (DISCRETE_OK) moves = moves && !p.sampling;
                 const A d_x = moves ? a * d_lw * (A)W : (A)0, d_y = moves ? a * d_lh * (A)H : (A)0;
                 if (spread_grads) {
                     if (lane == 0) {

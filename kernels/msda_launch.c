@@ -413,6 +413,10 @@ static size_t exact_workspace_bytes(const msda_problem *pb) {
     return (size_t)pb->value_elems * 8 + exact_flag_bytes(pb) + EXACT_BOUND_BYTES;
 }
 
+/* Whether the backward takes the exact-sums kernels: asked to (deterministic), or under discrete
+ * sampling, which only those kernels compile (msda_kernels.cu, backward's DISCRETE_OK). */
+static int exact_backward(const msda_problem *pb) { return pb->deterministic || pb->discrete; }
+
 msda_status msda_backward_cuda_workspace(const msda_backward_args *a, size_t *bytes, msda_error *err) {
     msda_problem pb;
     const msda_driver *drv;
@@ -422,7 +426,7 @@ msda_status msda_backward_cuda_workspace(const msda_backward_args *a, size_t *by
     if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
     if (st != MSDA_OK) return st;
     const buffer_plan bp = plan_buffer(&pb, mod);
-    *bytes = pb.deterministic ? exact_workspace_bytes(&pb) : workspace_bytes(&pb, &bp);
+    *bytes = exact_backward(&pb) ? exact_workspace_bytes(&pb) : workspace_bytes(&pb, &bp);
     return MSDA_OK;
 }
 
@@ -509,7 +513,7 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     msda_status st = msda_check_backward(a, &pb, err);
     if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
     if (st != MSDA_OK) return st;
-    if (pb.deterministic) return backward_exact(a, &pb, drv, mod, stream, err);
+    if (exact_backward(&pb)) return backward_exact(a, &pb, drv, mod, stream, err);
 
     const buffer_plan bp = plan_buffer(&pb, mod);
     /* 16-bit lanes take 8 elements where some levels add natively (one 16-byte 16-bit `red`;

@@ -856,7 +856,8 @@ END_TEST
 /* Every launch of a backward (zeroing, bounds, the backward, the rounding and conversions) is
  * told the counts and the sampling: the half sums' and the exact sums' bounds read
  * groups * total_points weights. The plain f32 backward, bf16's half sums, the f16 encoder's
- * buffer, and the deterministic backward. */
+ * buffer, and the deterministic backward; discrete sampling takes the deterministic one always
+ * (msda.h: only the exact-sums kernels compile it). */
 START_TEST(every_backward_launch_is_told_each_levels_points_and_the_sampling) {
     load_fake_driver();
     static const int64_t one_short[] = {4, 4, 3, 4}, rising[] = {1, 2, 3, 4};
@@ -865,13 +866,13 @@ START_TEST(every_backward_launch_is_told_each_levels_points_and_the_sampling) {
         int64_t N, Lq;
         msda_memory table;
         int deterministic;
-        const char *kernel;
+        const char *kernel, *discrete_kernel;
     } calls[] = {
-        {MSDA_F32, 2, 900, MSDA_HOST, 0, "msda_backward_f32_v4"},
-        {MSDA_BF16, 2, 900, MSDA_HOST, 0, "msda_backward_bf16_half_v8"},
-        {MSDA_F16, 2, DETR_S, MSDA_DEVICE, 0, "msda_backward_f16_v8"},
-        {MSDA_F32, 2, 900, MSDA_HOST, 1, "msda_backward_f32_exact_v4"},
-        {MSDA_BF16, 1, 900, MSDA_DEVICE, 1, "msda_backward_bf16_exact_v4"},
+        {MSDA_F32, 2, 900, MSDA_HOST, 0, "msda_backward_f32_v4", "msda_backward_f32_exact_v4"},
+        {MSDA_BF16, 2, 900, MSDA_HOST, 0, "msda_backward_bf16_half_v8", "msda_backward_bf16_exact_v4"},
+        {MSDA_F16, 2, DETR_S, MSDA_DEVICE, 0, "msda_backward_f16_v8", "msda_backward_f16_exact_v4"},
+        {MSDA_F32, 2, 900, MSDA_HOST, 1, "msda_backward_f32_exact_v4", "msda_backward_f32_exact_v4"},
+        {MSDA_BF16, 1, 900, MSDA_DEVICE, 1, "msda_backward_bf16_exact_v4", "msda_backward_bf16_exact_v4"},
     };
     for (size_t c = 0; c < sizeof calls / sizeof calls[0]; c++)
         for (int k = 0; k < 3; k++) {
@@ -881,15 +882,17 @@ START_TEST(every_backward_launch_is_told_each_levels_points_and_the_sampling) {
             a.level_points = counts, a.sampling = sampling, a.deterministic = calls[c].deterministic;
             const fake_launch_op *ops;
             const int n = backward_of(&a, &ops);
+            const int discrete = sampling == MSDA_SAMPLING_DISCRETE;
+            const char *kernel = discrete ? calls[c].discrete_kernel : calls[c].kernel;
             int launches = 0, found = 0;
             for (int i = 0; i < n; i++) {
                 if (ops[i].kind != FAKE_LAUNCH) continue;
                 launches++;
-                found += strcmp(ops[i].name, calls[c].kernel) == 0;
+                found += strcmp(ops[i].name, kernel) == 0;
                 assert_told(&ops[i], counts, sampling);
             }
-            ck_assert_msg(found == 1, "call %zu: %s not launched", c, calls[c].kernel);
-            ck_assert_int_ge(launches, calls[c].deterministic ? 3 : 1);
+            ck_assert_msg(found == 1, "call %zu, counts %d: %s not launched", c, k, kernel);
+            ck_assert_int_ge(launches, calls[c].deterministic || discrete ? 3 : 1);
         }
 }
 END_TEST
