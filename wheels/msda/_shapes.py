@@ -7,7 +7,7 @@ starts are their prefix sums) are checked by libmsda itself, whose message is pa
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ._errors import MSDAInputError
 from ._library import MAX_LEVELS, Sizes
@@ -24,20 +24,36 @@ def _fail(what: str) -> MSDAInputError:
     return MSDAInputError(f"msda: {what}; the op takes {_LAYOUT}")
 
 
+_POINTS_LAYOUT = ("value (N, S, M, D), spatial_shapes (L, 2), level_start_index (L,), "
+                  "sampling_locations (N, Lq, M, sum(points_per_level), 2), attention_weights "
+                  "(N, Lq, M, sum(points_per_level))")
+
+
+def _fail_points(what: str) -> MSDAInputError:
+    return MSDAInputError(f"msda: {what}; ms_deform_attn_points_per_level takes {_POINTS_LAYOUT}")
+
+
+def _check_value_and_table(value: Sequence, spatial_shapes: Sequence, level_start_index: Sequence,
+                           fail: Callable[[str], MSDAInputError]) -> int:
+    """value's rank and the level table's shapes, which both layouts share; the level count."""
+    if len(value) != 4:
+        raise fail(f"value must have 4 dimensions (N, S, M, D), it has shape {_fmt(value)}")
+    if len(spatial_shapes) != 2 or spatial_shapes[1] != 2:
+        raise fail(f"spatial_shapes must have shape (L, 2), it has {_fmt(spatial_shapes)}")
+    levels = spatial_shapes[0]
+    if levels > MAX_LEVELS:
+        raise fail(f"{levels} levels: at most {MAX_LEVELS} are supported")
+    if tuple(level_start_index) != (levels,):
+        raise fail(f"level_start_index must have shape ({levels},) to match spatial_shapes, "
+                   f"it has {_fmt(level_start_index)}")
+    return levels
+
+
 def check_forward(value: Sequence, spatial_shapes: Sequence, level_start_index: Sequence,
                   sampling_locations: Sequence, attention_weights: Sequence) -> Sizes:
     """The sizes of a forward call, or MSDAInputError naming the first mismatch."""
-    if len(value) != 4:
-        raise _fail(f"value must have 4 dimensions (N, S, M, D), it has shape {_fmt(value)}")
+    levels = _check_value_and_table(value, spatial_shapes, level_start_index, _fail)
     n, s, m, d = value
-    if len(spatial_shapes) != 2 or spatial_shapes[1] != 2:
-        raise _fail(f"spatial_shapes must have shape (L, 2), it has {_fmt(spatial_shapes)}")
-    levels = spatial_shapes[0]
-    if levels > MAX_LEVELS:
-        raise _fail(f"{levels} levels: at most {MAX_LEVELS} are supported")
-    if tuple(level_start_index) != (levels,):
-        raise _fail(f"level_start_index must have shape ({levels},) to match spatial_shapes, "
-                    f"it has {_fmt(level_start_index)}")
     if len(sampling_locations) != 6:
         raise _fail(f"sampling_locations must have 6 dimensions (N, Lq, M, L, P, 2), it has "
                     f"shape {_fmt(sampling_locations)}")
@@ -59,40 +75,24 @@ def check_forward_points(value: Sequence, spatial_shapes: Sequence, level_start_
     """As check_forward, for a point count per level: sampling_locations
     (N, Lq, M, sum(points_per_level), 2), attention_weights (N, Lq, M, sum(points_per_level));
     the Sizes' points is the largest count (msda.h, level_points)."""
-    layout = ("value (N, S, M, D), spatial_shapes (L, 2), level_start_index (L,), "
-              "sampling_locations (N, Lq, M, sum(points_per_level), 2), attention_weights "
-              "(N, Lq, M, sum(points_per_level))")
-
-    def fail(what: str) -> MSDAInputError:
-        return MSDAInputError(f"msda: {what}; ms_deform_attn_points_per_level takes {layout}")
-
-    if len(value) != 4:
-        raise fail(f"value must have 4 dimensions (N, S, M, D), it has shape {_fmt(value)}")
+    levels = _check_value_and_table(value, spatial_shapes, level_start_index, _fail_points)
     n, s, m, d = value
-    if len(spatial_shapes) != 2 or spatial_shapes[1] != 2:
-        raise fail(f"spatial_shapes must have shape (L, 2), it has {_fmt(spatial_shapes)}")
-    levels = spatial_shapes[0]
-    if levels > MAX_LEVELS:
-        raise fail(f"{levels} levels: at most {MAX_LEVELS} are supported")
-    if tuple(level_start_index) != (levels,):
-        raise fail(f"level_start_index must have shape ({levels},) to match spatial_shapes, "
-                   f"it has {_fmt(level_start_index)}")
     if len(points_per_level) != levels or min(points_per_level, default=0) < 1:
-        raise fail(f"points_per_level must be one positive count per level ({levels}), it is "
-                   f"{list(points_per_level)}")
+        raise _fail_points(f"points_per_level must be one positive count per level ({levels}), it "
+                           f"is {list(points_per_level)}")
     total = sum(points_per_level)
     if len(sampling_locations) != 5:
-        raise fail(f"sampling_locations must have 5 dimensions (N, Lq, M, {total}, 2), it has "
-                   f"shape {_fmt(sampling_locations)}")
+        raise _fail_points(f"sampling_locations must have 5 dimensions (N, Lq, M, {total}, 2), it "
+                           f"has shape {_fmt(sampling_locations)}")
     queries = sampling_locations[1]
     expected = (n, queries, m, total, 2)
     if tuple(sampling_locations) != expected:
-        raise fail(f"sampling_locations has shape {_fmt(sampling_locations)}, expected "
-                   f"{_fmt(expected)} from value {_fmt(value)} and points_per_level "
-                   f"{list(points_per_level)}")
+        raise _fail_points(f"sampling_locations has shape {_fmt(sampling_locations)}, expected "
+                           f"{_fmt(expected)} from value {_fmt(value)} and points_per_level "
+                           f"{list(points_per_level)}")
     if tuple(attention_weights) != expected[:4]:
-        raise fail(f"attention_weights has shape {_fmt(attention_weights)}, expected "
-                   f"{_fmt(expected[:4])} from sampling_locations {_fmt(sampling_locations)}")
+        raise _fail_points(f"attention_weights has shape {_fmt(attention_weights)}, expected "
+                           f"{_fmt(expected[:4])} from sampling_locations {_fmt(sampling_locations)}")
     return Sizes(batch=n, spatial=s, heads=m, channels=d, queries=queries, levels=levels,
                  points=max(points_per_level))
 

@@ -224,6 +224,13 @@ def ms_deform_attn(value: Tensor, spatial_shapes: Tensor, level_start_index: Ten
     call, value, sampling_locations, attention_weights = kernels.prepare(
         value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
         weights_are_logits=weights_are_logits)
+    return _run_eager(call, value, spatial_shapes, level_start_index, sampling_locations,
+                      attention_weights, weights_are_logits)
+
+
+def _run_eager(call: kernels.Call, value: Tensor, spatial_shapes: Tensor, level_start_index: Tensor,
+               sampling_locations: Tensor, attention_weights: Tensor, weights_are_logits: bool) -> Tensor:
+    """An eager call on prepared inputs: through the Function where autograd needs it."""
     if ((torch.is_grad_enabled() and (value.requires_grad or sampling_locations.requires_grad
                                       or attention_weights.requires_grad))
             or _transformed()):
@@ -256,9 +263,5 @@ def ms_deform_attn_points(value: Tensor, spatial_shapes: Tensor, level_start_ind
     call, value, sampling_locations, attention_weights = kernels.prepare(
         value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
         points=points, discrete=discrete)
-    if ((torch.is_grad_enabled() and (value.requires_grad or sampling_locations.requires_grad
-                                      or attention_weights.requires_grad))
-            or _transformed()):
-        return MSDAFunction.apply(value, spatial_shapes, level_start_index, sampling_locations,
-                                  attention_weights, False, call)
-    return kernels.run_forward(call, value, sampling_locations, attention_weights)
+    return _run_eager(call, value, spatial_shapes, level_start_index, sampling_locations,
+                      attention_weights, False)
