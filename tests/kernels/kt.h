@@ -58,6 +58,17 @@ double kt_rel_err(const double *a, const double *ref, int64_t n);
 
 double *kt_alloc(int64_t n); /* zeroed; aborts the test on failure */
 
+/* Each dtype, and f16 and bf16 beside f32 coordinates, with the tolerances the CPU tests hold
+ * them to against an f64 reference: the output's and grad_value's (tol_out), the coordinates'
+ * gradients' (tol_coord: f32 ones beside a 16-bit value far tighter than 16-bit ones). */
+typedef struct kt_dtype_run {
+    msda_dtype dtype;
+    msda_coord_type coord;
+    double tol_out, tol_coord;
+} kt_dtype_run;
+#define KT_DTYPE_RUNS 6
+extern const kt_dtype_run kt_dtype_runs[KT_DTYPE_RUNS];
+
 uint64_t kt_rand_u64(uint64_t *state);
 double kt_rand_unit(uint64_t *state); /* [0, 1) */
 

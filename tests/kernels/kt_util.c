@@ -221,3 +221,9 @@ double kt_rel_err(const double *a, const double *ref, int64_t n) {
     if (den == 0) return sqrt(num);
     return sqrt(num / den);
 }
+
+const kt_dtype_run kt_dtype_runs[KT_DTYPE_RUNS] = {
+    {MSDA_F64, MSDA_COORD_SAME, 1e-12, 1e-12}, {MSDA_F32, MSDA_COORD_SAME, 1e-5, 1e-5},
+    {MSDA_F16, MSDA_COORD_SAME, 1e-2, 1e-2},   {MSDA_BF16, MSDA_COORD_SAME, 2e-2, 2e-2},
+    {MSDA_F16, MSDA_COORD_F32, 1e-2, 1e-4},    {MSDA_BF16, MSDA_COORD_F32, 2e-2, 1e-4},
+};

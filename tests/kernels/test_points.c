@@ -335,18 +335,9 @@ static pt_case *make_config(int i, double special, uint64_t seed) {
                    configs[i].hw, special, seed);
 }
 
-/* Each dtype, and f16 and bf16 beside f32 coordinates; tolerances as test_cpu.c's and
- * test_softmax.c's, the f32 gradients of mixed precision far tighter than 16-bit ones. */
-static const struct {
-    msda_dtype dtype;
-    msda_coord_type coord;
-    double tol_out, tol_coord;
-} runs[] = {
-    {MSDA_F64, MSDA_COORD_SAME, 1e-12, 1e-12}, {MSDA_F32, MSDA_COORD_SAME, 1e-5, 1e-5},
-    {MSDA_F16, MSDA_COORD_SAME, 1e-2, 1e-2},   {MSDA_BF16, MSDA_COORD_SAME, 2e-2, 2e-2},
-    {MSDA_F16, MSDA_COORD_F32, 1e-2, 1e-4},    {MSDA_BF16, MSDA_COORD_F32, 2e-2, 1e-4},
-};
-#define N_RUNS (sizeof runs / sizeof runs[0])
+/* Each dtype, and f16 and bf16 beside f32 coordinates, with the plain op's tolerances. */
+static const kt_dtype_run *const runs = kt_dtype_runs;
+#define N_RUNS KT_DTYPE_RUNS
 
 static const char *const sampling_names[] = {"bilinear", "discrete"};
 

@@ -84,16 +84,8 @@ static void run_lib(const kt_case *c, msda_dtype dtype, msda_coord_type coord, i
  * f32 logits and locations; tolerances as the plain op's tests, the f32 gradients of mixed
  * precision far tighter than 16-bit ones. */
 START_TEST(logits_match_the_softmax_reference) {
-    static const struct {
-        msda_dtype dtype;
-        msda_coord_type coord;
-        double tol_out, tol_coord;
-    } runs[] = {
-        {MSDA_F64, MSDA_COORD_SAME, 1e-12, 1e-12}, {MSDA_F32, MSDA_COORD_SAME, 1e-5, 1e-5},
-        {MSDA_F16, MSDA_COORD_SAME, 1e-2, 1e-2},   {MSDA_BF16, MSDA_COORD_SAME, 2e-2, 2e-2},
-        {MSDA_F16, MSDA_COORD_F32, 1e-2, 1e-4},    {MSDA_BF16, MSDA_COORD_F32, 2e-2, 1e-4},
-    };
-    for (size_t t = 0; t < sizeof runs / sizeof runs[0]; t++) {
+    const kt_dtype_run *runs = kt_dtype_runs;
+    for (size_t t = 0; t < KT_DTYPE_RUNS; t++) {
         kt_case *c = make_logits(_i, (uint64_t)(700 + _i));
         if (runs[t].coord == MSDA_COORD_F32)
             kt_round_mixed(c, runs[t].dtype);
