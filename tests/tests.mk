@@ -135,6 +135,27 @@ $(PY_MMCV_STAMP): $(PY_VENV)/.stamp
 	$(PY_VENV)/bin/pip install -q --no-deps --target $(PY_MMCV) $(PY_MMCV_PACKAGES)
 	@touch $@
 
+# mmdet 3.3 (the last release; it asserts mmcv < 2.2) on mmcv-lite 2.1 with what building and
+# running its Deformable-DETR and DINO import beside the environment's torch, numpy, yaml and rich,
+# in a folder of its own (check-mmdet: wheels/tests/test_patch_mmdet.py, and msda.patch("mmcv")'s
+# tests once more on this mmcv). No dependency resolution: the list is what they import, found by
+# importing: mmcv's list as above; matplotlib and what its pyplot imports (mmdet.utils);
+# pycocotools, shapely and scipy (mmdet.structures' masks; scipy is the Hungarian assigner's too);
+# terminaltables (mmdet.evaluation, which mmdet.models imports); six (mmdet.models.utils).
+PY_MMDET := $(BUILD)/py-mmdet
+PY_MMDET_VERSION := 3.3.0
+PY_MMDET_MMCV_VERSION := 2.1.0
+PY_MMDET_PACKAGES := mmdet==$(PY_MMDET_VERSION) mmcv-lite==$(PY_MMDET_MMCV_VERSION) mmengine==0.10.7 \
+                     opencv-python-headless==5.0.0.93 addict==2.4.0 yapf==0.43.0 termcolor==3.3.0 pillow==13.0.0 \
+                     platformdirs==4.14.8 matplotlib==3.11.2 pyparsing==3.3.3 cycler==0.12.1 \
+                     python-dateutil==4.0.0 kiwisolver==1.5.1 fonttools==4.68.0 pycocotools==2.0.11 \
+                     shapely==2.2.0 terminaltables==3.1.10 scipy==1.17.1 six==1.17.0
+PY_MMDET_STAMP := $(PY_MMDET)/.stamp-$(shell echo '$(PY_MMDET_PACKAGES)' | cksum | cut -d' ' -f1)
+$(PY_MMDET_STAMP): $(PY_VENV)/.stamp
+	@rm -rf $(PY_MMDET)
+	$(PY_VENV)/bin/pip install -q --no-deps --target $(PY_MMDET) $(PY_MMDET_PACKAGES)
+	@touch $@
+
 # groundingdino-py, the PyPI copy of GroundingDINO (its Python code without the compiled op), in a
 # folder of its own and without its dependencies (transformers' BERT, torchvision, timm...):
 # test_patch_groundingdino imports only its op module, through empty parent packages, so that
@@ -183,6 +204,18 @@ check-transformers4: $(PY_TESTS)/.stamp $(PY_TRANSFORMERS4)/.stamp
 	  $(abspath $(RUN_SUITE)) transformers4 counts \
 	  $(abspath $(PY_VENV))/bin/python -m pytest -q -p no:cacheprovider tests/test_frameworks_installed.py \
 	  tests/test_patch_transformers.py tests/test_patch_transformers_v2.py tests/test_points_per_level.py
+
+CHECK_SUITES += mmdet
+.PHONY: check-mmdet
+# msda.patch("mmcv") under mmdet's real Deformable-DETR and DINO, and msda.patch's mmcv and
+# BEVFormer tests once more on mmcv-lite 2.1 (check-python: mmcv-lite 2.2, which mmdet 3.3 refuses).
+check-mmdet: $(PY_TESTS)/.stamp $(PY_MMDET_STAMP)
+	@cd $(PY_TESTS) && PYTHONPATH=$(abspath $(PY_SITE)):$(abspath $(PY_MMDET)) \
+	  MSDA_LIBRARY=$(abspath $(PY_SITE))/msda/libmsda.so MSDA_EXPECT_INSTALLED=$(abspath $(PY_SITE)) \
+	  MSDA_EXPECT_MMCV=$(PY_MMDET_MMCV_VERSION) MSDA_EXPECT_MMDET=$(PY_MMDET_VERSION) \
+	  $(abspath $(RUN_SUITE)) mmdet counts \
+	  $(abspath $(PY_VENV))/bin/python -m pytest -q -p no:cacheprovider tests/test_frameworks_installed.py \
+	  tests/test_patch_mmcv.py tests/test_patch_mmcv_bevformer.py tests/test_patch_mmdet.py
 
 # fetch (issue 10) against a synthetic redist repository on a loopback server (tests/cli/fetch).
 CHECK_SUITES += fetch

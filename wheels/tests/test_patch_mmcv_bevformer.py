@@ -1,9 +1,12 @@
 """msda.patch("bevformer") on a stand-in of BEVFormer's modules (fake_projects: its Functions
 calling mmcv's `_ext` through mmcv's loader, its attention modules holding mmcv's PyTorch function
 under their own name), over the real mmcv-lite of test_patch_mmcv: with mmcv's stand-in `_ext`,
-and with a module standing in for a compiled `mmcv._ext` (mmcv-full). Named to run after
-test_patch_mmcv, which needs mmcv.ops not imported yet."""
+and with a module standing in for a compiled `mmcv._ext` (mmcv-full). And BEVFormer's real
+Functions module where $MSDA_BEVFORMER_SRC names the folder holding BEVFormer's `projects/` (its
+repository's root: BEVFormer is not on PyPI), else skipped. Named to run after test_patch_mmcv,
+which needs mmcv.ops not imported yet."""
 import importlib
+import os
 import sys
 import types
 
@@ -160,3 +163,46 @@ def test_bevformer_and_mmcv_together_switch_each_name_once(bevformer, compiled_e
     assert set(report.frameworks) == {"mmcv", "bevformer"}
     restored = msda.unpatch()
     assert len(restored) == len(set(restored)) == 3 + 3  # mmcv's three, BEVFormer's three
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def test_bevformers_real_functions_module(monkeypatch, device):
+    """BEVFormer's own multi_scale_deformable_attn_function.py, imported alone through empty parent
+    packages (BEVFormer's packages import mmdet3d and mmcv 1.x's runner): msda.patch("bevformer")
+    checks it in its source before it is imported, and imported afterwards its two Functions call
+    msda through mmcv's `_ext` and agree with the reference in f64, on the CPU and on a GPU."""
+    src = os.environ.get("MSDA_BEVFORMER_SRC")
+    if not src:
+        pytest.skip("MSDA_BEVFORMER_SRC is not set (the folder holding BEVFormer's projects/, its repository's "
+                    "root; BEVFormer is not on PyPI)")
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    path = os.path.join(src, _patch_bevformer.PACKAGE, *_patch_bevformer.FUNCTIONS_FILE)
+    assert os.path.isfile(path), f"MSDA_BEVFORMER_SRC={src} has no {path}"
+    assert _patch_bevformer.PACKAGE not in sys.modules
+    packages = MODULES.split(".")  # projects, mmdet3d_plugin, bevformer, modules
+    for depth in range(1, len(packages) + 1):
+        name = ".".join(packages[:depth])
+        monkeypatch.setitem(sys.modules, name, fake_projects.empty_package(name, os.path.join(src, *packages[:depth])))
+    calls = []
+    for op in ("forward", "backward"):
+        monkeypatch.setattr(_patch_mmcv._torch_kernels, op,
+                            lambda *a, _real=getattr(_patch_mmcv._torch_kernels, op): calls.append(1) or _real(*a))
+    on = (lambda *ts: [t.to(device) for t in ts])
+    try:
+        report = msda.patch("bevformer").frameworks["bevformer"]
+        assert report.left[0] == (f"BEVFormer's MultiScaleDeformableAttnFunction_fp32 and "
+                                  f"MultiScaleDeformableAttnFunction_fp16 (checked in {path}): they call mmcv._ext's "
+                                  "functions, switched")
+        functions = importlib.import_module(FUNCTIONS)
+        assert os.path.samefile(functions.__file__, path)
+        assert functions.ext_module.ms_deform_attn_forward is _patch_mmcv.ms_deform_attn_forward
+        assert functions.ext_module.ms_deform_attn_backward is _patch_mmcv.ms_deform_attn_backward
+        for name in _patch_bevformer.CLASSES:
+            function = getattr(functions, name)
+            assert_agrees_with_reference(lambda v, s, st, loc, w: function.apply(*on(v, s, st, loc, w), 64).cpu())
+        assert len(calls) == 2 * len(_patch_bevformer.CLASSES)
+    finally:
+        msda.unpatch()
+        for name in [m for m in sys.modules if m.split(".")[0] == _patch_bevformer.PACKAGE]:
+            del sys.modules[name]
