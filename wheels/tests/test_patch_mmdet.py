@@ -70,7 +70,11 @@ def build(name):
     # its queries as the top-k of the encoder's tokens, of which a 128x160 image has 426
     cfg.model.num_queries = 100
     torch.manual_seed(0)
-    model = MODELS.build(cfg.model).double().train()
+    model = MODELS.build(cfg.model)
+    # mmengine leaves parameters made with torch.Tensor(...) (the level embeddings) as the memory
+    # held before, until init_weights: NaN now and then (DINO's boxes came out all NaN once)
+    model.init_weights()
+    model = model.double().train()
     with torch.no_grad():  # off pixel centres
         for module in model.modules():
             if hasattr(module, "sampling_offsets"):
