@@ -31,7 +31,10 @@ def _build(name):
             "DINO": "dino/dino-4scale_r50_8xb2-12e_coco.py"}[name]
     cfg = Config.fromfile(os.path.join(configs, path))
     cfg.model.backbone.init_cfg = None  # no checkpoint to download
-    return MODELS.build(cfg.model)
+    model = MODELS.build(cfg.model)
+    # the level embeddings (torch.Tensor(...)) hold whatever memory they got until init_weights
+    model.init_weights()
+    return model
 
 
 def _focal_loss_in_pytorch():
