@@ -29,7 +29,7 @@ msda_problem_in msda_backward_in(const msda_backward_args *a) {
 
 /* Each level's points (in->level_points, else P on every level) into pb: level_points,
  * point_start, LP and uniform. P is the largest count, so that the bounds the kernels and the
- * buffer plans derive from P hold for every level. */
+ * buffer plans derive from P hold for every level; LP <= L*P, which msda_check_problem bounds. */
 static msda_status check_level_points(const msda_problem_in *in, msda_problem *pb, msda_error *err) {
     int64_t total = 0, largest = 0;
     pb->uniform = 1;
@@ -49,9 +49,6 @@ static msda_status check_level_points(const msda_problem_in *in, msda_problem *p
         return msda_fail(err, MSDA_ERR_BAD_SIZE,
                          "P (points) is %lld: with level_points it must be the largest of them, %lld",
                          (long long)pb->P, (long long)largest);
-    if (total > INT32_MAX)
-        return msda_fail(err, MSDA_ERR_BAD_SIZE, "the levels' points add up to %lld: at most %d",
-                         (long long)total, INT32_MAX);
     pb->LP = total;
     return MSDA_OK;
 }
@@ -149,7 +146,7 @@ msda_status msda_check_problem(const msda_problem_in *in, msda_problem *pb, msda
     /* The kernels count a group's points in 32 bits, and index the uniform case's L*P so too. */
     if (pb->value_elems < 0 || pb->output_elems < 0 || loc_elems < 0 || pb->L * pb->P > INT32_MAX)
         return msda_fail(err, MSDA_ERR_SIZE_OVERFLOW,
-                         "N*S*M*D, N*Lq*M*D or N*Lq*M*L*P*2 exceeds %lld elements, or L*P 2^31",
+                         "N*S*M*D, N*Lq*M*D or N*Lq*M*L*P*2 exceeds %lld elements, or L*P exceeds 2^31 - 1",
                          (long long)MSDA_MAX_ELEMS);
     pb->weight_elems = loc_elems / 2;
     return MSDA_OK;
