@@ -238,16 +238,24 @@ class Library:
                 value: int, locations: int, weights: int, output: int, *,
                 cuda_stream: Optional[int] = None, threads: int = 0,
                 gpu: Optional[Callable[[], Optional[GPU]]] = None,
-                weights_are_logits: bool = False) -> None:
+                weights_are_logits: bool = False, level_points: Optional[Sequence[int]] = None,
+                sampling: Sampling = Sampling.BILINEAR) -> None:
         """Writes output. The four tensors are addresses: host memory when cuda_stream is None
         (the CPU path, `threads` of them, 0 for each CPU the process may run on), else device
         memory of the current context, enqueued on that stream (0: the legacy default stream). weights_are_logits:
-        the op applies the softmax to `weights` itself (msda.h, MSDA_WEIGHTS_LOGITS)."""
+        the op applies the softmax to `weights` itself (msda.h, MSDA_WEIGHTS_LOGITS).
+        level_points: the point count of each level (msda.h, level_points: the locations are
+        then (N, Lq, M, sum, 2) and sizes.points the largest count); None, sizes.points on
+        every level. sampling: bilinear, or the nearest pixel (msda.h, msda_sampling)."""
         shapes_arr, starts_arr = _level_table(shapes, starts)
         args = _ForwardArgs(int(dtype), _c_sizes(sizes), ctypes.cast(shapes_arr, ctypes.c_void_p),
                             ctypes.cast(starts_arr, ctypes.c_void_p), value, locations, weights,
                             output)
         args.weights = Weights.LOGITS if weights_are_logits else Weights.SOFTMAXED
+        points_arr = _level_points(level_points)  # held until the call returns: args point into it
+        if points_arr is not None:
+            args.level_points = ctypes.addressof(points_arr)
+        args.sampling = int(sampling)
         err = _Error()
         if cuda_stream is None:
             status = self._lib.msda_forward_cpu(ctypes.byref(args), threads, ctypes.byref(err))
@@ -261,17 +269,22 @@ class Library:
                  grad_locations: int, grad_weights: int, *, cuda_stream: Optional[int] = None,
                  threads: int = 0, gpu: Optional[Callable[[], Optional[GPU]]] = None,
                  workspace: Optional[Callable[[int], int]] = None,
-                 weights_are_logits: bool = False) -> None:
+                 weights_are_logits: bool = False, level_points: Optional[Sequence[int]] = None,
+                 sampling: Sampling = Sampling.BILINEAR) -> None:
         """Writes the three gradients; as forward otherwise (with weights_are_logits, the third
-        is the logits' gradient). On CUDA, `workspace(nbytes)` returns device memory the call
-        may use on its stream (the caller's allocator), so that the library need not allocate
-        one per call."""
+        is the logits' gradient; with Sampling.DISCRETE, the locations' gradient is all zeros).
+        On CUDA, `workspace(nbytes)` returns device memory the call may use on its stream (the
+        caller's allocator), so that the library need not allocate one per call."""
         shapes_arr, starts_arr = _level_table(shapes, starts)
         args = _BackwardArgs(int(dtype), _c_sizes(sizes),
                              ctypes.cast(shapes_arr, ctypes.c_void_p),
                              ctypes.cast(starts_arr, ctypes.c_void_p), value, locations, weights,
                              grad_output, grad_value, grad_locations, grad_weights)
         args.weights = Weights.LOGITS if weights_are_logits else Weights.SOFTMAXED
+        points_arr = _level_points(level_points)  # held until the calls return: args point into it
+        if points_arr is not None:
+            args.level_points = ctypes.addressof(points_arr)
+        args.sampling = int(sampling)
         err = _Error()
         if cuda_stream is not None and workspace is not None:
             nbytes = ctypes.c_size_t(0)
@@ -306,6 +319,13 @@ def _c_sizes(s: Sizes) -> _Sizes:
 def _level_table(shapes: Sequence[int], starts: Sequence[int]):
     """The host int64 arrays of spatial_shapes (L rows of H, W) and level_start."""
     return (ctypes.c_int64 * len(shapes))(*shapes), (ctypes.c_int64 * len(starts))(*starts)
+
+
+def _level_points(level_points: Optional[Sequence[int]]):
+    """The host int64 array of level_points, or None (NULL: sizes.points on every level)."""
+    if level_points is None:
+        return None
+    return (ctypes.c_int64 * len(level_points))(*level_points)
 
 
 _lock = threading.Lock()

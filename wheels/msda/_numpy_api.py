@@ -1,11 +1,15 @@
 """The CPU path on numpy arrays, for installs without torch (numpy is needed here only)."""
 from __future__ import annotations
 
-from typing import Any, Tuple
+import operator
+from typing import Any, Optional, Sequence, Tuple
 
 from ._errors import MSDAInputError
-from ._library import DType, library
-from ._shapes import check_forward, check_grad_output, output_shape
+from ._library import DType, Sampling, library
+from ._shapes import check_forward, check_forward_points, check_grad_output, output_shape
+
+# The sampling methods, by the names ms_deform_attn_points_per_level takes.
+METHODS = {"bilinear": Sampling.BILINEAR, "discrete": Sampling.DISCRETE}
 
 
 def _np() -> Any:
@@ -17,7 +21,29 @@ def _np() -> Any:
     return numpy
 
 
-def _prepare(value, spatial_shapes, level_start_index, sampling_locations, attention_weights):
+def _sampling(method: str, op: str) -> Sampling:
+    """method's Sampling, checked before the arrays as ms_deform_attn_points_per_level does."""
+    if not isinstance(method, str) or method not in METHODS:
+        raise MSDAInputError(f"msda: method '{method}' is not known; {op} takes "
+                             + " or ".join(f"'{m}'" for m in METHODS))
+    return METHODS[method]
+
+
+def _counts(points_per_level, op: str) -> Optional[Tuple[int, ...]]:
+    """points_per_level as Python ints (a list, a tuple or a numpy array of integers), or None.
+    A float count is refused rather than truncated: it would be a count the caller did not mean."""
+    if points_per_level is None:
+        return None
+    try:
+        return tuple(operator.index(p) for p in points_per_level)
+    except TypeError:
+        raise MSDAInputError(f"msda: points_per_level must be a sequence of integers, one per "
+                             f"level, it is {points_per_level!r}; {op} takes a point count per "
+                             f"level") from None
+
+
+def _prepare(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
+             points: Optional[Tuple[int, ...]], op: str):
     np = _np()
     value = np.ascontiguousarray(value)
     dtypes = {np.dtype(np.float32): DType.F32, np.dtype(np.float64): DType.F64,
@@ -33,8 +59,12 @@ def _prepare(value, spatial_shapes, level_start_index, sampling_locations, atten
     for name, a in (("sampling_locations", locations), ("attention_weights", weights)):
         if a.dtype.kind != "f":
             raise MSDAInputError(f"msda: {name} has dtype {a.dtype}; it must be floating point")
-    sizes = check_forward(value.shape, shapes.shape, starts.shape, locations.shape,
-                          weights.shape)
+    if points is None:
+        sizes = check_forward(value.shape, shapes.shape, starts.shape, locations.shape,
+                              weights.shape)
+    else:
+        sizes = check_forward_points(value.shape, shapes.shape, starts.shape, locations.shape,
+                                     weights.shape, points, op=f"{op} with points_per_level")
     return (sizes, dtypes[value.dtype], shapes.astype(np.int64).ravel().tolist(),
             starts.astype(np.int64).ravel().tolist(), value,
             np.ascontiguousarray(locations, dtype=value.dtype),
@@ -42,33 +72,65 @@ def _prepare(value, spatial_shapes, level_start_index, sampling_locations, atten
 
 
 def cpu_forward(value, spatial_shapes, level_start_index, sampling_locations,
-                attention_weights, *, threads: int = 0, weights_are_logits: bool = False):
+                attention_weights, *, threads: int = 0, weights_are_logits: bool = False,
+                points_per_level: Optional[Sequence[int]] = None, method: str = "bilinear"):
     """The op's output (N, Lq, M * D) as a numpy array in value's dtype.
 
     Arguments as msda.ms_deform_attn's, as numpy arrays (or anything numpy.asarray takes).
     threads: CPU threads to use, 0 for one per CPU. weights_are_logits: attention_weights are
-    logits, softmaxed by the op over the L*P points of each (n, q, m).
+    logits, softmaxed by the op over the L*P points of each (n, q, m) (over the
+    sum(points_per_level) of them with points_per_level).
+
+    points_per_level and method as msda.ms_deform_attn_points_per_level's, without torch:
+    points_per_level, L integers, gives level l points_per_level[l] points, so that
+    sampling_locations is (N, Lq, M, sum(points_per_level), 2) and attention_weights
+    (N, Lq, M, sum(points_per_level)), the points level by level (RT-DETR v2's
+    num_points_list); None (the default) takes the (N, Lq, M, L, P, ...) layout above.
+    method "bilinear" (the default): grid_sample's bilinear sample, align_corners=False, zeros
+    outside; "discrete": the nearest pixel, column clamp(trunc(x * W + 0.5), 0, W - 1) (row
+    likewise from y and H), found in f32 (f64 beside a float64 value), as transformers'
+    multi_scale_deformable_attention_v2 takes it; a NaN location contributes nothing. Beside a
+    float16 value the locations are float16 (cast to value's dtype, as every array here), so
+    the pixel is that of the rounded location. Either method goes with either layout. Any
+    other method raises MSDAInputError.
     """
     np = _np()
+    sampling = _sampling(method, "cpu_forward")
+    points = _counts(points_per_level, "cpu_forward")
     sizes, dtype, shapes, starts, value, locations, weights = _prepare(
-        value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
+        value, spatial_shapes, level_start_index, sampling_locations, attention_weights, points,
+        "cpu_forward")
     output = np.zeros(output_shape(sizes), dtype=value.dtype)
     if not sizes.empty:
         library().forward(dtype, sizes, shapes, starts, value.ctypes.data, locations.ctypes.data,
                           weights.ctypes.data, output.ctypes.data, threads=threads,
-                          weights_are_logits=weights_are_logits)
+                          weights_are_logits=weights_are_logits, level_points=points,
+                          sampling=sampling)
     return output
 
 
 def cpu_backward(value, spatial_shapes, level_start_index, sampling_locations,
                  attention_weights, grad_output, *, threads: int = 0,
-                 weights_are_logits: bool = False) -> Tuple[Any, Any, Any]:
+                 weights_are_logits: bool = False,
+                 points_per_level: Optional[Sequence[int]] = None,
+                 method: str = "bilinear") -> Tuple[Any, Any, Any]:
     """(grad_value, grad_sampling_locations, grad_attention_weights) as numpy arrays in
     value's dtype, given the gradient of a loss with respect to the output (with
-    weights_are_logits, the last is the gradient with respect to the logits)."""
+    weights_are_logits, the last is the gradient with respect to the logits).
+
+    points_per_level and method as cpu_forward's; the gradients have the shapes of value, of
+    sampling_locations and of attention_weights in either layout. Under method "discrete"
+    grad_sampling_locations is all zeros (+0.0 in every element, NaN locations' too: libmsda
+    writes them so, the nearest pixel being constant in the location between pixel edges, so
+    that no gradient reaches the locations); ms_deform_attn_points_per_level's autograd gives
+    None there, this API an array of zeros of the locations' shape and dtype.
+    """
     np = _np()
+    sampling = _sampling(method, "cpu_backward")
+    points = _counts(points_per_level, "cpu_backward")
     sizes, dtype, shapes, starts, value, locations, weights = _prepare(
-        value, spatial_shapes, level_start_index, sampling_locations, attention_weights)
+        value, spatial_shapes, level_start_index, sampling_locations, attention_weights, points,
+        "cpu_backward")
     grad_output = np.ascontiguousarray(grad_output, dtype=value.dtype)
     check_grad_output(sizes, grad_output.shape)
     grads = (np.zeros_like(value), np.zeros_like(locations), np.zeros_like(weights))
@@ -76,5 +138,6 @@ def cpu_backward(value, spatial_shapes, level_start_index, sampling_locations,
         library().backward(dtype, sizes, shapes, starts, value.ctypes.data,
                            locations.ctypes.data, weights.ctypes.data, grad_output.ctypes.data,
                            *(g.ctypes.data for g in grads), threads=threads,
-                           weights_are_logits=weights_are_logits)
+                           weights_are_logits=weights_are_logits, level_points=points,
+                           sampling=sampling)
     return grads

@@ -7,6 +7,7 @@ starts are their prefix sums) are checked by libmsda itself, whose message is pa
 """
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 from ._errors import MSDAInputError
@@ -29,8 +30,8 @@ _POINTS_LAYOUT = ("value (N, S, M, D), spatial_shapes (L, 2), level_start_index 
                   "(N, Lq, M, sum(points_per_level))")
 
 
-def _fail_points(what: str) -> MSDAInputError:
-    return MSDAInputError(f"msda: {what}; ms_deform_attn_points_per_level takes {_POINTS_LAYOUT}")
+def _fail_points(what: str, op: str = "ms_deform_attn_points_per_level") -> MSDAInputError:
+    return MSDAInputError(f"msda: {what}; {op} takes {_POINTS_LAYOUT}")
 
 
 def _check_value_and_table(value: Sequence, spatial_shapes: Sequence, level_start_index: Sequence,
@@ -71,28 +72,31 @@ def check_forward(value: Sequence, spatial_shapes: Sequence, level_start_index: 
 
 def check_forward_points(value: Sequence, spatial_shapes: Sequence, level_start_index: Sequence,
                          sampling_locations: Sequence, attention_weights: Sequence,
-                         points_per_level: Sequence[int]) -> Sizes:
+                         points_per_level: Sequence[int], *,
+                         op: str = "ms_deform_attn_points_per_level") -> Sizes:
     """As check_forward, for a point count per level: sampling_locations
     (N, Lq, M, sum(points_per_level), 2), attention_weights (N, Lq, M, sum(points_per_level));
-    the Sizes' points is the largest count (msda.h, level_points)."""
-    levels = _check_value_and_table(value, spatial_shapes, level_start_index, _fail_points)
+    the Sizes' points is the largest count (msda.h, level_points). op: the function the
+    messages name as taking that layout (the one the caller called)."""
+    fail = functools.partial(_fail_points, op=op)
+    levels = _check_value_and_table(value, spatial_shapes, level_start_index, fail)
     n, s, m, d = value
     if len(points_per_level) != levels or min(points_per_level, default=0) < 1:
-        raise _fail_points(f"points_per_level must be one positive count per level ({levels}), it "
-                           f"is {list(points_per_level)}")
+        raise fail(f"points_per_level must be one positive count per level ({levels}), it "
+                  f"is {list(points_per_level)}")
     total = sum(points_per_level)
     if len(sampling_locations) != 5:
-        raise _fail_points(f"sampling_locations must have 5 dimensions (N, Lq, M, {total}, 2), it "
-                           f"has shape {_fmt(sampling_locations)}")
+        raise fail(f"sampling_locations must have 5 dimensions (N, Lq, M, {total}, 2), it "
+                  f"has shape {_fmt(sampling_locations)}")
     queries = sampling_locations[1]
     expected = (n, queries, m, total, 2)
     if tuple(sampling_locations) != expected:
-        raise _fail_points(f"sampling_locations has shape {_fmt(sampling_locations)}, expected "
-                           f"{_fmt(expected)} from value {_fmt(value)} and points_per_level "
-                           f"{list(points_per_level)}")
+        raise fail(f"sampling_locations has shape {_fmt(sampling_locations)}, expected "
+                  f"{_fmt(expected)} from value {_fmt(value)} and points_per_level "
+                  f"{list(points_per_level)}")
     if tuple(attention_weights) != expected[:4]:
-        raise _fail_points(f"attention_weights has shape {_fmt(attention_weights)}, expected "
-                           f"{_fmt(expected[:4])} from sampling_locations {_fmt(sampling_locations)}")
+        raise fail(f"attention_weights has shape {_fmt(attention_weights)}, expected "
+                  f"{_fmt(expected[:4])} from sampling_locations {_fmt(sampling_locations)}")
     return Sizes(batch=n, spatial=s, heads=m, channels=d, queries=queries, levels=levels,
                  points=max(points_per_level))
 
