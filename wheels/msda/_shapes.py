@@ -83,20 +83,20 @@ def check_forward_points(value: Sequence, spatial_shapes: Sequence, level_start_
     n, s, m, d = value
     if len(points_per_level) != levels or min(points_per_level, default=0) < 1:
         raise fail(f"points_per_level must be one positive count per level ({levels}), it "
-                  f"is {list(points_per_level)}")
+                   f"is {list(points_per_level)}")
     total = sum(points_per_level)
     if len(sampling_locations) != 5:
         raise fail(f"sampling_locations must have 5 dimensions (N, Lq, M, {total}, 2), it "
-                  f"has shape {_fmt(sampling_locations)}")
+                   f"has shape {_fmt(sampling_locations)}")
     queries = sampling_locations[1]
     expected = (n, queries, m, total, 2)
     if tuple(sampling_locations) != expected:
         raise fail(f"sampling_locations has shape {_fmt(sampling_locations)}, expected "
-                  f"{_fmt(expected)} from value {_fmt(value)} and points_per_level "
-                  f"{list(points_per_level)}")
+                   f"{_fmt(expected)} from value {_fmt(value)} and points_per_level "
+                   f"{list(points_per_level)}")
     if tuple(attention_weights) != expected[:4]:
         raise fail(f"attention_weights has shape {_fmt(attention_weights)}, expected "
-                  f"{_fmt(expected[:4])} from sampling_locations {_fmt(sampling_locations)}")
+                   f"{_fmt(expected[:4])} from sampling_locations {_fmt(sampling_locations)}")
     return Sizes(batch=n, spatial=s, heads=m, channels=d, queries=queries, levels=levels,
                  points=max(points_per_level))
 
