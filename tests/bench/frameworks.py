@@ -1,7 +1,9 @@
 """transformers' models with their own MSDA path and with msda.patch (issue 42), on one GPU, in
 one run: default configurations, random weights (nothing downloaded), batch 2 of 800x1066
 images (RT-DETR's, whose feature pyramid needs sides divisible by 32: 640x640, its own size),
-forward + backward, in f32 and under bf16 autocast; CUDA events around each step, medians. Then
+forward + backward, in f32 and under bf16 autocast; CUDA events around each step, medians, and
+the spread of the step-by-step ratio (its quartiles: these steps are bound by the CPU's
+launches, whose speed moves by 10 % and more on a shared machine). Then
 the largest differences of the outputs and of every parameter's gradient (f32, the
 sampling-offset weights perturbed off transformers' initialisation, whose points fall on pixel
 centres where the bilinear gradient has a kink). A two-stage model (GroundingDino) picks its
@@ -11,6 +13,7 @@ its gradients can differ by what a swapped query changes.
 
 Usage: python3 tests/bench/frameworks.py [--iters N] [--models a,b] (msda importable, a GPU)."""
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -74,14 +77,18 @@ def _switch(replacements, on):
 
 
 def _time(model, inputs, weights, autocast, iters, replacements):
-    """Medians (own, msda) of forward + backward, the two interleaved step by step, so that a
-    drift of the machine's speed (these models are bound by the CPU's launches under autocast)
-    falls on both alike."""
+    """Medians (own, msda) of forward + backward, and the quartiles of the step-by-step ratio
+    own / msda. The two paths are interleaved step by step, so that a drift of the machine's
+    speed (these models are bound by the CPU's launches, under autocast most) falls on both
+    alike; the garbage is collected before each step, outside the timing, so that a full
+    collection of the Python heap (tens of ms, where transformers and torch are imported)
+    falls inside neither path's step."""
     times = ([], [])
     for i in range(iters + 3):
         for on in (False, True):
             _switch(replacements, on)
             model.zero_grad(set_to_none=True)
+            gc.collect()
             torch.cuda.synchronize()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -91,7 +98,9 @@ def _time(model, inputs, weights, autocast, iters, replacements):
             if i >= 3:  # warm-up
                 times[on].append(start.elapsed_time(end))
     _switch(replacements, False)
-    return statistics.median(times[0]), statistics.median(times[1])
+    ratios = sorted(own / new for own, new in zip(*times))
+    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    return statistics.median(times[0]), statistics.median(times[1]), quartiles[0], quartiles[2]
 
 
 def _max_difference(a, b):
@@ -128,14 +137,14 @@ def _differences(model, inputs, weights):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--iters", type=int, default=10)
+    parser.add_argument("--iters", type=int, default=30)
     parser.add_argument("--models", default="")
     args = parser.parse_args()
     import transformers
     print(f"transformers {transformers.__version__}, torch {torch.__version__}, msda {msda.__version__}, "
           f"{torch.cuda.get_device_name()}; batch {BATCH}, forward + backward, "
           f"median of {args.iters} (CUDA events)")
-    print(f"{'model':<22} {'precision':<10} {'own ms':>9} {'msda ms':>9} {'speed-up':>9} "
+    print(f"{'model':<22} {'precision':<10} {'own ms':>9} {'msda ms':>9} {'speed-up':>9} {'ratio IQR':>12} "
           f"{'enc diff':>9} {'out diff':>9} {'grad diff':>9}")
     wanted = [m for m in args.models.split(",") if m]
     slower = 0
@@ -166,10 +175,10 @@ def main():
         msda.patch("transformers")
         replacements = list(msda._patch._active)
         for autocast in (False, True):
-            own, new = _time(model, inputs, weights, autocast, args.iters, replacements)
+            own, new, low, high = _time(model, inputs, weights, autocast, args.iters, replacements)
             slower += new > own
             print(f"{name:<22} {'bf16 auto' if autocast else 'f32':<10} {own:9.1f} {new:9.1f} {own / new:8.2f}x "
-                  f"{enc_diff:9.1e} {out_diff:9.1e} {grad_diff:9.1e}", flush=True)
+                  f"{low:5.2f}-{high:4.2f}x {enc_diff:9.1e} {out_diff:9.1e} {grad_diff:9.1e}", flush=True)
         msda.unpatch()
         del model
         torch.cuda.empty_cache()
