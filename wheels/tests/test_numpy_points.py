@@ -22,6 +22,7 @@ import pytest
 
 import msda
 from msda import _library
+from padding import padded, unpadded
 
 np = pytest.importorskip("numpy")  # the only package these tests need besides msda
 
@@ -146,26 +147,6 @@ def test_f16_forward_against_the_reference(points, method):
     assert rel_err(got, want) < 2e-3
 
 
-def _padded(points, loc, w):
-    """The same points in the op's uniform layout (N, Lq, M, L, max P, ...): each level padded to
-    the largest count with zero weights at the map's centre."""
-    widest = max(points)
-    n, q, m = loc.shape[:3]
-    pl = np.full((n, q, m, len(points), widest, 2), 0.5, dtype=loc.dtype)
-    pw = np.zeros((n, q, m, len(points), widest), dtype=w.dtype)
-    at = 0
-    for level, count in enumerate(points):
-        pl[:, :, :, level, :count] = loc[:, :, :, at:at + count]
-        pw[:, :, :, level, :count] = w[:, :, :, at:at + count]
-        at += count
-    return pl, pw
-
-
-def _unpad(points, padded):
-    return np.concatenate([padded[:, :, :, level, :count] for level, count in enumerate(points)],
-                          axis=3)
-
-
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("points", POINTS, ids=str)
@@ -174,7 +155,7 @@ def test_the_same_as_the_old_api_on_points_padded_with_zero_weights(points, meth
     every level padded to the largest count (a padded point adds 0 to each sum it reaches);
     [4, 4, 4] is the uniform layout itself, reshaped. "discrete" goes with either layout."""
     shapes, table, starts, value, loc, w, grad_out = _inputs(points, seed=40, dtype=dtype)
-    pl, pw = _padded(points, loc, w)
+    pl, pw = padded(points, loc, w, np)
     got = msda.cpu_forward(value, table, starts, loc, w, points_per_level=points, method=method)
     want = msda.cpu_forward(value, table, starts, pl, pw, method=method)
     np.testing.assert_array_equal(got, want)
@@ -183,8 +164,8 @@ def test_the_same_as_the_old_api_on_points_padded_with_zero_weights(points, meth
     p_value, p_loc, p_w = msda.cpu_backward(value, table, starts, pl, pw, grad_out,
                                             method=method)
     np.testing.assert_array_equal(g_value, p_value)
-    np.testing.assert_array_equal(g_loc, _unpad(points, p_loc))
-    np.testing.assert_array_equal(g_w, _unpad(points, p_w))
+    np.testing.assert_array_equal(g_loc, unpadded(points, p_loc, np))
+    np.testing.assert_array_equal(g_w, unpadded(points, p_w, np))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
@@ -234,7 +215,7 @@ def test_what_reaches_the_c_structs(monkeypatch):
     monkeypatch.setattr(_library.library(), "_lib", recorder)
     points = [3, 6, 3]
     _, table, starts, value, loc, w, grad_out = _inputs(points, seed=42)
-    loc6, w5 = _padded(points, loc, w)
+    loc6, w5 = padded(points, loc, w, np)
     msda.cpu_forward(value, table, starts, loc6, w5)
     msda.cpu_backward(value, table, starts, loc6, w5, grad_out)
     msda.cpu_forward(value, table, starts, loc, w, points_per_level=points, method="discrete")

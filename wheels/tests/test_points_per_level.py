@@ -15,6 +15,7 @@ import torch
 import msda
 from msda import _points_per_level, _torch_kernels, _torch_ops
 from reference import rel_err
+from padding import padded, unpadded
 
 v2 = pytest.importorskip("transformers.models.rt_detr_v2.modeling_rt_detr_v2")
 own = v2.multi_scale_deformable_attention_v2
@@ -85,25 +86,6 @@ def test_f32_and_bf16_values_with_f32_locations_against_f64(points, method, dtyp
         assert rel_err(a, b) < tol * 4, name
 
 
-def _padded(points, loc, w):
-    """The same points as the op's uniform layout (N, Lq, M, L, max P, ...): each level padded to
-    the largest count with zero weights at the map's centre."""
-    widest = max(points)
-    n, q, m = loc.shape[:3]
-    pl = torch.full((n, q, m, len(points), widest, 2), 0.5, dtype=loc.dtype)
-    pw = torch.zeros((n, q, m, len(points), widest), dtype=w.dtype)
-    at = 0
-    for level, count in enumerate(points):
-        pl[:, :, :, level, :count] = loc[:, :, :, at:at + count]
-        pw[:, :, :, level, :count] = w[:, :, :, at:at + count]
-        at += count
-    return pl, pw
-
-
-def _unpad(points, padded):
-    return torch.cat([padded[:, :, :, level, :count] for level, count in enumerate(points)], 3)
-
-
 @pytest.mark.parametrize("points", POINTS[1:], ids=str)
 def test_counts_that_differ_are_the_op_on_points_padded_with_zero_weights(points):
     """The kernels take sum(points) points a group as they are: the same numbers as the uniform
@@ -113,15 +95,15 @@ def test_counts_that_differ_are_the_op_on_points_padded_with_zero_weights(points
     starts = torch.cat((table.new_zeros(1), (table[:, 0] * table[:, 1]).cumsum(0)[:-1]))
     ours = [t.clone().requires_grad_() for t in (value, loc, w)]
     got = msda.ms_deform_attn_points_per_level(ours[0], table, starts, ours[1], ours[2], points)
-    pl, pw = _padded(points, loc, w)
+    pl, pw = padded(points, loc, w, torch)
     theirs = [value.clone().requires_grad_(), pl.requires_grad_(), pw.requires_grad_()]
     want = msda.ms_deform_attn(theirs[0], table, starts, theirs[1], theirs[2])
     assert rel_err(got, want) < 1e-14
     a_value, a_loc, a_w = _grads(got, ours)
     b_value, b_loc, b_w = _grads(want, theirs)
     assert rel_err(a_value, b_value) < 1e-14
-    assert rel_err(a_loc, _unpad(points, b_loc)) < 1e-14
-    assert rel_err(a_w, _unpad(points, b_w)) < 1e-14
+    assert rel_err(a_loc, unpadded(points, b_loc, torch)) < 1e-14
+    assert rel_err(a_w, unpadded(points, b_w, torch)) < 1e-14
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["f64", "f32"])
