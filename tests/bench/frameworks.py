@@ -80,8 +80,8 @@ def _time(model, inputs, weights, autocast, iters, replacements):
     """Medians (own, msda) of forward + backward, and the quartiles of the step-by-step ratio
     own / msda. The two paths are interleaved step by step, so that a drift of the machine's
     speed (these models are bound by the CPU's launches, under autocast most) falls on both
-    alike; the garbage is collected before each step, outside the timing, so that a full
-    collection of the Python heap (tens of ms, where transformers and torch are imported)
+    alike; the garbage is collected before each step, outside the timing, so that each step
+    starts from the same heap and a collection of the garbage of earlier steps (of either path)
     falls inside neither path's step."""
     times = ([], [])
     for i in range(iters + 3):
