@@ -116,16 +116,18 @@ static int module_count;
 static int buffered(int strategy) { return strategy == MSDA_ATOMIC_F32_BUFFER || strategy == MSDA_ATOMIC_MIXED; }
 
 /* Whether the device code built with `cfg` has kernel k (msda_kernels.cu compiles the 16-bit
- * kernels only where enabled, and the all-buffer backward only for buffering strategies). */
+ * kernels only where enabled, the all-buffer backward only for buffering strategies, and the
+ * mixed 16-bit backward not for the f32-buffer strategy, where the all-buffer one takes it all). */
 static int kernel_built(const msda_device_config *cfg, msda_kernel_id k) {
     switch (k) {
-    case K_FWD_F16_V8: case K_FWD_F16_V4: case K_FWD_F16_V1:
-    case K_BWD_F16_V8: case K_BWD_F16_V4: case K_BWD_F16_V1: case K_CONVERT_F16:
+    case K_FWD_F16_V8: case K_FWD_F16_V4: case K_FWD_F16_V1: case K_CONVERT_F16:
     case K_SFWD_F16_V8: case K_SFWD_F16_V4: case K_SFWD_F16_V1:
-    case K_SBWD_F16_V8: case K_SBWD_F16_V4: case K_SBWD_F16_V1:
-    case K_FWD_F16C32_V8: case K_BWD_F16C32_V8:
-    case K_SFWD_F16C32_V8: case K_SBWD_F16C32_V8:
+    case K_FWD_F16C32_V8: case K_SFWD_F16C32_V8:
         return cfg->f16_enabled;
+    case K_BWD_F16_V8: case K_BWD_F16_V4: case K_BWD_F16_V1:
+    case K_SBWD_F16_V8: case K_SBWD_F16_V4: case K_SBWD_F16_V1:
+    case K_BWD_F16C32_V8: case K_SBWD_F16C32_V8:
+        return cfg->f16_enabled && cfg->f16_atomic != MSDA_ATOMIC_F32_BUFFER; /* else the all-buffer kernel */
     case K_FWD_BF16_V8: case K_FWD_BF16_V4: case K_FWD_BF16_V1: case K_CONVERT_BF16:
     case K_SFWD_BF16_V8: case K_SFWD_BF16_V4: case K_SFWD_BF16_V1:
     case K_FWD_BF16C32_V8: case K_SFWD_BF16C32_V8:
@@ -133,7 +135,8 @@ static int kernel_built(const msda_device_config *cfg, msda_kernel_id k) {
     case K_BWD_BF16_V8: case K_BWD_BF16_V4: case K_BWD_BF16_V1:
     case K_SBWD_BF16_V8: case K_SBWD_BF16_V4: case K_SBWD_BF16_V1:
     case K_BWD_BF16C32_V8: case K_SBWD_BF16C32_V8:
-        return cfg->bf16_enabled && !cfg->bf16_half_sums; /* half sums or the all-buffer kernel */
+        /* else half sums or the all-buffer kernel */
+        return cfg->bf16_enabled && !cfg->bf16_half_sums && cfg->bf16_atomic != MSDA_ATOMIC_F32_BUFFER;
     case K_BWDBUF_F16_V4: case K_BWDBUF_F16_V1: case K_SBWDBUF_F16_V4: case K_SBWDBUF_F16_V1:
         return cfg->f16_enabled && buffered(cfg->f16_atomic);
     case K_BWDBUF_BF16_V4: case K_BWDBUF_BF16_V1: case K_SBWDBUF_BF16_V4: case K_SBWDBUF_BF16_V1:

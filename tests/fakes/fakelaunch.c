@@ -269,11 +269,14 @@ FAKE_EXPORT CUresult cuModuleGetFunction(CUfunction *fn, CUmodule mod, const cha
     const int m = module_index(mod);
     if (m < 0) return CUDA_ERROR_INVALID_HANDLE;
     /* The config is the test's, not the image's: a kernel that no module has may be one the
-     * config claims and this image was built without, which the fake lets pass. One that another
+     * config claims and this image was built without, which the fake lets pass (but under
+     * FAKE_DRIVER_OWN_KERNELS, where the test gives the image's own config). One that another
      * module has is in the wrong part. */
-    if (!module_has(m, name))
+    if (!module_has(m, name)) {
+        if (driver_flags & FAKE_DRIVER_OWN_KERNELS) return CUDA_ERROR_NOT_FOUND;
         for (int o = 0; o < module_count; o++)
             if (o != m && modules[o].code && module_has(o, name)) return CUDA_ERROR_NOT_FOUND;
+    }
     for (int i = 0; i < function_count; i++)
         if (strcmp(function_names[i], name) == 0) {
             *fn = (CUfunction)(uintptr_t)(i + 1);

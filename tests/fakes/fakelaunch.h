@@ -36,6 +36,8 @@ typedef void (*fake_launch_clear_fn)(void);
 /* How the fake driver behaves beyond its version (fake_launch_set_device's FLAGS). */
 #define FAKE_DRIVER_NO_MINOR_COMPAT 1 /* loads old-format SASS of its own toolkit version only */
 #define FAKE_DRIVER_HIDES_VERSION 2   /* cuDriverGetVersion fails */
+#define FAKE_DRIVER_OWN_KERNELS 4     /* a kernel no loaded module has is not found either, as on a
+                                         GPU: for a config that is the image's own */
 
 /* The device's compute capability (major * 10 + minor), the driver's CUDA version (12020) and
  * FAKE_DRIVER_* flags, in a new context: libmsda loads its module again. */

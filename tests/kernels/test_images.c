@@ -16,6 +16,7 @@
 #include "kt.h"
 
 static fake_launch_set_device_fn set_device;
+static fake_launch_set_config_fn set_config;
 
 /* sm_90's device config: any valid one will do, nothing is launched. */
 static const msda_device_config any_config = {
@@ -28,7 +29,6 @@ static void load_fake_driver(void) {
     ck_assert_msg(path && *path, "MSDA_FAKE_LAUNCH_DRIVER is not set: run these tests with make check-kernels");
     void *lib = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
     ck_assert_msg(lib, "cannot load the fake driver: %s", dlerror());
-    fake_launch_set_config_fn set_config;
     *(void **)&set_config = dlsym(lib, "fake_launch_set_config");
     *(void **)&set_device = dlsym(lib, "fake_launch_set_device");
     ck_assert(set_config && set_device);
@@ -253,6 +253,32 @@ START_TEST(each_image_is_its_parts_and_each_kernel_is_in_its_own) {
 }
 END_TEST
 
+/* An image built for the f32-buffer strategy (sm_61's, CUDA 11.8: no 16-bit atomics) has no mixed
+ * 16-bit backward (msda_kernels.cu), and the loader, given that image's strategy, looks for none:
+ * under FAKE_DRIVER_OWN_KERNELS a kernel the image lacks is not found, as on a GPU, so the module
+ * loads only where the loader asks for exactly what was built. The same image with a config that
+ * claims the mixed strategy is refused: the check can fail. */
+START_TEST(an_f32_buffer_image_loads_with_no_mixed_16bit_backward) {
+    load_fake_driver();
+    msda_device_config own = any_config;
+    own.arch = 61;
+    own.f16_atomic = own.bf16_atomic = MSDA_ATOMIC_F32_BUFFER;
+    own.vector_atomics = 0, own.bf16_half_sums = 0, own.f16_replica_adds = own.bf16_replica_adds = 0;
+    set_config(&own, sizeof own);
+    expect(61, 11080, FAKE_DRIVER_OWN_KERNELS, "CUDA 11.8 SASS sm_61");
+    msda_device_config claims_mixed = own;
+    claims_mixed.f16_atomic = MSDA_ATOMIC_MIXED;
+    set_config(&claims_mixed, sizeof claims_mixed);
+    set_device(61, 11080, FAKE_DRIVER_OWN_KERNELS);
+    const msda_driver *drv;
+    const msda_module *mod;
+    msda_error err;
+    ck_assert_int_eq(msda_driver_get(&drv, &err), MSDA_OK);
+    ck_assert_int_ne(msda_module_get(drv, &mod, &err), MSDA_OK);
+    ck_assert_msg(strstr(err.message, "msda_backward_f16_v"), "%s", err.message);
+}
+END_TEST
+
 TCase *kt_tcase_images(void) {
     TCase *tc = tcase_create("images");
     tcase_add_test(tc, newer_drivers_get_the_newest_sass_and_older_ones_the_sass_they_read);
@@ -261,6 +287,7 @@ TCase *kt_tcase_images(void) {
     tcase_add_test(tc, when_nothing_loads_the_error_names_the_driver_the_gpu_and_each_image);
     tcase_add_test(tc, msda_image_forces_one_kind_of_image);
     tcase_add_test(tc, each_image_is_its_parts_and_each_kernel_is_in_its_own);
+    tcase_add_test(tc, an_f32_buffer_image_loads_with_no_mixed_16bit_backward);
     tcase_add_loop_test(tc, every_gpu_from_maxwell_loads_an_image_on_every_driver_from_450, 0, N_TABLE_ARCHS);
     return tc;
 }

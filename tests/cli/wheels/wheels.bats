@@ -59,6 +59,34 @@ toolkit_archs() {
   done
 }
 
+# The kernels a SASS image of ARCH from TOOLKIT carries, one name a line.
+image_kernels() {
+  "$MSDA_DOCTOR" inspect --json -v "$NATIVE" |
+    jq -r --arg arch "$1" --arg tk "$2" '.files[].entries[] | select(.kind == "sass" and .arch == $arch
+      and .toolkit == $tk) | .kernels[].name' | sort -u
+}
+
+@test "each image carries the mixed 16-bit backward only where its strategy mixes (the f32 buffer's goes all through the buffer)" {
+  # sm_61: no 16-bit atomics, both types' backward through the f32 buffer; sm_75: f16's atomics
+  # mix, bf16's do not; sm_86: both mix (kernels/libmsda.json per_arch, recipes/architectures.json).
+  sm61=$(image_kernels sm_61 11.8) sm75=$(image_kernels sm_75 13.0) sm86=$(image_kernels sm_86 13.0)
+  [ -n "$sm61" ]
+  [ -n "$sm75" ]
+  [ -n "$sm86" ]
+  for k in msda_backward_f16_buffer_v4 msda_backward_bf16_buffer_v4 msda_forward_f16_v8 msda_forward_bf16_v8; do
+    grep -qx "$k" <<<"$sm61"
+  done
+  run grep -cE '^msda_backward_(softmax_)?b?f16(c32)?_v[0-9]+$' <<<"$sm61"
+  [ "$output" = 0 ]
+  grep -qx msda_backward_f16_v8 <<<"$sm75"
+  grep -qx msda_backward_f16c32_v8 <<<"$sm75"
+  grep -qx msda_backward_bf16_buffer_v4 <<<"$sm75"
+  run grep -cE '^msda_backward_(softmax_)?bf16(c32)?_v[0-9]+$' <<<"$sm75"
+  [ "$output" = 0 ]
+  grep -qx msda_backward_bf16_v8 <<<"$sm86"
+  grep -qx msda_backward_softmax_bf16c32_v8 <<<"$sm86"
+}
+
 @test "an architecture the table lacks is built with the safe defaults and a note" {
   grep -q 'not in recipes/architectures.json, built with the safe defaults' "$BATS_FILE_TMPDIR/build1.log"
 }
