@@ -15,6 +15,7 @@
  * found, as on a GPU.
  * Not thread-safe: the tests call libmsda from one thread. */
 #include <cuda.h>
+#include <elf.h>
 #include <lz4.h>
 #include <zstd.h>
 #include <stdint.h>
@@ -288,8 +289,54 @@ FAKE_EXPORT CUresult cuModuleGetFunction(CUfunction *fn, CUmodule mod, const cha
     return CUDA_SUCCESS;
 }
 
+/* The initial bytes of the global NAME in an ELF64 cubin (a __constant__ one's in its constant
+ * bank section), with their size in BYTES; NULL where the cubin has no such initialised symbol.
+ * Headers are copied out, as the code buffer's offsets need not be aligned for them. */
+static const unsigned char *cubin_global(const unsigned char *code, size_t size, const char *name, size_t *bytes) {
+    Elf64_Ehdr eh;
+    if (size < sizeof eh || memcmp(code, ELFMAG, SELFMAG) != 0 || code[EI_CLASS] != ELFCLASS64) return NULL;
+    memcpy(&eh, code, sizeof eh);
+    if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff > size ||
+        (size - eh.e_shoff) / sizeof(Elf64_Shdr) < eh.e_shnum)
+        return NULL;
+    for (unsigned s = 0; s < eh.e_shnum; s++) {
+        Elf64_Shdr symtab, strtab;
+        memcpy(&symtab, code + eh.e_shoff + s * sizeof symtab, sizeof symtab);
+        if (symtab.sh_type != SHT_SYMTAB || symtab.sh_link >= eh.e_shnum || symtab.sh_offset > size ||
+            symtab.sh_size > size - symtab.sh_offset)
+            continue;
+        memcpy(&strtab, code + eh.e_shoff + symtab.sh_link * sizeof strtab, sizeof strtab);
+        if (strtab.sh_offset > size || strtab.sh_size > size - strtab.sh_offset) continue;
+        for (uint64_t k = 0; k < symtab.sh_size / sizeof(Elf64_Sym); k++) {
+            Elf64_Sym sym;
+            memcpy(&sym, code + symtab.sh_offset + k * sizeof sym, sizeof sym);
+            const size_t len = strlen(name);
+            if (sym.st_name >= strtab.sh_size || strtab.sh_size - sym.st_name <= len ||
+                memcmp(code + strtab.sh_offset + sym.st_name, name, len + 1) != 0 || sym.st_shndx >= eh.e_shnum)
+                continue;
+            Elf64_Shdr data;
+            memcpy(&data, code + eh.e_shoff + sym.st_shndx * sizeof data, sizeof data);
+            if (data.sh_type == SHT_NOBITS || sym.st_value > data.sh_size || sym.st_size > data.sh_size - sym.st_value ||
+                data.sh_offset > size || data.sh_size > size - data.sh_offset)
+                return NULL;
+            *bytes = sym.st_size;
+            return code + data.sh_offset + sym.st_value;
+        }
+    }
+    return NULL;
+}
+
 FAKE_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *ptr, size_t *bytes, CUmodule mod, const char *name) {
-    if (module_index(mod) < 0) return CUDA_ERROR_INVALID_HANDLE;
+    const int m = module_index(mod);
+    if (m < 0) return CUDA_ERROR_INVALID_HANDLE;
+    if ((driver_flags & FAKE_DRIVER_OWN_CONFIG) && !modules[m].is_ptx && strcmp(name, "msda_config") == 0) {
+        size_t own_bytes = 0;
+        const unsigned char *own = cubin_global(modules[m].code, modules[m].size, name, &own_bytes);
+        if (!own) return CUDA_ERROR_NOT_FOUND;
+        *ptr = (CUdeviceptr)(uintptr_t)own;
+        *bytes = own_bytes;
+        return CUDA_SUCCESS;
+    }
     if (strcmp(name, "msda_config") != 0 || !config_bytes) return CUDA_ERROR_NOT_FOUND;
     *ptr = (CUdeviceptr)(uintptr_t)config;
     *bytes = config_bytes;
