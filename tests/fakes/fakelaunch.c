@@ -45,6 +45,7 @@ static struct {
     unsigned char *code;
     size_t size;
     int is_ptx;
+    unsigned char ptx_config[256]; /* a PTX module's own msda_config, under FAKE_DRIVER_OWN_CONFIG */
 } modules[FAKE_MAX_MODULES];
 static int module_count;
 
@@ -326,13 +327,42 @@ static const unsigned char *cubin_global(const unsigned char *code, size_t size,
     return NULL;
 }
 
+/* The initial bytes of the PTX array `.b8 NAME[N] = {...}` (bytes the list leaves out are 0) into
+ * OUT, at most CAP of them; their count, or 0 where the text has no such array. The text is read
+ * within SIZE: a module's code need not end with a NUL. */
+static size_t ptx_global(const unsigned char *code, size_t size, const char *name, unsigned char *out, size_t cap) {
+    char pattern[96];
+    const int n = snprintf(pattern, sizeof pattern, ".b8 %s[", name);
+    if (n <= 0 || (size_t)n >= sizeof pattern) return 0;
+    const unsigned char *p = memmem(code, size, pattern, (size_t)n), *end = code + size;
+    if (!p) return 0;
+    size_t count = 0;
+    for (p += n; p < end && *p >= '0' && *p <= '9' && count <= cap; p++) count = count * 10 + (size_t)(*p - '0');
+    if (count == 0 || count > cap || end - p < 5 || memcmp(p, "] = {", 5) != 0) return 0;
+    memset(out, 0, count);
+    p += 5;
+    for (size_t i = 0; i < count && p < end && *p != '}'; i++) {
+        unsigned v = 0;
+        while (p < end && *p >= '0' && *p <= '9' && v < 256) v = v * 10 + (unsigned)(*p++ - '0');
+        if (v > 255) return 0;
+        out[i] = (unsigned char)v;
+        while (p < end && (*p == ',' || *p == ' ')) p++;
+    }
+    return count;
+}
+
 FAKE_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *ptr, size_t *bytes, CUmodule mod, const char *name) {
     const int m = module_index(mod);
     if (m < 0) return CUDA_ERROR_INVALID_HANDLE;
-    if ((driver_flags & FAKE_DRIVER_OWN_CONFIG) && !modules[m].is_ptx && strcmp(name, "msda_config") == 0) {
+    if ((driver_flags & FAKE_DRIVER_OWN_CONFIG) && strcmp(name, "msda_config") == 0) {
         size_t own_bytes = 0;
-        const unsigned char *own = cubin_global(modules[m].code, modules[m].size, name, &own_bytes);
-        if (!own) return CUDA_ERROR_NOT_FOUND;
+        const unsigned char *own = modules[m].ptx_config;
+        if (modules[m].is_ptx)
+            own_bytes = ptx_global(modules[m].code, modules[m].size, name, modules[m].ptx_config,
+                                   sizeof modules[m].ptx_config);
+        else
+            own = cubin_global(modules[m].code, modules[m].size, name, &own_bytes);
+        if (!own || !own_bytes) return CUDA_ERROR_NOT_FOUND;
         *ptr = (CUdeviceptr)(uintptr_t)own;
         *bytes = own_bytes;
         return CUDA_SUCCESS;

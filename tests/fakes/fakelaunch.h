@@ -38,8 +38,8 @@ typedef void (*fake_launch_clear_fn)(void);
 #define FAKE_DRIVER_HIDES_VERSION 2   /* cuDriverGetVersion fails */
 #define FAKE_DRIVER_OWN_KERNELS 4     /* a kernel no loaded module has is not found either, as on a
                                          GPU: for a config that is the image's own */
-#define FAKE_DRIVER_OWN_CONFIG 8      /* a SASS module's msda_config is the image's own (its
-                                         cubin's), not the test's; PTX modules keep the test's */
+#define FAKE_DRIVER_OWN_CONFIG 8      /* a module's msda_config is the image's own (from its
+                                         cubin's symbol or its PTX's initialiser), not the test's */
 
 /* The device's compute capability (major * 10 + minor), the driver's CUDA version (12020) and
  * FAKE_DRIVER_* flags, in a new context: libmsda loads its module again. */

@@ -279,20 +279,21 @@ START_TEST(an_f32_buffer_image_loads_with_no_mixed_16bit_backward) {
 }
 END_TEST
 
-/* Every architecture's SASS image loads with its own msda_config (which the fake reads from the
- * cubin) where a kernel the image lacks is not found, as on a GPU: the loader asks each image for
- * exactly the kernels its configuration says were built (kernel_built against msda_kernels.cu's
- * conditions: strategies, half sums, replicas), on a driver of the oldest toolkit's SASS and on
- * the newest. (PTX images keep the test's configuration, so they are not among these.) */
-START_TEST(every_sass_image_loads_with_its_own_configuration) {
+/* Every image loads with its own msda_config (which the fake reads from the cubin's symbol or the
+ * PTX's initialiser) where a kernel the image lacks is not found, as on a GPU: the loader asks
+ * each image for exactly the kernels its configuration says were built (kernel_built against
+ * msda_kernels.cu's conditions: strategies, half sums, replicas). On every driver branch, the
+ * image each architecture loads so is the one it loads under the test's configuration (the
+ * SASS of each toolkit, the newest PTX, r32's ISA 6.5 PTX). */
+START_TEST(every_image_loads_with_its_own_configuration) {
     const int arch = table_archs[_i];
-    static const int drivers[] = {11000, 13000};
     load_fake_driver();
-    for (size_t d = 0; d < sizeof drivers / sizeof drivers[0]; d++) {
-        if (arch > 90 && drivers[d] < 13000) continue; /* PTX there */
-        char got[64], why[320];
-        pick(arch, drivers[d], FAKE_DRIVER_OWN_KERNELS | FAKE_DRIVER_OWN_CONFIG, got, sizeof got, why, sizeof why);
-        ck_assert_msg(strstr(got, "SASS") != NULL, "sm_%d with a CUDA %d driver: %s %s", arch, drivers[d], got, why);
+    for (size_t d = 0; d < N_BRANCHES; d++) {
+        char want[64], got[64], why[320];
+        pick(arch, branches[d].cuda, 0, want, sizeof want, why, sizeof why);
+        pick(arch, branches[d].cuda, FAKE_DRIVER_OWN_KERNELS | FAKE_DRIVER_OWN_CONFIG, got, sizeof got, why, sizeof why);
+        ck_assert_msg(strcmp(got, want) == 0, "sm_%d on %s, own configuration: loaded '%s', expected '%s' %s", arch,
+                      branches[d].name, got, want, why);
     }
 }
 END_TEST
@@ -306,7 +307,7 @@ TCase *kt_tcase_images(void) {
     tcase_add_test(tc, msda_image_forces_one_kind_of_image);
     tcase_add_test(tc, each_image_is_its_parts_and_each_kernel_is_in_its_own);
     tcase_add_test(tc, an_f32_buffer_image_loads_with_no_mixed_16bit_backward);
-    tcase_add_loop_test(tc, every_sass_image_loads_with_its_own_configuration, 0, N_TABLE_ARCHS);
+    tcase_add_loop_test(tc, every_image_loads_with_its_own_configuration, 0, N_TABLE_ARCHS);
     tcase_add_loop_test(tc, every_gpu_from_maxwell_loads_an_image_on_every_driver_from_450, 0, N_TABLE_ARCHS);
     return tc;
 }
