@@ -1,16 +1,12 @@
 """The CPU path on numpy arrays, for installs without torch (numpy is needed here only)."""
 from __future__ import annotations
 
-import operator
 from typing import Any, Optional, Sequence, Tuple
 
 from ._errors import MSDAInputError
-from ._library import DType, Sampling, library
-from ._shapes import check_forward, check_forward_points, check_grad_output, output_shape
-
-# The sampling methods, by the names ms_deform_attn_points_per_level takes.
-METHODS = {"bilinear": Sampling.BILINEAR, "discrete": Sampling.DISCRETE}
-
+from ._library import DType, library
+from ._shapes import (check_counts, check_forward, check_forward_points, check_grad_output, check_method,
+                      output_shape)
 
 def _np() -> Any:
     try:
@@ -19,27 +15,6 @@ def _np() -> Any:
         raise ImportError("msda.cpu_forward and msda.cpu_backward need numpy "
                           "(pip install numpy), or use msda.ms_deform_attn with torch") from exc
     return numpy
-
-
-def _sampling(method: str, op: str) -> Sampling:
-    """method's Sampling, checked before the arrays as ms_deform_attn_points_per_level does."""
-    if not isinstance(method, str) or method not in METHODS:
-        raise MSDAInputError(f"msda: method '{method}' is not known; {op} takes "
-                             + " or ".join(f"'{m}'" for m in METHODS))
-    return METHODS[method]
-
-
-def _counts(points_per_level, op: str) -> Optional[Tuple[int, ...]]:
-    """points_per_level as Python ints (a list, a tuple or a numpy array of integers), or None.
-    A float count is refused rather than truncated: it would be a count the caller did not mean."""
-    if points_per_level is None:
-        return None
-    try:
-        return tuple(operator.index(p) for p in points_per_level)
-    except TypeError:
-        raise MSDAInputError(f"msda: points_per_level must be a sequence of integers, one per "
-                             f"level, it is {points_per_level!r}; {op} takes a point count per "
-                             f"level") from None
 
 
 def _prepare(value, spatial_shapes, level_start_index, sampling_locations, attention_weights,
@@ -95,8 +70,8 @@ def cpu_forward(value, spatial_shapes, level_start_index, sampling_locations,
     other method raises MSDAInputError.
     """
     np = _np()
-    sampling = _sampling(method, "cpu_forward")
-    points = _counts(points_per_level, "cpu_forward")
+    sampling = check_method(method, "cpu_forward")
+    points = None if points_per_level is None else check_counts(points_per_level, "cpu_forward")
     sizes, dtype, shapes, starts, value, locations, weights = _prepare(
         value, spatial_shapes, level_start_index, sampling_locations, attention_weights, points,
         "cpu_forward")
@@ -126,8 +101,8 @@ def cpu_backward(value, spatial_shapes, level_start_index, sampling_locations,
     None there, this API an array of zeros of the locations' shape and dtype.
     """
     np = _np()
-    sampling = _sampling(method, "cpu_backward")
-    points = _counts(points_per_level, "cpu_backward")
+    sampling = check_method(method, "cpu_backward")
+    points = None if points_per_level is None else check_counts(points_per_level, "cpu_backward")
     sizes, dtype, shapes, starts, value, locations, weights = _prepare(
         value, spatial_shapes, level_start_index, sampling_locations, attention_weights, points,
         "cpu_backward")

@@ -19,9 +19,11 @@ from torch import Tensor
 
 from ._errors import MSDAInputError
 from ._level_table_cache import level_tables
+from ._library import Sampling
+from ._shapes import check_counts, check_method
 from ._torch_ops import ms_deform_attn_points
 
-METHODS = ("bilinear", "discrete")
+OP = "ms_deform_attn_points_per_level"
 
 
 def ms_deform_attn_points_per_level(value: Tensor, spatial_shapes: "Tensor | Sequence[Sequence[int]]",
@@ -40,16 +42,14 @@ def ms_deform_attn_points_per_level(value: Tensor, spatial_shapes: "Tensor | Seq
     differentiable in value, locations and weights. "discrete": the nearest pixel, clamped into
     the map, as transformers' multi_scale_deformable_attention_v2 takes it; differentiable in
     value and weights, with no gradient to the locations."""
-    if method not in METHODS:
-        raise MSDAInputError(f"msda: method '{method}' is not known; ms_deform_attn_points_per_level takes "
-                             + " or ".join(f"'{m}'" for m in METHODS))
-    counts = tuple(int(p) for p in points_per_level)
+    discrete = check_method(method, OP) == Sampling.DISCRETE
+    counts = check_counts(points_per_level, OP)
     if isinstance(spatial_shapes, Tensor):
         if level_start_index is None:
             raise MSDAInputError("msda: level_start_index is None beside a spatial_shapes tensor; it "
                                  "may be None only where spatial_shapes is a list of (H, W)")
         shapes, starts = spatial_shapes, level_start_index
     else:
-        shapes, starts = level_tables(tuple((int(h), int(w)) for h, w in spatial_shapes))
+        shapes, starts = level_tables(spatial_shapes)
     return ms_deform_attn_points(value, shapes, starts, sampling_locations, attention_weights,
-                                 counts, method == "discrete")
+                                 counts, discrete)

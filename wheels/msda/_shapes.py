@@ -8,10 +8,11 @@ starts are their prefix sums) are checked by libmsda itself, whose message is pa
 from __future__ import annotations
 
 import functools
-from typing import Callable, Sequence
+import operator
+from typing import Callable, Sequence, Tuple
 
 from ._errors import MSDAInputError
-from ._library import MAX_LEVELS, Sizes
+from ._library import MAX_LEVELS, Sampling, Sizes
 
 _LAYOUT = ("value (N, S, M, D), spatial_shapes (L, 2), level_start_index (L,), "
            "sampling_locations (N, Lq, M, L, P, 2), attention_weights (N, Lq, M, L, P)")
@@ -110,3 +111,27 @@ def check_grad_output(sizes: Sizes, grad_output: Sequence) -> None:
     if tuple(grad_output) != expected:
         raise _fail(f"grad_output has shape {_fmt(grad_output)}, the output's is "
                     f"{_fmt(expected)}")
+
+
+# The sampling methods of the per-level-points layout, by the names its functions take (torch's
+# ms_deform_attn_points_per_level and the numpy API alike).
+SAMPLING_METHODS = {"bilinear": Sampling.BILINEAR, "discrete": Sampling.DISCRETE}
+
+
+def check_method(method: str, op: str) -> Sampling:
+    """METHOD's Sampling, or MSDAInputError naming the methods OP (the function called) takes."""
+    if not isinstance(method, str) or method not in SAMPLING_METHODS:
+        raise MSDAInputError(f"msda: method '{method}' is not known; {op} takes "
+                             + " or ".join(f"'{m}'" for m in SAMPLING_METHODS))
+    return SAMPLING_METHODS[method]
+
+
+def check_counts(points_per_level: Sequence[int], op: str) -> Tuple[int, ...]:
+    """points_per_level as Python ints (a list, a tuple, an array or a tensor of integers). A
+    float count is refused rather than truncated: it would be a count the caller did not mean."""
+    try:
+        return tuple(operator.index(p) for p in points_per_level)
+    except TypeError:
+        raise MSDAInputError(f"msda: points_per_level must be a sequence of integers, one per "
+                             f"level, it is {points_per_level!r}; {op} takes a point count per "
+                             f"level") from None

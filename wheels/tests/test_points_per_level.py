@@ -157,6 +157,9 @@ def test_wrong_counts_shapes_and_methods_are_named():
     with pytest.raises(msda.MSDAInputError, match=r"points_per_level must be one positive count per level \(3\), "
                                                   r"it is \[6, 6\]"):
         f(value, shapes, None, loc, w, [6, 6])
+    with pytest.raises(msda.MSDAInputError, match=r"^msda: points_per_level must be a sequence of integers, one "
+                                                  r"per level, it is \[3\.0, 6, 3\]"):
+        f(value, shapes, None, loc, w, [3.0, 6, 3])  # refused, not truncated
     with pytest.raises(msda.MSDAInputError, match=r"sampling_locations has shape \(2, 5, 2, 12, 2\), expected "
                                                   r"\(2, 5, 2, 11, 2\) from value \(2, 68, 2, 4\) and "
                                                   r"points_per_level \[3, 5, 3\]"):
