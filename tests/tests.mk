@@ -111,29 +111,34 @@ $(PY_TRANSFORMERS4)/.stamp: $(PY_VENV)/.stamp
 	@rm -rf $(PY_TRANSFORMERS4)
 	$(PY_VENV)/bin/pip install -q --target $(PY_TRANSFORMERS4) transformers==$(PY_TRANSFORMERS4_VERSION)
 	@touch $@
+# A folder of its own holding the packages $(2), pip-installed into $(1) with no dependency
+# resolution, made anew (the recipe of the folder's stamp): $(call pip_folder,FOLDER,PACKAGES).
+define pip_folder
+	@rm -rf $(1)
+	$(PY_VENV)/bin/pip install -q --no-deps --target $(1) $(2)
+	@touch $@
+endef
 # Hugging Face's kernels package (msda.kernels_repository's test), without its dependencies (the
 # environment's serve), in a folder of its own: transformers 4.57 imports any kernels it finds,
 # and this one needs a newer huggingface_hub than that transformers' folder holds.
 PY_KERNELS := $(BUILD)/py-kernels
 PY_KERNELS_VERSION := 0.17.2
 $(PY_KERNELS)/.stamp: $(PY_VENV)/.stamp
-	@rm -rf $(PY_KERNELS)
-	$(PY_VENV)/bin/pip install -q --no-deps --target $(PY_KERNELS) kernels==$(PY_KERNELS_VERSION)
-	@touch $@
+	$(call pip_folder,$(PY_KERNELS),kernels==$(PY_KERNELS_VERSION))
 
 # mmcv without compiled ops (mmcv-lite) and what `import mmcv.ops` needs beside the environment's
 # torch, numpy, yaml and rich, in a folder of its own: msda.patch("mmcv")'s tests run on its real
 # code (wheels/tests/test_patch_mmcv.py). No dependency resolution: the list is what it imports.
 PY_MMCV := $(BUILD)/py-mmcv
 PY_MMCV_VERSION := 2.2.0
-PY_MMCV_PACKAGES := mmcv-lite==$(PY_MMCV_VERSION) mmengine==0.10.7 opencv-python-headless==5.0.0.93 addict==2.4.0 \
-                    yapf==0.43.0 termcolor==3.3.0 pillow==13.0.0 platformdirs==4.14.8
+# What mmcv's Python code imports beside mmcv itself (mmdet's folder below takes the same).
+PY_MMCV_DEPS := mmengine==0.10.7 opencv-python-headless==5.0.0.93 addict==2.4.0 yapf==0.43.0 termcolor==3.3.0 \
+                pillow==13.0.0 platformdirs==4.14.8
+PY_MMCV_PACKAGES := mmcv-lite==$(PY_MMCV_VERSION) $(PY_MMCV_DEPS)
 # The stamp is named by the list, so that a changed list installs again.
 PY_MMCV_STAMP := $(PY_MMCV)/.stamp-$(shell echo '$(PY_MMCV_PACKAGES)' | cksum | cut -d' ' -f1)
 $(PY_MMCV_STAMP): $(PY_VENV)/.stamp
-	@rm -rf $(PY_MMCV)
-	$(PY_VENV)/bin/pip install -q --no-deps --target $(PY_MMCV) $(PY_MMCV_PACKAGES)
-	@touch $@
+	$(call pip_folder,$(PY_MMCV),$(PY_MMCV_PACKAGES))
 
 # mmdet 3.3 (the last release; it asserts mmcv < 2.2) on mmcv-lite 2.1 with what building and
 # running its Deformable-DETR and DINO import beside the environment's torch, numpy, yaml and rich,
@@ -145,16 +150,13 @@ $(PY_MMCV_STAMP): $(PY_VENV)/.stamp
 PY_MMDET := $(BUILD)/py-mmdet
 PY_MMDET_VERSION := 3.3.0
 PY_MMDET_MMCV_VERSION := 2.1.0
-PY_MMDET_PACKAGES := mmdet==$(PY_MMDET_VERSION) mmcv-lite==$(PY_MMDET_MMCV_VERSION) mmengine==0.10.7 \
-                     opencv-python-headless==5.0.0.93 addict==2.4.0 yapf==0.43.0 termcolor==3.3.0 pillow==13.0.0 \
-                     platformdirs==4.14.8 matplotlib==3.11.2 pyparsing==3.3.3 cycler==0.12.1 \
+PY_MMDET_PACKAGES := mmdet==$(PY_MMDET_VERSION) mmcv-lite==$(PY_MMDET_MMCV_VERSION) $(PY_MMCV_DEPS) \
+                     matplotlib==3.11.2 pyparsing==3.3.3 cycler==0.12.1 \
                      python-dateutil==4.0.0 kiwisolver==1.5.1 fonttools==4.68.0 pycocotools==2.0.11 \
                      shapely==2.2.0 terminaltables==3.1.10 scipy==1.17.1 six==1.17.0
 PY_MMDET_STAMP := $(PY_MMDET)/.stamp-$(shell echo '$(PY_MMDET_PACKAGES)' | cksum | cut -d' ' -f1)
 $(PY_MMDET_STAMP): $(PY_VENV)/.stamp
-	@rm -rf $(PY_MMDET)
-	$(PY_VENV)/bin/pip install -q --no-deps --target $(PY_MMDET) $(PY_MMDET_PACKAGES)
-	@touch $@
+	$(call pip_folder,$(PY_MMDET),$(PY_MMDET_PACKAGES))
 
 # groundingdino-py, the PyPI copy of GroundingDINO (its Python code without the compiled op), in a
 # folder of its own and without its dependencies (transformers' BERT, torchvision, timm...):
@@ -164,9 +166,7 @@ PY_GDINO := $(BUILD)/py-groundingdino
 PY_GDINO_VERSION := 0.4.0
 PY_GDINO_STAMP := $(PY_GDINO)/.stamp-$(PY_GDINO_VERSION)
 $(PY_GDINO_STAMP): $(PY_VENV)/.stamp
-	@rm -rf $(PY_GDINO)
-	$(PY_VENV)/bin/pip install -q --no-deps --target $(PY_GDINO) groundingdino-py==$(PY_GDINO_VERSION)
-	@touch $@
+	$(call pip_folder,$(PY_GDINO),groundingdino-py==$(PY_GDINO_VERSION))
 
 # (here, no GPU) the CPU path, as the Python op runs it, against grid_sample on the CPU, on the
 # library of this CPU's wheel (tests/bench/cpu_bench.py).
