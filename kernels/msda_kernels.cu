@@ -75,12 +75,6 @@ __device__ __forceinline__ bool locate(A x, A y, int H, int W, bilinear<A> &b, b
     return true;
 }
 
-// A point's corners as the call samples them (p.sampling: bilinear, or discrete).
-template <typename A>
-__device__ __forceinline__ bool locate_sample(const msda_kparams &p, A x, A y, int H, int W, bilinear<A> &b) {
-    return locate(x, y, H, W, b, p.sampling != 0);
-}
-
 // The level table as a block uses it, in shared memory.
 struct level_table {
     int32_t h[MSDA_KP_MAX_LEVELS], w[MSDA_KP_MAX_LEVELS];
@@ -514,7 +508,7 @@ __device__ __forceinline__ void forward(const msda_kparams &p) {
                         a = exp(wgt[lp] - wmax) / wsum;
                     else
                         a = wgt[lp];
-                    if (locate_sample(p, loc[2 * lp], loc[2 * lp + 1], H, W, b)) {
+                    if (locate(loc[2 * lp], loc[2 * lp + 1], H, W, b, p.sampling != 0)) {
 #pragma unroll
                         for (int j = 0; j < 4; j++) {
                             if (!b.in[j]) continue;
