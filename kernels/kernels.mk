@@ -101,7 +101,7 @@ FAKE_LAUNCH_DRIVER := $(KERNEL_DIR)/fake-launch/libcuda.so.1
 $(FAKE_LAUNCH_DRIVER): tests/fakes/fakelaunch.c tests/fakes/fakelaunch.h kernels/msda_kparams.h | deps
 	@mkdir -p $(@D)
 	$(CC) $(CSTD) $(WARN) -O2 -g -fPIC -shared -fvisibility=hidden -Wl,-soname,libcuda.so.1 -Ikernels \
-	  -I$(MSDA_CUDA_HOME)/include -o $@ $< -llz4 -lzstd
+	  -I$(MSDA_CUDA_HOME)/include -o $@ $< -lelf -llz4 -lzstd
 
 # The architecture x driver table of the images the loader picks (tests/kernels/test_images.c).
 image-table: $(KERNEL_DIR)/test-kernels $(FAKE_LAUNCH_DRIVER)

@@ -15,7 +15,8 @@
  * found, as on a GPU.
  * Not thread-safe: the tests call libmsda from one thread. */
 #include <cuda.h>
-#include <elf.h>
+#include <gelf.h>
+#include <libelf.h>
 #include <lz4.h>
 #include <zstd.h>
 #include <stdint.h>
@@ -45,7 +46,7 @@ static struct {
     unsigned char *code;
     size_t size;
     int is_ptx;
-    unsigned char ptx_config[256]; /* a PTX module's own msda_config, under FAKE_DRIVER_OWN_CONFIG */
+    unsigned char own_config[256]; /* the module's own msda_config, under FAKE_DRIVER_OWN_CONFIG */
 } modules[FAKE_MAX_MODULES];
 static int module_count;
 
@@ -290,41 +291,32 @@ FAKE_EXPORT CUresult cuModuleGetFunction(CUfunction *fn, CUmodule mod, const cha
     return CUDA_SUCCESS;
 }
 
-/* The initial bytes of the global NAME in an ELF64 cubin (a __constant__ one's in its constant
- * bank section), with their size in BYTES; NULL where the cubin has no such initialised symbol.
- * Headers are copied out, as the code buffer's offsets need not be aligned for them. */
-static const unsigned char *cubin_global(const unsigned char *code, size_t size, const char *name, size_t *bytes) {
-    Elf64_Ehdr eh;
-    if (size < sizeof eh || memcmp(code, ELFMAG, SELFMAG) != 0 || code[EI_CLASS] != ELFCLASS64) return NULL;
-    memcpy(&eh, code, sizeof eh);
-    if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff > size ||
-        (size - eh.e_shoff) / sizeof(Elf64_Shdr) < eh.e_shnum)
-        return NULL;
-    for (unsigned s = 0; s < eh.e_shnum; s++) {
-        Elf64_Shdr symtab, strtab;
-        memcpy(&symtab, code + eh.e_shoff + s * sizeof symtab, sizeof symtab);
-        if (symtab.sh_type != SHT_SYMTAB || symtab.sh_link >= eh.e_shnum || symtab.sh_offset > size ||
-            symtab.sh_size > size - symtab.sh_offset)
-            continue;
-        memcpy(&strtab, code + eh.e_shoff + symtab.sh_link * sizeof strtab, sizeof strtab);
-        if (strtab.sh_offset > size || strtab.sh_size > size - strtab.sh_offset) continue;
-        for (uint64_t k = 0; k < symtab.sh_size / sizeof(Elf64_Sym); k++) {
-            Elf64_Sym sym;
-            memcpy(&sym, code + symtab.sh_offset + k * sizeof sym, sizeof sym);
-            const size_t len = strlen(name);
-            if (sym.st_name >= strtab.sh_size || strtab.sh_size - sym.st_name <= len ||
-                memcmp(code + strtab.sh_offset + sym.st_name, name, len + 1) != 0 || sym.st_shndx >= eh.e_shnum)
-                continue;
-            Elf64_Shdr data;
-            memcpy(&data, code + eh.e_shoff + sym.st_shndx * sizeof data, sizeof data);
-            if (data.sh_type == SHT_NOBITS || sym.st_value > data.sh_size || sym.st_size > data.sh_size - sym.st_value ||
-                data.sh_offset > size || data.sh_size > size - data.sh_offset)
-                return NULL;
-            *bytes = sym.st_size;
-            return code + data.sh_offset + sym.st_value;
+/* The initial bytes of the global NAME in a cubin (a __constant__ one's are in its constant bank
+ * section) copied into OUT, at most CAP of them (libelf, as msda-doctor reads cubins); their
+ * count, or 0 where the cubin has no such initialised symbol. */
+static size_t cubin_global(unsigned char *code, size_t size, const char *name, unsigned char *out, size_t cap) {
+    if (elf_version(EV_CURRENT) == EV_NONE) return 0;
+    Elf *elf = elf_memory((char *)code, size);
+    if (!elf) return 0;
+    size_t found = 0;
+    for (Elf_Scn *scn = NULL; !found && (scn = elf_nextscn(elf, scn)) != NULL;) {
+        GElf_Shdr sh;
+        Elf_Data *syms = gelf_getshdr(scn, &sh) && sh.sh_type == SHT_SYMTAB ? elf_getdata(scn, NULL) : NULL;
+        for (size_t k = 0; syms && sh.sh_entsize && !found && k < sh.sh_size / sh.sh_entsize; k++) {
+            GElf_Sym sym;
+            const char *sym_name = gelf_getsym(syms, (int)k, &sym) ? elf_strptr(elf, sh.sh_link, sym.st_name) : NULL;
+            if (!sym_name || strcmp(sym_name, name) != 0) continue;
+            Elf_Data *data = elf_getdata(elf_getscn(elf, sym.st_shndx), NULL);
+            if (data && data->d_buf && sym.st_size <= cap && sym.st_value <= data->d_size &&
+                sym.st_size <= data->d_size - sym.st_value) {
+                memcpy(out, (const unsigned char *)data->d_buf + sym.st_value, sym.st_size);
+                found = sym.st_size;
+            }
+            break;
         }
     }
-    return NULL;
+    elf_end(elf);
+    return found;
 }
 
 /* The initial bytes of the PTX array `.b8 NAME[N] = {...}` (bytes the list leaves out are 0) into
@@ -355,14 +347,11 @@ FAKE_EXPORT CUresult cuModuleGetGlobal_v2(CUdeviceptr *ptr, size_t *bytes, CUmod
     const int m = module_index(mod);
     if (m < 0) return CUDA_ERROR_INVALID_HANDLE;
     if ((driver_flags & FAKE_DRIVER_OWN_CONFIG) && strcmp(name, "msda_config") == 0) {
-        size_t own_bytes = 0;
-        const unsigned char *own = modules[m].ptx_config;
-        if (modules[m].is_ptx)
-            own_bytes = ptx_global(modules[m].code, modules[m].size, name, modules[m].ptx_config,
-                                   sizeof modules[m].ptx_config);
-        else
-            own = cubin_global(modules[m].code, modules[m].size, name, &own_bytes);
-        if (!own || !own_bytes) return CUDA_ERROR_NOT_FOUND;
+        unsigned char *own = modules[m].own_config;
+        const size_t own_bytes = modules[m].is_ptx
+                                     ? ptx_global(modules[m].code, modules[m].size, name, own, sizeof modules[m].own_config)
+                                     : cubin_global(modules[m].code, modules[m].size, name, own, sizeof modules[m].own_config);
+        if (!own_bytes) return CUDA_ERROR_NOT_FOUND;
         *ptr = (CUdeviceptr)(uintptr_t)own;
         *bytes = own_bytes;
         return CUDA_SUCCESS;
