@@ -8,6 +8,7 @@ from ._library import DType, library
 from ._shapes import (check_counts, check_forward, check_forward_points, check_grad_output, check_method,
                       output_shape)
 
+
 def _np() -> Any:
     try:
         import numpy
