@@ -164,7 +164,8 @@ PY
   done
   # the same archive with its true count is read
   run --separate-stderr "$MSDA_DOCTOR" inspect "$(t count2.whl)"
-  [ "$status" -eq 0 ] && [[ "$output" == *"no CUDA device code"* ]]
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"no CUDA device code"* ]]
 }
 
 @test "a corrupt wheel" {

@@ -38,7 +38,8 @@ setup() {
   [ "$status" -eq 1 ]
   [[ "$stderr" == *"needs glibc newer than 2.17"* || "$stderr" == *"which is not one of glibc's libraries"* ]]
   run --separate-stderr "$MSDA_RELEASE_TOOL" check "$TOOL" "$FOREIGN_CPU"
-  [ "$status" -eq 1 ] && [[ "$stderr" == *"not an ELF file for $FOREIGN_CPU"* ]]
+  [ "$status" -eq 1 ]
+  [[ "$stderr" == *"not an ELF file for $FOREIGN_CPU"* ]]
 }
 
 @test "release: the tarball holds the binary, the man page and every bundled library's notice" {
@@ -51,14 +52,16 @@ setup() {
     [ -n "$(find "$top/share/doc/msda-doctor/NOTICES/$lib" -type f 2>/dev/null)" ] || { echo "no notice for $lib" >&2; return 1; }
   done
   run "$TOOL" --version
-  [ "$status" -eq 0 ] && [[ "$output" == *"$MSDA_VERSION"* ]]
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"$MSDA_VERSION"* ]]
 }
 
 @test "release: the wheel carries the binary as an executable script; pip installs it and it runs" {
   # the zip entry's Unix mode (the high 16 bits of its external attributes), as zipinfo shows it
   run python3 -c 'import stat, sys, zipfile; print(stat.filemode(zipfile.ZipFile(sys.argv[1]).getinfo(sys.argv[2]).external_attr >> 16))' \
       "$WHEEL" "msda_doctor-$MSDA_VERSION.data/scripts/msda-doctor"
-  [ "$status" -eq 0 ] && [[ "$output" == -rwxr-xr-x* ]]
+  [ "$status" -eq 0 ]
+  [[ "$output" == -rwxr-xr-x* ]]
   python3 -m venv "$BATS_TEST_TMPDIR/venv"
   run "$BATS_TEST_TMPDIR/venv/bin/pip" install --no-index --no-cache-dir -q "$WHEEL"
   [ "$status" -eq 0 ] || { echo "$output" >&2; return 1; }
@@ -66,7 +69,8 @@ setup() {
   cmp "$BATS_TEST_TMPDIR/venv/bin/msda-doctor" "$TOOL"
   [ -f "$BATS_TEST_TMPDIR/venv/share/man/man1/msda-doctor.1" ]
   run "$BATS_TEST_TMPDIR/venv/bin/msda-doctor" --version
-  [ "$status" -eq 0 ] && [[ "$output" == *"$MSDA_VERSION"* ]]
+  [ "$status" -eq 0 ]
+  [[ "$output" == *"$MSDA_VERSION"* ]]
   # diagnose from the installed tool, with its probes: a report, exit 0 or 1, never a crash.
   run --separate-stderr "$BATS_TEST_TMPDIR/venv/bin/msda-doctor" diagnose --json
   [ "$status" -le 1 ] || { echo "exit $status: $stderr" >&2; return 1; }
