@@ -1388,11 +1388,9 @@ template <class Tr> __device__ __forceinline__ void exact_finish(const msda_kpar
         backward<TR, CR, 1, true, true>(p);                                                                          \
     }
 
-#if MSDA_IN_PART(MSDA_PART_F32_BF16)
+#if MSDA_IN_PART(MSDA_PART_MAIN)
 MSDA_KERNEL_PAIR(f32, f32_t, f32_t, 4)
 MSDA_KERNEL_PAIR(f32, f32_t, f32_t, 1)
-#endif
-#if MSDA_IN_PART(MSDA_PART_F16_F64)
 MSDA_KERNEL_PAIR(f64, f64_t, f64_t, 2)
 MSDA_KERNEL_PAIR(f64, f64_t, f64_t, 1)
 #endif
@@ -1400,7 +1398,7 @@ MSDA_KERNEL_PAIR(f64, f64_t, f64_t, 1)
 // the all-buffer kernel serves alone (msda_launch.c, plan_buffer: no level adds natively), so
 // that type's mixed backward is not built there (sm_35 to sm_62 for both types, sm_70 to sm_75
 // for bf16: a third to a fifth of their kernels' code).
-#if MSDA_ENABLE_F16 && MSDA_IN_PART(MSDA_PART_F16_F64)
+#if MSDA_ENABLE_F16 && MSDA_IN_PART(MSDA_PART_F16)
 MSDA_16BIT_SET(MSDA_FORWARD_PAIR, f16, f16_t)
 #if MSDA_F16_STRATEGY != MSDA_ATOMIC_F32_BUFFER
 MSDA_16BIT_SET(MSDA_BACKWARD_PAIR, f16, f16_t)
@@ -1414,7 +1412,7 @@ MSDA_KERNEL msda_gather_replicas_f16(const msda_kparams p) { gather_replicas<f16
 MSDA_KERNEL msda_zero_backward_f16(const msda_kparams p) { zero_backward(p); }
 #endif
 #endif
-#if MSDA_ENABLE_BF16 && MSDA_IN_PART(MSDA_PART_F32_BF16)
+#if MSDA_ENABLE_BF16 && MSDA_IN_PART(MSDA_PART_MAIN)
 MSDA_16BIT_SET(MSDA_FORWARD_PAIR, bf16, bf16_t)
 // Where bf16 takes half sums its mixed backward runs on none of the problems the launcher gives
 // it (past half sums' limit of adds it takes the all-buffer kernel), so it is not built; nor
@@ -1462,7 +1460,7 @@ MSDA_KERNEL msda_zero_backward_bf16(const msda_kparams p) { zero_backward(p); }
     MSDA_KERNEL msda_exact_bounds_##NAME(const msda_kparams p) { exact_bounds_of<TR, TR>(p); }                      \
     MSDA_KERNEL msda_exact_bounds_##NAME##c32(const msda_kparams p) { exact_bounds_of<TR, f32_t>(p); }              \
     MSDA_KERNEL msda_exact_finish_##NAME(const msda_kparams p) { exact_finish<TR>(p); }
-#if MSDA_IN_PART(MSDA_PART_F32_BF16)
+#if MSDA_IN_PART(MSDA_PART_MAIN)
 MSDA_EXACT_PAIR(f32, f32_t, f32_t, 4)
 MSDA_EXACT_PAIR(f32, f32_t, f32_t, 1)
 MSDA_EXACT_PAIR(f64, f64_t, f64_t, 2)
@@ -1472,9 +1470,9 @@ MSDA_KERNEL msda_exact_bounds_f64(const msda_kparams p) { exact_bounds_of<f64_t,
 MSDA_KERNEL msda_exact_finish_f32(const msda_kparams p) { exact_finish<f32_t>(p); }
 MSDA_KERNEL msda_exact_finish_f64(const msda_kparams p) { exact_finish<f64_t>(p); }
 #endif
-#if MSDA_ENABLE_F16 && MSDA_IN_PART(MSDA_PART_F16_F64)
+#if MSDA_ENABLE_F16 && MSDA_IN_PART(MSDA_PART_F16)
 MSDA_EXACT_SET(f16, f16_t)
 #endif
-#if MSDA_ENABLE_BF16 && MSDA_IN_PART(MSDA_PART_F16_F64)
+#if MSDA_ENABLE_BF16 && MSDA_IN_PART(MSDA_PART_F16)
 MSDA_EXACT_SET(bf16, bf16_t)
 #endif

@@ -107,7 +107,7 @@ typedef struct msda_device_config {
                                           (msda_launch.c, head_phases_log2) */
 } msda_device_config;
 
-#define MSDA_DEVICE_ABI 20 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
+#define MSDA_DEVICE_ABI 19 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
                               8: the buffer's levels planned on the device, packed;
                               9: points16_waves; 10: the backward's query spread;
                               11: bf16's half sums; 12: f16 replicas; 13: grad_value and the
@@ -118,8 +118,7 @@ typedef struct msda_device_config {
                               deterministic kernels, no bf16 mixed backward beside half sums;
                               17: no 8-byte kernels of a 16-bit value with f32 coordinates;
                               18: a point count per level, discrete sampling;
-                              19: no mixed 16-bit backward under the f32-buffer strategy;
-                              20: f64's forward and backward in the second part */
+                              19: no mixed 16-bit backward under the f32-buffer strategy */
 
 /* The points a level of the forward's points kernels (msda_forward_points_*). */
 #define MSDA_FAST_POINTS 4

@@ -161,15 +161,12 @@ static int kernel_built(const msda_device_config *cfg, msda_kernel_id k) {
     }
 }
 
-/* The part whose module holds kernel NAME (msda_parts.h, msda_kernels.cu): f16's kernels,
- * bf16's deterministic backward and f64's forward and backward are in MSDA_PART_F16_F64, the rest
- * in MSDA_PART_F32_BF16. Every f16 kernel's name has "_f16" ("_bf16" does not), every f64 one's
- * "_f64", every deterministic one's "exact" (f64's bounds and rounding among them). */
+/* The part whose module holds kernel NAME (msda_parts.h, msda_kernels.cu): f16's kernels and
+ * bf16's deterministic backward are in MSDA_PART_F16, the rest in MSDA_PART_MAIN. Every f16
+ * kernel's name has "_f16" ("_bf16" does not), every deterministic one's "exact". */
 static int kernel_part(const char *name) {
-    const int exact = strstr(name, "exact") != NULL;
-    if (strstr(name, "_f16") || (strstr(name, "_bf16") && exact) || (strstr(name, "_f64") && !exact))
-        return MSDA_PART_F16_F64;
-    return MSDA_PART_F32_BF16;
+    if (strstr(name, "_f16") || (strstr(name, "_bf16") && strstr(name, "exact"))) return MSDA_PART_F16;
+    return MSDA_PART_MAIN;
 }
 
 /* The current context's compute capability as major * 10 + minor, or -1 when unknown. */

@@ -4,20 +4,18 @@
  * module; every part holds msda_config. Shared by the device code, which compiles a part's
  * kernels only, and the loader, which looks each kernel up in its part's module.
  *
- * The split balances cicc's and ptxas's time on two cores, by sm_90's PTX and SASS (CUDA 13.0:
- * 69 and 71 thousand lines of PTX, 1.23 and 1.23 MB of SASS; kernels/PERF.md, "Parts balanced
- * by their code"):
- *   part 0: the f32 kernels, bf16's but for its deterministic backward, f64's deterministic
- *           backward;
- *   part 1: the f16 kernels, bf16's deterministic backward, f64's forward and backward.
+ * The split balances cicc's and ptxas's time (CUDA 13.0, sm_90, cicc + ptxas on one core: part 0
+ * 7.5 + 5.8 s, part 1 5.8 + 4.2 s; kernels/PERF.md, "Fewer kernels to compile"):
+ *   part 0: the f32 and f64 kernels, and bf16's but for its deterministic backward;
+ *   part 1: the f16 kernels, and bf16's deterministic backward.
  * kernels/libmsda.json's device.parts says how many parts the build compiles; a library whose
  * fatbins were built in another number of parts is refused when loaded. */
 #ifndef MSDA_PARTS_H
 #define MSDA_PARTS_H
 
 #define MSDA_PART_COUNT 2
-#define MSDA_PART_F32_BF16 0 /* f32, bf16, f64's deterministic backward */
-#define MSDA_PART_F16_F64 1  /* f16, f64, bf16's deterministic backward */
+#define MSDA_PART_MAIN 0   /* f32, f64, bf16 */
+#define MSDA_PART_F16 1    /* f16, bf16's deterministic backward */
 
 #if defined(MSDA_PART) && (MSDA_PART < 0 || MSDA_PART >= MSDA_PART_COUNT)
 #error "MSDA_PART must be from 0 to MSDA_PART_COUNT - 1"

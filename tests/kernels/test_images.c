@@ -205,9 +205,8 @@ START_TEST(every_gpu_from_maxwell_loads_an_image_on_every_driver_from_450) {
 END_TEST
 
 /* Every image is MSDA_PART_COUNT fatbins (kernels/msda_parts.h), distinct and of the same
- * architectures; each kernel is in the part the loader looks it up in: f16's kernels, bf16's
- * deterministic backward and f64's forward and backward in MSDA_PART_F16_F64, the rest in
- * MSDA_PART_F32_BF16. The fake driver finds a
+ * architectures; each kernel is in the part the loader looks it up in: f16's kernels and bf16's
+ * deterministic backward in MSDA_PART_F16, the rest in MSDA_PART_MAIN. The fake driver finds a
  * kernel only in the module that has it (where another module of the context has it). */
 START_TEST(each_image_is_its_parts_and_each_kernel_is_in_its_own) {
     for (uint32_t i = 0; i < msda_fatbin_table_count; i++) {
@@ -235,19 +234,11 @@ START_TEST(each_image_is_its_parts_and_each_kernel_is_in_its_own) {
     static const struct {
         const char *name;
         int part;
-    } kernels[] = {{"msda_forward_f32_v4", MSDA_PART_F32_BF16},
-                   {"msda_backward_f64_exact_v2", MSDA_PART_F32_BF16},
-                   {"msda_exact_bounds_f64", MSDA_PART_F32_BF16},
-                   {"msda_backward_bf16_buffer_v4", MSDA_PART_F32_BF16},
-                   {"msda_backward_bf16_half_v4", MSDA_PART_F32_BF16},
-                   {"msda_forward_points_bf16_v8", MSDA_PART_F32_BF16},
-                   {"msda_forward_f16_v8", MSDA_PART_F16_F64},
-                   {"msda_gather_replicas_f16", MSDA_PART_F16_F64},
-                   {"msda_backward_bf16_exact_v4", MSDA_PART_F16_F64},
-                   {"msda_exact_finish_bf16", MSDA_PART_F16_F64},
-                   {"msda_forward_f64_v2", MSDA_PART_F16_F64},
-                   {"msda_forward_points_softmax_f64_v1", MSDA_PART_F16_F64},
-                   {"msda_backward_softmax_f64_v1", MSDA_PART_F16_F64}};
+    } kernels[] = {{"msda_forward_f32_v4", MSDA_PART_MAIN},        {"msda_backward_f64_exact_v2", MSDA_PART_MAIN},
+                   {"msda_backward_bf16_buffer_v4", MSDA_PART_MAIN}, {"msda_backward_bf16_half_v4", MSDA_PART_MAIN},
+                   {"msda_forward_points_bf16_v8", MSDA_PART_MAIN}, {"msda_forward_f16_v8", MSDA_PART_F16},
+                   {"msda_gather_replicas_f16", MSDA_PART_F16},     {"msda_backward_bf16_exact_v4", MSDA_PART_F16},
+                   {"msda_exact_finish_bf16", MSDA_PART_F16}};
     for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++)
         for (int p = 0; p < MSDA_PART_COUNT; p++) {
             CUfunction fn;
