@@ -14,7 +14,9 @@ is for one architecture, this GPU's (--arch), where mmcv's wheels carry several.
 gets -O3, as a setup.py build gets Python's optimisation flags.
 
 A binding piece not found (mmcv's files changed) stops before anything is compiled. Prints how
-long the compile took; a second build with nothing changed only checks (ninja).
+long the compile took. The sources are compiled from a copy in OUT/src, each file rewritten only
+when its bytes change: a second build then compiles nothing (ninja goes by times), even where
+SRC was copied anew with new times (carried to the GPU machine again).
 
 Usage: python3 tests/bench/mmcv-msda-ext/build.py SRC OUT [--arch 9.0] (SRC: fetch.py's folder;
 --arch in TORCH_CUDA_ARCH_LIST's syntax, default this GPU's)."""
@@ -43,10 +45,11 @@ def _arch(given):
     return f"{major}.{minor}"
 
 
-def _write_if_changed(path: Path, text: str) -> None:
-    """Left untouched when it holds TEXT already, so that ninja does not compile it again."""
-    if not path.exists() or path.read_text() != text:
-        path.write_text(text)
+def _write_if_changed(path: Path, data: bytes) -> None:
+    """Left untouched when it holds DATA already, so that ninja does not compile it again."""
+    if not path.exists() or path.read_bytes() != data:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
 
 
 def main() -> None:
@@ -65,19 +68,22 @@ def main() -> None:
         sys.exit(f"build: {src} has no {', '.join(missing)} (run fetch.py); nothing compiled")
     arch = _arch(a.arch)
     os.environ["TORCH_CUDA_ARCH_LIST"] = arch
-    out.mkdir(parents=True, exist_ok=True)
-    _write_if_changed(out / BINDING, binding)
+    staged = out / "src"
+    for f in sorted(src.rglob("*")):
+        if f.is_file():
+            _write_if_changed(staged / f.relative_to(src), f.read_bytes())
+    _write_if_changed(out / BINDING, binding.encode())
     from torch.utils.cpp_extension import load
     start = time.time()
     try:
-        load(name=NAME, sources=[str(src / s) for s in SOURCES] + [str(out / BINDING)],
-             extra_include_paths=[str(src / d) for d in INCLUDE_DIRS], extra_cflags=["-O3"] + FLAGS,
+        load(name=NAME, sources=[str(staged / s) for s in SOURCES] + [str(out / BINDING)],
+             extra_include_paths=[str(staged / d) for d in INCLUDE_DIRS], extra_cflags=["-O3"] + FLAGS,
              extra_cuda_cflags=FLAGS, build_directory=str(out), with_cuda=True,
              verbose=os.environ.get("MMCV_EXT_VERBOSE") == "1")
     except (RuntimeError, OSError) as e:  # the compiler's own output is in the message
         sys.exit(f"build: failed after {time.time() - start:.0f} s: {e}")
-    print(f"build: mmcv {VERSION}'s MSDA op compiled in {time.time() - start:.0f} s for {arch} (torch "
-          f"{torch.__version__}, CUDA {torch.version.cuda}): {out / (NAME + '.so')}", flush=True)
+    print(f"build: mmcv {VERSION}'s MSDA op built in {time.time() - start:.0f} s (ninja: what changed) for "
+          f"{arch} (torch {torch.__version__}, CUDA {torch.version.cuda}): {out / (NAME + '.so')}", flush=True)
 
 
 if __name__ == "__main__":
