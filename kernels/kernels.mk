@@ -14,6 +14,9 @@
 #   make bench          (GPU machine with torch) timings against grid_sample
 #   make bench-points   (GPU machine with torch, transformers) the per-level-points op against
 #                       transformers' PyTorch version of it
+#   make bench-mmdet-prepare (here) what bench-mmdet needs there: mmdet's wheels, mmcv's MSDA sources
+#   make bench-mmdet    (GPU machine with torch, nvcc) mmdet's Deformable-DETR and DINO on mmcv's
+#                       compiled MSDA op and on msda.patch("mmcv")
 #   make accuracy       (GPU machine with torch) f16 and bf16 against f64 on the encoder, per
 #                       strategy (the library, then the variants); fails where the library's
 #                       grad_value error is over issue 11's bound (tests/bench/accuracy.py)
@@ -51,7 +54,7 @@ KERNEL_SAN_OBJS := $(patsubst kernels/%.c,$(KERNEL_DIR)/san/%.o,$(KERNEL_SRCS))
 CHECK_SUITES += kernels
 
 .PHONY: kernels check-kernels image-table gpu-check-images gpu-wheels gpu-variants gpu-check bench accuracy ncu \
-        bench-frameworks bench-points
+        bench-frameworks bench-points bench-mmdet-prepare bench-mmdet
 
 kernels: $(KERNEL_LIB)
 
@@ -196,6 +199,46 @@ bench-points: $(GPU_LIB)
 	  cp $(GPU_LIB) $(BUILD)/bench-site/msda/libmsda.so
 	@PYTHONPATH=$(abspath $(BUILD)/bench-site) MSDA_LIBRARY=$(abspath $(BUILD)/bench-site/msda/libmsda.so) \
 	  PYTHONUNBUFFERED=1 python3 tests/bench/points_op.py
+
+# mmdet's Deformable-DETR and DINO with mmcv's compiled MSDA op (the default path of an mmcv built
+# with its ops) and with msda.patch("mmcv"): tests/bench/mmdet_models.py --mmcv-ext. The GPU
+# machine has no network, and of tests.mk's PY_MMDET_PACKAGES its python3 lacks GPU_MMDET_NAMES
+# (it has the others: numpy, scipy, matplotlib, OpenCV, Pillow...). bench-mmdet-prepare (here)
+# downloads their wheels, at tests.mk's versions, for its CPython 3.12 on x86_64, and mmcv 2.1.0's
+# MSDA op sources (tests/bench/mmcv-msda-ext/fetch.py) into GPU_MMDET, to be carried there with
+# the msda wheel. bench-mmdet (there) installs the wheels into GPU_MMDET_SITE, compiles the op
+# into MMCV_MSDA_EXT (tests/bench/mmcv-msda-ext/build.py: out of the carried folder, so that a
+# second call while the machine is warm does not compile again), then times.
+# MMDET_BENCH_ARGS: more arguments of mmdet_models.py (--models DINO, --iters 5...).
+GPU_MMDET := $(BUILD)/gpu-mmdet
+GPU_MMDET_SITE := $(BUILD)/gpu-mmdet-site
+MMCV_MSDA_EXT := $(BUILD)/mmcv-msda-ext
+GPU_MMDET_NAMES := mmdet mmcv-lite mmengine addict yapf termcolor platformdirs pycocotools shapely terminaltables
+GPU_MMDET_PACKAGES = $(filter $(addsuffix ==%,$(GPU_MMDET_NAMES)),$(PY_MMDET_PACKAGES))
+MMDET_BENCH_ARGS ?=
+
+bench-mmdet-prepare:
+	@[ $(words $(GPU_MMDET_PACKAGES)) -eq $(words $(GPU_MMDET_NAMES)) ] || \
+	  { echo "bench-mmdet-prepare: PY_MMDET_PACKAGES pins $(GPU_MMDET_PACKAGES), not all of $(GPU_MMDET_NAMES)" >&2; exit 1; }
+	@rm -rf $(GPU_MMDET)/wheels
+	python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+	  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+	  -d $(GPU_MMDET)/wheels $(GPU_MMDET_PACKAGES)
+	python3 tests/bench/mmcv-msda-ext/fetch.py $(GPU_MMDET)/mmcv-src
+	@du -sh $(GPU_MMDET)
+
+bench-mmdet: $(GPU_LIB)
+	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
+	@[ -d $(GPU_MMDET)/wheels ] && [ -d $(GPU_MMDET)/mmcv-src ] || { echo "bench-mmdet: no $(GPU_MMDET)/wheels" \
+	  "or $(GPU_MMDET)/mmcv-src: run 'make bench-mmdet-prepare' where PyPI is reachable, and carry $(GPU_MMDET)" >&2; exit 1; }
+	@rm -rf $(BUILD)/bench-site && mkdir -p $(BUILD)/bench-site && cp -r wheels/msda $(BUILD)/bench-site/ && \
+	  cp $(GPU_LIB) $(BUILD)/bench-site/msda/libmsda.so
+	@rm -rf $(GPU_MMDET_SITE) && python3 -m pip install -q --no-index --no-deps --target $(GPU_MMDET_SITE) \
+	  $(GPU_MMDET)/wheels/*.whl
+	@PYTHONUNBUFFERED=1 python3 tests/bench/mmcv-msda-ext/build.py $(GPU_MMDET)/mmcv-src $(MMCV_MSDA_EXT)
+	@PYTHONPATH=$(abspath $(BUILD)/bench-site):$(abspath $(GPU_MMDET_SITE)) \
+	  MSDA_LIBRARY=$(abspath $(BUILD)/bench-site/msda/libmsda.so) PYTHONUNBUFFERED=1 \
+	  python3 tests/bench/mmdet_models.py --mmcv-ext $(MMCV_MSDA_EXT) $(MMDET_BENCH_ARGS)
 
 ncu: $(GPU_LIB)
 	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
