@@ -16,7 +16,6 @@ its gradients can differ by what a swapped query changes.
 Usage: python3 tests/bench/frameworks.py [--iters N] [--models a,b] (msda importable, a GPU)."""
 import argparse
 import gc
-import random
 import statistics
 import sys
 import time
@@ -24,6 +23,7 @@ import time
 import torch
 
 import msda
+from step_ratios import median_interval, quartiles, verdict
 
 BATCH = 2
 
@@ -79,15 +79,6 @@ def _switch(replacements, on):
         r.put(r.new if on else r.original)
 
 
-def _median_interval(ratios, resamples=2000):
-    """A 95 % confidence interval of the median of RATIOS: the 2.5th and 97.5th percentiles of
-    the medians of RESAMPLES resamples with replacement (seeded: the same steps give the same
-    interval)."""
-    pick = random.Random(0)
-    medians = sorted(statistics.median(pick.choices(ratios, k=len(ratios))) for _ in range(resamples))
-    return medians[int(0.025 * resamples)], medians[int(0.975 * resamples) - 1]
-
-
 def _time(model, inputs, weights, autocast, iters, replacements):
     """Medians (own, msda) of forward + backward, the quartiles of the step-by-step ratio own /
     msda, and the 95 % interval of its median. The two paths are interleaved step by step, so that a drift of the machine's
@@ -110,10 +101,8 @@ def _time(model, inputs, weights, autocast, iters, replacements):
             if i >= 3:  # warm-up
                 times[on].append(start.elapsed_time(end))
     _switch(replacements, False)
-    ratios = sorted(own / new for own, new in zip(*times))
-    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
-    return (statistics.median(times[0]), statistics.median(times[1]), (quartiles[0], quartiles[2]),
-            _median_interval(ratios))
+    ratios = [own / new for own, new in zip(*times)]
+    return statistics.median(times[0]), statistics.median(times[1]), quartiles(ratios), median_interval(ratios)
 
 
 def _max_difference(a, b):
@@ -189,8 +178,8 @@ def main():
         replacements = list(msda._patch._active)
         for autocast in (False, True):
             own, new, (low, high), (lo95, hi95) = _time(model, inputs, weights, autocast, args.iters, replacements)
-            slower += hi95 < 1
-            unproven += lo95 <= 1 <= hi95
+            slower += verdict((lo95, hi95)) == "slower"
+            unproven += verdict((lo95, hi95)) == "even"
             print(f"{name:<22} {'bf16 auto' if autocast else 'f32':<10} {own:9.1f} {new:9.1f} {own / new:8.2f}x "
                   f"{low:5.2f}-{high:4.2f}x {lo95:5.2f}-{hi95:4.2f}x {enc_diff:9.1e} {out_diff:9.1e} "
                   f"{grad_diff:9.1e}", flush=True)

@@ -26,6 +26,7 @@ Usage: python3 tests/bench/mmdet_models.py [--iters N] [--size HxW] [--device cu
 [--models A,B] [--autocast bf16|f16] [--mmcv-ext SO_OR_DIR] (msda, mmdet and mmcv-lite
 importable; make bench-mmdet on the GPU machine)."""
 import argparse
+import gc
 import importlib.util
 import os
 import statistics
@@ -37,6 +38,7 @@ from pathlib import Path
 import torch
 
 import msda
+from step_ratios import median_interval, verdict
 
 EXT = "mmcv._ext"
 EXT_FUNCTIONS = ("ms_deform_attn_forward", "ms_deform_attn_backward")
@@ -169,18 +171,23 @@ def _sync(device):
 
 
 def _time(model, images, samples, autocast, iters, routes, device):
+    """Medians (own, msda) of a step, and the 95 % interval of the median step-by-step ratio
+    own / msda: the paths interleaved step by step, the garbage collected before each step,
+    outside the timing, as tests/bench/frameworks.py does."""
     times = ([], [])
     for i in range(iters + 2):
         for on in (False, True):
             routes.use(on)
             model.zero_grad(set_to_none=True)
+            gc.collect()
             _sync(device)
             start = time.perf_counter()
             _step(model, images, samples, autocast, device)
             _sync(device)
             if i >= 2:  # warm-up
                 times[on].append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times[0]), statistics.median(times[1])
+    return statistics.median(times[0]), statistics.median(times[1]), \
+        median_interval([own / new for own, new in zip(*times)])
 
 
 def _differences(model, images, samples, routes, device):
@@ -275,8 +282,9 @@ def main():
     print(f"mmdet {mmdet.__version__}, torch {torch.__version__}, "
           f"{torch.cuda.get_device_name() if a.device == 'cuda' else 'cpu'}; batch 2 of {a.size}, loss + backward, "
           f"median of {a.iters} (ms)")
-    header = (f"{'model':15s} {'f32 ' + own:>{full}s} {'f32 msda':>8s} {'x':>5s} {half + ' ' + own:>{low_own}s} "
-              f"{half + ' msda':>9s} {'x':>5s} {'loss diff':>9s} {'grad diff':>9s}")
+    header = (f"{'model':15s} {'f32 ' + own:>{full}s} {'f32 msda':>8s} {'x':>5s} {'95%':>9s} "
+              f"{half + ' ' + own:>{low_own}s} {half + ' msda':>9s} {'x':>5s} {'95%':>9s} {'loss diff':>9s} "
+              f"{'grad diff':>9s}")
     if ext is None:
         print(header)
     else:  # printed once the first model's steps are seen to take the routes it names
@@ -304,8 +312,13 @@ def main():
         loss_diff, grad_diff = _differences(model, images, samples, routes, a.device)
         f32 = _time(model, images, samples, None, a.iters, routes, a.device)
         low = _time(model, images, samples, HALF[half], a.iters, routes, a.device)
-        print(f"{name:15s} {f32[0]:{full}.1f} {f32[1]:8.1f} {f32[0] / f32[1]:5.2f} {low[0]:{low_own}.1f} "
-              f"{low[1]:9.1f} {low[0] / low[1]:5.2f} {loss_diff:9.1e} {grad_diff:9.1e}{calls}", flush=True)
+        print(f"{name:15s} {f32[0]:{full}.1f} {f32[1]:8.1f} {f32[0] / f32[1]:5.2f} {f32[2][0]:4.2f}-{f32[2][1]:4.2f} "
+              f"{low[0]:{low_own}.1f} {low[1]:9.1f} {low[0] / low[1]:5.2f} {low[2][0]:4.2f}-{low[2][1]:4.2f} "
+              f"{loss_diff:9.1e} {grad_diff:9.1e}{calls}", flush=True)
+        for precision, t in (("f32", f32), (half, low)):
+            if verdict(t[2]) != "faster":
+                print(f"  {name} {precision}: msda {verdict(t[2])} (the median ratio's 95 % interval "
+                      f"{t[2][0]:.2f}-{t[2][1]:.2f})", flush=True)
         routes.use(True)
 
 
