@@ -17,6 +17,7 @@ import torch
 
 import frameworks
 import msda
+from step_ratios import quartiles
 
 ATTR = "ms_deformable_attn_core"  # where D-FINE's attention layers keep the function
 
@@ -80,8 +81,8 @@ def main():
                         steps[on].append(start.elapsed_time(end))
                         core[on].append(spent[0] * 1e3)
                         calls = spent[1]
-            ratios = sorted(a / b for a, b in zip(*steps))
-            low, _, high = statistics.quantiles(ratios, n=4)
+            ratios = [a / b for a, b in zip(*steps)]
+            low, high = quartiles(ratios)
             print(f"{name:<20} {'bf16 auto' if autocast else 'f32':<10} {statistics.median(steps[0]):8.1f} "
                   f"{statistics.median(steps[1]):8.1f} {statistics.median(ratios):5.2f}x {low:4.2f}-{high:4.2f}x "
                   f"{statistics.median(core[0]):10.2f} ms {statistics.median(core[1]):6.2f} {calls:6d}", flush=True)
