@@ -184,20 +184,25 @@ accuracy: $(GPU_LIB) gpu-variants
 	@PYTHONUNBUFFERED=1 python3 tests/bench/accuracy.py --cases enc_b2 default=$(GPU_LIB) \
 	  $(foreach n,$(GPU_VARIANT_NAMES),$(n)=$(BUILD)/variant-$(n)/kernels/libmsda.so)
 
+# The msda package of this tree with the library under test, as the model benchmarks import it
+# (BENCH_SITE_ENV: PYTHONPATH last, so that a benchmark may add folders after it).
+BENCH_SITE := $(BUILD)/bench-site
+BENCH_SITE_ENV = MSDA_LIBRARY=$(abspath $(BENCH_SITE)/msda/libmsda.so) PYTHONPATH=$(abspath $(BENCH_SITE))
+bench_site = rm -rf $(BENCH_SITE) && mkdir -p $(BENCH_SITE) && cp -r wheels/msda $(BENCH_SITE)/ && \
+  cp $(GPU_LIB) $(BENCH_SITE)/msda/libmsda.so
+
 # transformers' models (the machine's transformers) with their own MSDA path and with msda.patch.
 bench-frameworks: $(GPU_LIB)
 	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
-	@rm -rf $(BUILD)/bench-site && mkdir -p $(BUILD)/bench-site && cp -r wheels/msda $(BUILD)/bench-site/ && \
-	  cp $(GPU_LIB) $(BUILD)/bench-site/msda/libmsda.so
-	@PYTHONPATH=$(abspath $(BUILD)/bench-site) MSDA_LIBRARY=$(abspath $(BUILD)/bench-site/msda/libmsda.so) \
+	@$(bench_site)
+	@$(BENCH_SITE_ENV) \
 	  HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 python3 tests/bench/frameworks.py
 
 # The per-level-points op against transformers' PyTorch version of it (RT-DETR v2's, D-FINE's).
 bench-points: $(GPU_LIB)
 	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
-	@rm -rf $(BUILD)/bench-site && mkdir -p $(BUILD)/bench-site && cp -r wheels/msda $(BUILD)/bench-site/ && \
-	  cp $(GPU_LIB) $(BUILD)/bench-site/msda/libmsda.so
-	@PYTHONPATH=$(abspath $(BUILD)/bench-site) MSDA_LIBRARY=$(abspath $(BUILD)/bench-site/msda/libmsda.so) \
+	@$(bench_site)
+	@$(BENCH_SITE_ENV) \
 	  PYTHONUNBUFFERED=1 python3 tests/bench/points_op.py
 
 # mmdet's Deformable-DETR and DINO with mmcv's compiled MSDA op (the default path of an mmcv built
@@ -231,13 +236,11 @@ bench-mmdet: $(GPU_LIB)
 	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
 	@[ -d $(GPU_MMDET)/wheels ] && [ -d $(GPU_MMDET)/mmcv-src ] || { echo "bench-mmdet: no $(GPU_MMDET)/wheels" \
 	  "or $(GPU_MMDET)/mmcv-src: run 'make bench-mmdet-prepare' where PyPI is reachable, and carry $(GPU_MMDET)" >&2; exit 1; }
-	@rm -rf $(BUILD)/bench-site && mkdir -p $(BUILD)/bench-site && cp -r wheels/msda $(BUILD)/bench-site/ && \
-	  cp $(GPU_LIB) $(BUILD)/bench-site/msda/libmsda.so
+	@$(bench_site)
 	@rm -rf $(GPU_MMDET_SITE) && python3 -m pip install -q --no-index --no-deps --target $(GPU_MMDET_SITE) \
 	  $(GPU_MMDET)/wheels/*.whl
 	@PYTHONUNBUFFERED=1 python3 tests/bench/mmcv-msda-ext/build.py $(GPU_MMDET)/mmcv-src $(MMCV_MSDA_EXT)
-	@PYTHONPATH=$(abspath $(BUILD)/bench-site):$(abspath $(GPU_MMDET_SITE)) \
-	  MSDA_LIBRARY=$(abspath $(BUILD)/bench-site/msda/libmsda.so) PYTHONUNBUFFERED=1 \
+	@$(BENCH_SITE_ENV):$(abspath $(GPU_MMDET_SITE)) PYTHONUNBUFFERED=1 \
 	  python3 tests/bench/mmdet_models.py --mmcv-ext $(MMCV_MSDA_EXT) $(MMDET_BENCH_ARGS)
 
 ncu: $(GPU_LIB)

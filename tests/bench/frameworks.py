@@ -81,11 +81,11 @@ def _switch(replacements, on):
 
 def _time(model, inputs, weights, autocast, iters, replacements):
     """Medians (own, msda) of forward + backward, the quartiles of the step-by-step ratio own /
-    msda, and the 95 % interval of its median. The two paths are interleaved step by step, so that a drift of the machine's
-    speed (these models are bound by the CPU's launches, under autocast most) falls on both
-    alike; the garbage is collected before each step, outside the timing, so that each step
-    starts from the same heap and a collection of the garbage of earlier steps (of either path)
-    falls inside neither path's step."""
+    msda, and the 95 % interval of its median. The two paths are interleaved step by step, so
+    that a drift of the machine's speed (these models are bound by the CPU's launches, under
+    autocast most) falls on both alike; the garbage is collected before each step, outside the
+    timing, so that each step starts from the same heap and a collection of the garbage of
+    earlier steps (of either path) falls inside neither path's step."""
     times = ([], [])
     for i in range(iters + 3):
         for on in (False, True):
@@ -178,8 +178,9 @@ def main():
         replacements = list(msda._patch._active)
         for autocast in (False, True):
             own, new, (low, high), (lo95, hi95) = _time(model, inputs, weights, autocast, args.iters, replacements)
-            slower += verdict((lo95, hi95)) == "slower"
-            unproven += verdict((lo95, hi95)) == "even"
+            found = verdict((lo95, hi95))
+            slower += found == "slower"
+            unproven += found == "even"
             print(f"{name:<22} {'bf16 auto' if autocast else 'f32':<10} {own:9.1f} {new:9.1f} {own / new:8.2f}x "
                   f"{low:5.2f}-{high:4.2f}x {lo95:5.2f}-{hi95:4.2f}x {enc_diff:9.1e} {out_diff:9.1e} "
                   f"{grad_diff:9.1e}", flush=True)
