@@ -192,11 +192,13 @@ bench_site = rm -rf $(BENCH_SITE) && mkdir -p $(BENCH_SITE) && cp -r wheels/msda
   cp $(GPU_LIB) $(BENCH_SITE)/msda/libmsda.so
 
 # transformers' models (the machine's transformers) with their own MSDA path and with msda.patch.
+# FRAMEWORKS_BENCH_ARGS: more arguments of frameworks.py (--models DFineModel, --iters 100...).
+FRAMEWORKS_BENCH_ARGS ?=
 bench-frameworks: $(GPU_LIB)
 	@echo "library under test: $(GPU_LIB), from $(GPU_WHEEL)"
 	@$(bench_site)
 	@$(BENCH_SITE_ENV) \
-	  HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 python3 tests/bench/frameworks.py
+	  HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 python3 tests/bench/frameworks.py $(FRAMEWORKS_BENCH_ARGS)
 
 # The per-level-points op against transformers' PyTorch version of it (RT-DETR v2's, D-FINE's).
 bench-points: $(GPU_LIB)
