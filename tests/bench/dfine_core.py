@@ -22,7 +22,7 @@ import torch
 
 import frameworks
 import msda
-from step_ratios import quartiles
+from step_ratios import count, quartiles
 
 ATTR = "ms_deformable_attn_core"  # where D-FINE's attention layers keep the function
 
@@ -75,9 +75,9 @@ def _print_profile(own, new, rows=15):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--iters", type=int, default=40)
+    parser.add_argument("--iters", type=count(1), default=40)
     parser.add_argument("--models", default="DFineModel,DFineModel-3-6-3")
-    parser.add_argument("--profile", type=int, default=0, metavar="K")
+    parser.add_argument("--profile", type=count(0), default=0, metavar="K")
     args = parser.parse_args()
     import transformers.models.d_fine.modeling_d_fine as d_fine
     print(f"{'model':<20} {'precision':<10} {'own ms':>8} {'msda ms':>8} {'ratio':>6} {'IQR':>10} "

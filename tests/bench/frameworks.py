@@ -23,7 +23,7 @@ import time
 import torch
 
 import msda
-from step_ratios import median_interval, quartiles, verdict
+from step_ratios import count, median_interval, quartiles, verdict
 
 BATCH = 2
 
@@ -139,7 +139,7 @@ def _differences(model, inputs, weights):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--iters", type=int, default=30)
+    parser.add_argument("--iters", type=count(1), default=30)
     parser.add_argument("--models", default="")
     args = parser.parse_args()
     import transformers

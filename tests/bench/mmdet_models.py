@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 
 import msda
-from step_ratios import median_interval, verdict
+from step_ratios import count, median_interval, verdict
 
 EXT = "mmcv._ext"
 EXT_FUNCTIONS = ("ms_deform_attn_forward", "ms_deform_attn_backward")
@@ -245,7 +245,7 @@ def _ext_replacements(ext, compiled):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--iters", type=int, default=15)
+    p.add_argument("--iters", type=count(1), default=15)
     p.add_argument("--size", default="800x1066")
     p.add_argument("--device", default="cuda")
     p.add_argument("--models", default="DeformableDETR,DINO")

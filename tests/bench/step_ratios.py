@@ -1,9 +1,25 @@
 """The spread of step-by-step speed ratios (own / msda) of two interleaved paths, for the model
-benchmarks (frameworks.py, mmdet_models.py): their steps are bound by the CPU's launches, whose
+benchmarks (frameworks.py, mmdet_models.py, dfine_core.py), and their step counts' argument
+type: their steps are bound by the CPU's launches, whose
 speed moves by 10 % and more between runs on a shared machine, so a median alone can sit on
 either side of 1 by chance."""
+import argparse
 import random
 import statistics
+
+
+def count(least):
+    """An argparse type: a whole number of at least LEAST (a count of steps: none would leave no
+    median to take)."""
+    def parse(text):
+        try:
+            n = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
+        if n < least:
+            raise argparse.ArgumentTypeError(f"{n}: at least {least}")
+        return n
+    return parse
 
 
 def quartiles(ratios):
