@@ -11,6 +11,9 @@
 #   PEERS_DEST: a folder holding src/deformable-detr (tests/bench/peers/build-peers.sh extract)
 #   NAME: what the table calls that msda-doctor (before, after); by default its number
 #   CORES (default 2): the cores every build is confined to.
+#   RUNS (default 1): rounds of all the builds, one after the other in each; each doctor build's
+#     share is taken of its own round's original, and the median of the rounds' shares is printed
+#     (the machine's speed moves from round to round, and the original op's build with it).
 #   WHEELS_TO: a folder to keep each doctor's wheel in, as NAME.whl (for a bench of the same code).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -34,10 +37,6 @@ timed() {
         { echo "build-speed: $name failed:" >&2; tail -n 20 "$work/$name.err" "$work/$name.out" >&2; exit 1; }
 }
 
-mkdir -p "$work/peers"
-cp -r "$peers/src" "$work/peers/src"
-timed original env PEERS=orig PEERS_NO_SPLIT=1 MAX_JOBS="$cores" tests/bench/peers/build-peers.sh build \
-    "$work/peers" "$cc"
 names=() doctors=()
 for arg in "$@"; do
     case $arg in
@@ -45,30 +44,58 @@ for arg in "$@"; do
     *) names+=("${#names[@]}") doctors+=("$arg") ;;
     esac
 done
-for n in "${!doctors[@]}"; do
-    timed "doctor$n" "${doctors[$n]}" build --arch native --platform "$(uname -m)" --cache "$work/cache$n" \
-        --out "$work/out$n"
+runs=${RUNS:-1}
+case $runs in '' | *[!0-9]* | 0*) echo "build-speed: RUNS must be a whole number from 1" >&2; exit 2 ;; esac
+for r in $(seq 1 "$runs"); do
+    mkdir -p "$work/peers$r"
+    cp -r "$peers/src" "$work/peers$r/src"
+    timed "original.$r" env PEERS=orig PEERS_NO_SPLIT=1 MAX_JOBS="$cores" tests/bench/peers/build-peers.sh build \
+        "$work/peers$r" "$cc"
+    for n in "${!doctors[@]}"; do
+        timed "doctor$n.$r" "${doctors[$n]}" build --arch native --platform "$(uname -m)" --cache "$work/cache$n.$r" \
+            --out "$work/out$n.$r"
+    done
 done
 
 if [ -n "${WHEELS_TO:-}" ]; then
     mkdir -p "$WHEELS_TO"
-    for n in "${!doctors[@]}"; do cp "$work/out$n"/*.whl "$WHEELS_TO/${names[$n]}.whl"; done
+    for n in "${!doctors[@]}"; do cp "$work/out$n.1"/*.whl "$WHEELS_TO/${names[$n]}.whl"; done
 fi
 
-read -r o_wall o_user o_sys < "$work/original.time"
-o_cpu=$(awk -v u="$o_user" -v s="$o_sys" 'BEGIN { print u + s }')
-echo "GPU compute capability $cc; every build on $cores cores ($cpus), cold"
-printf '%-52s %9s %9s %9s %9s\n' build "wall s" "CPU s" "wall/orig" "CPU/orig"
-printf '%-52s %9.1f %9.1f %9s %9s\n' "original op, torch extension (TORCH_CUDA_ARCH_LIST=$cc)" "$o_wall" "$o_cpu" 1.00 1.00
-for n in "${!doctors[@]}"; do
-    read -r wall user sys < "$work/doctor$n.time"
-    cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')
-    printf '%-52s %9.1f %9.1f %9.2f %9.2f\n' "msda-doctor build --arch native (${names[$n]})" \
-        "$wall" "$cpu" "$(awk -v a="$wall" -v b="$o_wall" 'BEGIN { print a / b }')" \
-        "$(awk -v a="$cpu" -v b="$o_cpu" 'BEGIN { print a / b }')"
+# cpu NAME: user + system seconds of $work/NAME.time; wall NAME: its wall seconds
+cpu() { awk '{ print $2 + $3 }' "$work/$1.time"; }
+wall() { awk '{ print $1 }' "$work/$1.time"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
+# median of the numbers on stdin, with the least and the most: "MEDIAN (LEAST-MOST)"
+median() { sort -g | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+    printf "%.2f (%.2f-%.2f)", m, v[1], v[NR] }'; }
+
+echo "GPU compute capability $cc; every build on $cores cores ($cpus), cold; $runs round(s)"
+printf '%-5s %-56s %9s %9s %9s %9s\n' round build "wall s" "CPU s" "wall/orig" "CPU/orig"
+for r in $(seq 1 "$runs"); do
+    printf '%-5s %-56s %9.1f %9.1f %9s %9s\n' "$r" "original op, torch extension (TORCH_CUDA_ARCH_LIST=$cc)" \
+        "$(wall "original.$r")" "$(cpu "original.$r")" 1.00 1.00
+    for n in "${!doctors[@]}"; do
+        printf '%-5s %-56s %9.1f %9.1f %9.2f %9.2f\n' "$r" "msda-doctor build --arch native (${names[$n]})" \
+            "$(wall "doctor$n.$r")" "$(cpu "doctor$n.$r")" "$(ratio "$(wall "doctor$n.$r")" "$(wall "original.$r")")" \
+            "$(ratio "$(cpu "doctor$n.$r")" "$(cpu "original.$r")")"
+    done
 done
+if [ "$runs" -gt 1 ]; then
+    echo
+    echo "median over the rounds (least-most):"
+    printf '  %-50s wall s %s, CPU s %s\n' "original op" \
+        "$(for r in $(seq 1 "$runs"); do wall "original.$r"; done | median)" \
+        "$(for r in $(seq 1 "$runs"); do cpu "original.$r"; done | median)"
+    for n in "${!doctors[@]}"; do
+        printf '  %-50s wall/orig %s, CPU/orig %s, wall s %s\n' "${names[$n]}" \
+            "$(for r in $(seq 1 "$runs"); do ratio "$(wall "doctor$n.$r")" "$(wall "original.$r")"; echo; done | median)" \
+            "$(for r in $(seq 1 "$runs"); do ratio "$(cpu "doctor$n.$r")" "$(cpu "original.$r")"; echo; done | median)" \
+            "$(for r in $(seq 1 "$runs"); do wall "doctor$n.$r"; done | median)"
+    done
+fi
 for n in "${!doctors[@]}"; do
     echo
-    echo "steps of ${names[$n]} (${doctors[$n]}), as its progress lines give them:"
-    grep '^\[' "$work/doctor$n.err" | sed 's/^/  /' || echo "  (none printed)"
+    echo "steps of ${names[$n]} (${doctors[$n]}) in round $runs, as its progress lines give them:"
+    grep '^\[' "$work/doctor$n.$runs.err" | sed 's/^/  /' || echo "  (none printed)"
 done
