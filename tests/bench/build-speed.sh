@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Build speed against the build it replaces (issue 41), on a machine with a GPU, torch and nvcc:
-# in one run and on the same CORES cores (taskset), cold each time,
+# Build speed against the build it replaces (issue 41), on a machine with torch and nvcc: in one
+# run and on the same CORES cores (taskset), cold each time,
 #   - the original Deformable-DETR op compiled as its users compile it (a torch extension with
-#     its setup.py's flags, TORCH_CUDA_ARCH_LIST = this GPU's), through tests/bench/peers;
-#   - `msda-doctor build --arch native` of each MSDA_DOCTOR given (the old one and the new one);
+#     its setup.py's flags, TORCH_CUDA_ARCH_LIST = the architecture's), through tests/bench/peers;
+#   - `msda-doctor build --arch native` (or --arch ARCH) of each MSDA_DOCTOR given (the old one
+#     and the new one);
 # then prints wall and CPU seconds (user + system, children included) per build, each as a
 # share of the original's, and the doctor builds' per-step times from their progress lines.
 #
@@ -11,6 +12,9 @@
 #   PEERS_DEST: a folder holding src/deformable-detr (tests/bench/peers/build-peers.sh extract)
 #   NAME: what the table calls that msda-doctor (before, after); by default its number
 #   CORES (default 2): the cores every build is confined to.
+#   ARCH (default native: this machine's GPU, through nvidia-smi): an architecture, sm_XY, for a
+#     machine without a GPU; with MSDA_TOOLKIT_PATHS naming the one toolkit whose SASS the
+#     driver would load, the doctor's plan is the one `native` makes there (one image).
 #   RUNS (default 1): rounds of all the builds, one after the other in each; each doctor build's
 #     share is taken of its own round's original, and the median of the rounds' shares is printed
 #     (the machine's speed moves from round to round, and the original op's build with it).
@@ -24,8 +28,16 @@ cores=${CORES:-2}
 cpus="0-$((cores - 1))"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d ' ')
-[ -n "$cc" ] || { echo "build-speed: no GPU answers nvidia-smi" >&2; exit 1; }
+arch=${ARCH:-native}
+if [ "$arch" = native ]; then
+    cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -n 1 | tr -d ' ')
+    [ -n "$cc" ] || { echo "build-speed: no GPU answers nvidia-smi (set ARCH=sm_XY on a machine without one)" >&2; exit 1; }
+else
+    case $arch in
+    sm_[1-9][0-9] | sm_[1-9][0-9][0-9]) cc="${arch#sm_}" cc="${cc%?}.${cc: -1}" ;;
+    *) echo "build-speed: ARCH must be native or sm_XY, not '$arch'" >&2; exit 2 ;;
+    esac
+fi
 
 # timed NAME CMD...: runs CMD on the cores, its stderr in $work/NAME.err, "wall user sys" in
 # $work/NAME.time.
@@ -52,7 +64,7 @@ for r in $(seq 1 "$runs"); do
     timed "original.$r" env PEERS=orig PEERS_NO_SPLIT=1 MAX_JOBS="$cores" tests/bench/peers/build-peers.sh build \
         "$work/peers$r" "$cc"
     for n in "${!doctors[@]}"; do
-        timed "doctor$n.$r" "${doctors[$n]}" build --arch native --platform "$(uname -m)" --cache "$work/cache$n.$r" \
+        timed "doctor$n.$r" "${doctors[$n]}" build --arch "$arch" --platform "$(uname -m)" --cache "$work/cache$n.$r" \
             --out "$work/out$n.$r"
     done
 done
@@ -70,13 +82,13 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 median() { sort -g | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
     printf "%.2f (%.2f-%.2f)", m, v[1], v[NR] }'; }
 
-echo "GPU compute capability $cc; every build on $cores cores ($cpus), cold; $runs round(s)"
+echo "compute capability $cc (--arch $arch); every build on $cores cores ($cpus), cold; $runs round(s)"
 printf '%-5s %-56s %9s %9s %9s %9s\n' round build "wall s" "CPU s" "wall/orig" "CPU/orig"
 for r in $(seq 1 "$runs"); do
     printf '%-5s %-56s %9.1f %9.1f %9s %9s\n' "$r" "original op, torch extension (TORCH_CUDA_ARCH_LIST=$cc)" \
         "$(wall "original.$r")" "$(cpu "original.$r")" 1.00 1.00
     for n in "${!doctors[@]}"; do
-        printf '%-5s %-56s %9.1f %9.1f %9.2f %9.2f\n' "$r" "msda-doctor build --arch native (${names[$n]})" \
+        printf '%-5s %-56s %9.1f %9.1f %9.2f %9.2f\n' "$r" "msda-doctor build --arch $arch (${names[$n]})" \
             "$(wall "doctor$n.$r")" "$(cpu "doctor$n.$r")" "$(ratio "$(wall "doctor$n.$r")" "$(wall "original.$r")")" \
             "$(ratio "$(cpu "doctor$n.$r")" "$(cpu "original.$r")")"
     done
