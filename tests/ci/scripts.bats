@@ -194,7 +194,7 @@ lower() {  # lower ARGS...: ptx-for-old-drivers.sh with the fakes first on PATH
   local out="$BATS_TEST_TMPDIR/out.fatbin"
   lower 6.5 62 -o "$out" "$BATS_TEST_TMPDIR/in.ptx"
   [ "$status" -eq 0 ] || { echo "exit $status: $stderr" >&2; return 1; }
-  [ "$(cat "$LOG")" = "ptxas -arch=sm_62 $out.lowered.ptx -o $out.check.cubin
+  [ "$(cat "$LOG")" = "ptxas -arch=sm_62 $out.lowered.ptx -o $out.check.cubin -O0
 fatbinary --create=$out -64 --image3=kind=ptx,sm=62,file=$out.lowered.ptx" ]
   [ "$(sed -n 3p "$BATS_TEST_TMPDIR/seen.ptx")" = ".version 6.5" ]
   [ "$(grep -c '^\.version' "$BATS_TEST_TMPDIR/seen.ptx")" -eq 1 ]
