@@ -8,8 +8,9 @@ kernel family (the kernel's name without its value type), and the costliest kern
 
 Usage: tests/bench/compile-profile.py [--doctor ./msda-doctor] [--arch sm_90] [--source DIR]
                                       [--define NAME=VALUE]... [--top K]
-Set MSDA_TOOLKIT_PATHS to choose the toolkit (the newest that targets the architecture is used).
-Needs nvcc 12.8 or newer (-fdevice-time-trace). The sums leave out what is not per kernel (the
+The parts profiled are the plan's first target's: the newest toolkit that targets the
+architecture (MSDA_TOOLKIT_PATHS chooses others), which needs nvcc 12.8 or newer
+(-fdevice-time-trace). The sums leave out what is not per kernel (the
 front end, NVVM's whole-module passes and code generation, ptxas's parsing): the phase table
 has those.
 """
@@ -52,8 +53,9 @@ def plan_parts(args, work):
     steps = [s for s in json.loads(run.stdout)["steps"] if "-ptx" in s["command"]]
     if not steps:
         sys.exit("compile-profile: the plan has no PTX step (is the architecture targeted by a toolkit here?)")
-    arch = next(a for a in steps[0]["command"] if a.startswith("-arch=compute_"))
-    return [(s["what"], s["command"]) for s in steps if arch in s["command"]]
+    # the first target's parts: its toolkit (the plan's first, the newest) and its architecture
+    nvcc, arch = steps[0]["command"][0], next(a for a in steps[0]["command"] if a.startswith("-arch=compute_"))
+    return [(s["what"], s["command"]) for s in steps if s["command"][0] == nvcc and arch in s["command"]]
 
 
 def profile(argv, work, n):
