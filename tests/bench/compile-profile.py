@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+from step_ratios import count
+
 PHASES = [("gcc (preprocessing 1)", "gcc -E"), ("CUDA C++ Front-End", "front end"),
           ("NVVM Optimizer", "NVVM opt"), ("NVVM CodeGen", "NVVM codegen"),
           ("Total PTXAS Time", "ptxas")]
@@ -88,7 +90,7 @@ def main():
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("--source", help="build from this project folder (msda-doctor build --source)")
     ap.add_argument("--define", action="append", default=[], help="NAME=VALUE, as msda-doctor build --define")
-    ap.add_argument("--top", type=int, default=15, help="how many of the costliest kernels to list")
+    ap.add_argument("--top", type=count(0), default=15, help="how many of the costliest kernels to list")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as work:
         parts = plan_parts(args, work)
@@ -121,8 +123,8 @@ def main():
         print(f"\nper kernel family (cicc's per-function optimization + ptxas's per-kernel time, "
               f"{whole:.2f} s over {len(total)} kernels)")
         print("%-36s %7s %8s %8s %8s %6s" % ("family", "kernels", "cicc", "ptxas", "sum", "share"))
-        for name, (count, c, p) in sorted(by_family.items(), key=lambda kv: -(kv[1][1] + kv[1][2])):
-            print("%-36s %7d %8.2f %8.2f %8.2f %5.1f%%" % (name, count, c, p, c + p, 100 * (c + p) / whole))
+        for name, (kernels, c, p) in sorted(by_family.items(), key=lambda kv: -(kv[1][1] + kv[1][2])):
+            print("%-36s %7d %8.2f %8.2f %8.2f %5.1f%%" % (name, kernels, c, p, c + p, 100 * (c + p) / whole))
         print(f"\nthe {args.top} costliest kernels")
         for k, t in sorted(total.items(), key=lambda kv: -kv[1])[:args.top]:
             print("%-48s %8.3f  (cicc %.3f, ptxas %.3f)" % (k, t, cicc[k], ptxas[k]))

@@ -1,7 +1,8 @@
 """The spread of step-by-step speed ratios (own / msda) of two interleaved paths, and the type of
-their step counts' argument, for the model benchmarks (frameworks.py, mmdet_models.py,
-dfine_core.py): their steps are bound by the CPU's launches, whose speed moves by 10 % and more
-between runs on a shared machine, so a median alone can sit on either side of 1 by chance."""
+their step counts' argument (compile-profile.py's --top too), for the model benchmarks
+(frameworks.py, mmdet_models.py, dfine_core.py): their steps are bound by the CPU's launches,
+whose speed moves by 10 % and more between runs on a shared machine, so a median alone can sit
+on either side of 1 by chance."""
 import argparse
 import random
 import statistics
