@@ -23,11 +23,14 @@
  * are in the same type, or in f32 with an f16 or bf16 value (`coord_type`, mixed precision as
  * autocast gives it: the locations are never rounded to 16 bits). f16 and bf16 are passed as
  * their 16-bit patterns (IEEE binary16, bfloat16) and computed in f32. Any element-aligned
- * address is correct; the CUDA path is fast where value, output, grad_output and grad_value
- * start on 16-byte boundaries (the kernels then take 16 bytes a lane, as D allows) and several
- * times slower elsewhere (one element a lane), and its forward's fast path needs each point's
- * x and y aligned as a pair: the Python package copies such a value, grad_output or
- * sampling_locations first.
+ * address and any D are correct. The CUDA kernels take vectors of 8 or 16 bytes a lane (16
+ * where D allows); where D is not a multiple of the narrowest (f32 4 elements, f64 2, f16 and
+ * bf16 4, or 8 with f32 coordinates) or value, output, grad_output or grad_value does not start
+ * on its boundary, the call runs on copies padded to that multiple ("staged"): device memory of
+ * the call's own in the forward (allocated stream-ordered where the driver can), part of the
+ * workspace in the backward (msda_backward_cuda_workspace counts it). The forward's fast path
+ * also needs each point's x and y aligned as a pair: the Python package copies such a value,
+ * grad_output or sampling_locations first.
  *
  * The level table (spatial_shapes, level_start) is in host memory, or, for the CUDA path, in
  * device memory (`level_table`), as models keep it: then no call copies it to the host or

@@ -7,7 +7,8 @@
 //
 // Work layout, shared by both: a head's D channels are split into D / VEC vectors ("chunks")
 // of VEC elements (16 bytes where D and the pointers allow, 8 for 16-bit types in the buffered
-// backward, else one element). Each (n, q, m)
+// backward). No kernel takes one element a lane: a row that no vector divides, or a pointer no
+// vector is aligned to, is staged by the launcher into a padded copy (msda_stage.c). Each (n, q, m)
 // gets a group of `lanes` consecutive threads (a power of two, at most 32, so a group never
 // spans two warps); lane i handles chunks i, i + lanes, ... . Grid-stride loops over whole
 // warps keep every lane of a warp in step, so the backward can reduce the location and weight
@@ -995,6 +996,22 @@ __device__ __forceinline__ void convert_vec(const msda_kparams &p, const level_t
     }
 }
 
+// A staged problem's rows (msda_launch.c, staging): p.groups rows of p.spatial 2-byte units
+// at p.value copied to rows of p.queries units at p.output, the rest of a wider row zeroed. Every
+// element type is whole units and every pointer of the op element-aligned, so one kernel pads
+// value and grad_output into the staged copies and takes output and grad_value back out.
+__device__ __forceinline__ void restride(const msda_kparams &p) {
+    const unsigned short *src = reinterpret_cast<const unsigned short *>(p.value);
+    unsigned short *dst = reinterpret_cast<unsigned short *>(p.output);
+    const int64_t from = p.spatial, to = p.queries, total = p.groups * to;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    #pragma unroll 1
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
+        const int64_t r = i / to, c = i - r * to;
+        dst[i] = c < from ? src[r * from + c] : (unsigned short)0;
+    }
+}
+
 // The plan once, outside the three widths' loops: its code (the level table's checks and the
 // planning, 64-bit arithmetic on one thread) is most of these kernels' size to compile.
 template <class Tr> __device__ __forceinline__ void convert(const msda_kparams &p) {
@@ -1369,30 +1386,24 @@ template <class Tr> __device__ __forceinline__ void exact_finish(const msda_kpar
 // A 16-bit value's kernels with 16-byte vectors, those its usual problems run, keep one
 // instantiation per coordinate type (NAME: the value's own, NAMEc32: f32), whose code the
 // coordinates' run-time type (coord16) made slower by 1 to 3 % on the H200 (kernels/PERF.md,
-// "Fewer kernels to compile"); those of one element a lane take either. 8-byte vectors, which
-// only rows of 4 but not 8 elements (or no lane pairing in the backward) take, are built for the
-// value's own coordinates only: f32 ones there take one element a lane (PERF.md).
+// "Fewer kernels to compile"). 8-byte vectors, which only rows of 4 but not 8 elements (or no
+// lane pairing in the backward) take, are built for the value's own coordinates only: f32 ones
+// there are staged to rows of 8, or take the all-buffer backward (msda_launch.c, PERF.md).
 // PAIR (MSDA_FORWARD_PAIR, MSDA_BACKWARD_PAIR, MSDA_HALF_SUMS_PAIR) for each of them.
 #define MSDA_16BIT_SET(PAIR, NAME, TR)                                                                               \
     PAIR(NAME, TR, TR, 8)                                                                                            \
     PAIR(NAME##c32, TR, f32_t, 8)                                                                                    \
-    PAIR(NAME, TR, TR, 4)                                                                                            \
-    PAIR(NAME, TR, coord16<TR>, 1)
+    PAIR(NAME, TR, TR, 4)
 #define MSDA_BUFFER_SET(NAME, TR, CR)                                                                                \
     MSDA_BUFFER_KERNEL msda_backward_##NAME##_buffer_v4(const msda_kparams p) { backward<TR, CR, 4, true>(p); }    \
-    MSDA_BUFFER_KERNEL msda_backward_##NAME##_buffer_v1(const msda_kparams p) { backward<TR, CR, 1, true>(p); }    \
     MSDA_BUFFER_KERNEL msda_backward_softmax_##NAME##_buffer_v4(const msda_kparams p) {                              \
         backward<TR, CR, 4, true, true>(p);                                                                          \
-    }                                                                                                                \
-    MSDA_BUFFER_KERNEL msda_backward_softmax_##NAME##_buffer_v1(const msda_kparams p) {                              \
-        backward<TR, CR, 1, true, true>(p);                                                                          \
     }
 
 #if MSDA_IN_PART(MSDA_PART_MAIN)
+MSDA_KERNEL msda_restride(const msda_kparams p) { restride(p); }
 MSDA_KERNEL_PAIR(f32, f32_t, f32_t, 4)
-MSDA_KERNEL_PAIR(f32, f32_t, f32_t, 1)
 MSDA_KERNEL_PAIR(f64, f64_t, f64_t, 2)
-MSDA_KERNEL_PAIR(f64, f64_t, f64_t, 1)
 #endif
 // Under the f32-buffer strategy every level of a 16-bit backward goes through the buffer, which
 // the all-buffer kernel serves alone (msda_launch.c, plan_buffer: no level adds natively), so
@@ -1450,21 +1461,18 @@ MSDA_KERNEL msda_zero_backward_bf16(const msda_kparams p) { zero_backward(p); }
     MSDA_KERNEL msda_backward_softmax_##NAME##_exact_v##VEC(const msda_kparams p) {                                 \
         backward<TR, CR, VEC, false, true, false, true>(p);                                                          \
     }
-// A 16-bit value's set, with 8- and 2-byte vectors (the launcher takes no 16-byte one: each
+// A 16-bit value's set, with 8-byte vectors (the launcher takes no 16-byte one: each
 // element's exact sum is its own 64-bit atomic, which bounds the kernel, so the wider load saved
 // nothing worth a third kernel to compile), and its bounds (grad_output, then the weights' type:
 // the value's, and f32 beside it).
 #define MSDA_EXACT_SET(NAME, TR)                                                                                     \
     MSDA_EXACT_PAIR(NAME, TR, coord16<TR>, 4)                                                                        \
-    MSDA_EXACT_PAIR(NAME, TR, coord16<TR>, 1)                                                                        \
     MSDA_KERNEL msda_exact_bounds_##NAME(const msda_kparams p) { exact_bounds_of<TR, TR>(p); }                      \
     MSDA_KERNEL msda_exact_bounds_##NAME##c32(const msda_kparams p) { exact_bounds_of<TR, f32_t>(p); }              \
     MSDA_KERNEL msda_exact_finish_##NAME(const msda_kparams p) { exact_finish<TR>(p); }
 #if MSDA_IN_PART(MSDA_PART_MAIN)
 MSDA_EXACT_PAIR(f32, f32_t, f32_t, 4)
-MSDA_EXACT_PAIR(f32, f32_t, f32_t, 1)
 MSDA_EXACT_PAIR(f64, f64_t, f64_t, 2)
-MSDA_EXACT_PAIR(f64, f64_t, f64_t, 1)
 MSDA_KERNEL msda_exact_bounds_f32(const msda_kparams p) { exact_bounds_of<f32_t, f32_t>(p); }
 MSDA_KERNEL msda_exact_bounds_f64(const msda_kparams p) { exact_bounds_of<f64_t, f64_t>(p); }
 MSDA_KERNEL msda_exact_finish_f32(const msda_kparams p) { exact_finish<f32_t>(p); }

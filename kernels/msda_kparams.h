@@ -16,9 +16,10 @@ typedef struct msda_kparams {
     uint64_t output;           /* forward: T* output; backward: grad_value (T* or f32 buffer) */
     uint64_t grad_locations;   /* C*; backward only */
     uint64_t grad_weights;     /* C*; backward only */
-    int64_t spatial;           /* S */
-    int64_t queries;           /* Lq */
-    int64_t groups;            /* N * Lq * M: one group of lanes per (n, q, m) */
+    int64_t spatial;           /* S; msda_restride: a source row's 2-byte units */
+    int64_t queries;           /* Lq; msda_restride: a destination row's 2-byte units */
+    int64_t groups;            /* N * Lq * M: one group of lanes per (n, q, m); msda_restride:
+                                  the rows (value from, output to) */
     int64_t threads;           /* groups times a group's threads, rounded up to whole warps;
                                   the zeroing and rounding passes: grad_value's elements */
     int32_t heads;             /* M */
@@ -107,7 +108,7 @@ typedef struct msda_device_config {
                                           (msda_launch.c, head_phases_log2) */
 } msda_device_config;
 
-#define MSDA_DEVICE_ABI 19 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
+#define MSDA_DEVICE_ABI 20 /* 5: the fused-softmax kernels; 6: fast_path; 7: the points kernels;
                               8: the buffer's levels planned on the device, packed;
                               9: points16_waves; 10: the backward's query spread;
                               11: bf16's half sums; 12: f16 replicas; 13: grad_value and the
@@ -118,7 +119,8 @@ typedef struct msda_device_config {
                               deterministic kernels, no bf16 mixed backward beside half sums;
                               17: no 8-byte kernels of a 16-bit value with f32 coordinates;
                               18: a point count per level, discrete sampling;
-                              19: no mixed 16-bit backward under the f32-buffer strategy */
+                              19: no mixed 16-bit backward under the f32-buffer strategy;
+                              20: no kernels of one element a lane, msda_restride */
 
 /* The points a level of the forward's points kernels (msda_forward_points_*). */
 #define MSDA_FAST_POINTS 4

@@ -7,58 +7,60 @@
 #include "msda_module.h"
 #include "msda_plan.h"
 
-/* The vector widths of each dtype's kernels, widest first, with their ids; the last is 1. */
+/* The vector widths of each dtype's kernels, widest first, with their ids; ended by width 0.
+ * No kernel takes one element a lane: a problem that none of its row takes (D not a multiple, a
+ * pointer not aligned) is staged (below). */
 typedef struct {
     int vec;
     msda_kernel_id fwd, bwd;
 } vec_kernels;
 
 /* [weights are logits (fused softmax)][dtype][coordinates in f32 beside a 16-bit value]; a
- * 16-bit value's kernels of one element a lane take either coordinate type
- * (msda_kparams.coord_f32), and those of 4 are built for its own type only (msda_kernels.cu,
- * MSDA_16BIT_SET): f32 coordinates whose row is not whole 16-byte vectors take one a lane. */
+ * 16-bit value's kernels of 4 elements a lane are built for its own coordinates only
+ * (msda_kernels.cu, MSDA_16BIT_SET). */
 static const vec_kernels dtype_kernels[2][4][2][3] = {
     {
-    [MSDA_F32] = {{{4, K_FWD_F32_V4, K_BWD_F32_V4}, {1, K_FWD_F32_V1, K_BWD_F32_V1}}},
-    [MSDA_F64] = {{{2, K_FWD_F64_V2, K_BWD_F64_V2}, {1, K_FWD_F64_V1, K_BWD_F64_V1}}},
-    [MSDA_F16] = {{{8, K_FWD_F16_V8, K_BWD_F16_V8}, {4, K_FWD_F16_V4, K_BWD_F16_V4}, {1, K_FWD_F16_V1, K_BWD_F16_V1}},
-                  {{8, K_FWD_F16C32_V8, K_BWD_F16C32_V8}, {1, K_FWD_F16_V1, K_BWD_F16_V1}}},
-    [MSDA_BF16] = {{{8, K_FWD_BF16_V8, K_BWD_BF16_V8}, {4, K_FWD_BF16_V4, K_BWD_BF16_V4}, {1, K_FWD_BF16_V1, K_BWD_BF16_V1}},
-                   {{8, K_FWD_BF16C32_V8, K_BWD_BF16C32_V8}, {1, K_FWD_BF16_V1, K_BWD_BF16_V1}}},
+    [MSDA_F32] = {{{4, K_FWD_F32_V4, K_BWD_F32_V4}}},
+    [MSDA_F64] = {{{2, K_FWD_F64_V2, K_BWD_F64_V2}}},
+    [MSDA_F16] = {{{8, K_FWD_F16_V8, K_BWD_F16_V8}, {4, K_FWD_F16_V4, K_BWD_F16_V4}},
+                  {{8, K_FWD_F16C32_V8, K_BWD_F16C32_V8}}},
+    [MSDA_BF16] = {{{8, K_FWD_BF16_V8, K_BWD_BF16_V8}, {4, K_FWD_BF16_V4, K_BWD_BF16_V4}},
+                   {{8, K_FWD_BF16C32_V8, K_BWD_BF16C32_V8}}},
     },
     {
-    [MSDA_F32] = {{{4, K_SFWD_F32_V4, K_SBWD_F32_V4}, {1, K_SFWD_F32_V1, K_SBWD_F32_V1}}},
-    [MSDA_F64] = {{{2, K_SFWD_F64_V2, K_SBWD_F64_V2}, {1, K_SFWD_F64_V1, K_SBWD_F64_V1}}},
-    [MSDA_F16] = {{{8, K_SFWD_F16_V8, K_SBWD_F16_V8}, {4, K_SFWD_F16_V4, K_SBWD_F16_V4}, {1, K_SFWD_F16_V1, K_SBWD_F16_V1}},
-                  {{8, K_SFWD_F16C32_V8, K_SBWD_F16C32_V8}, {1, K_SFWD_F16_V1, K_SBWD_F16_V1}}},
-    [MSDA_BF16] = {{{8, K_SFWD_BF16_V8, K_SBWD_BF16_V8}, {4, K_SFWD_BF16_V4, K_SBWD_BF16_V4}, {1, K_SFWD_BF16_V1, K_SBWD_BF16_V1}},
-                   {{8, K_SFWD_BF16C32_V8, K_SBWD_BF16C32_V8}, {1, K_SFWD_BF16_V1, K_SBWD_BF16_V1}}},
+    [MSDA_F32] = {{{4, K_SFWD_F32_V4, K_SBWD_F32_V4}}},
+    [MSDA_F64] = {{{2, K_SFWD_F64_V2, K_SBWD_F64_V2}}},
+    [MSDA_F16] = {{{8, K_SFWD_F16_V8, K_SBWD_F16_V8}, {4, K_SFWD_F16_V4, K_SBWD_F16_V4}},
+                  {{8, K_SFWD_F16C32_V8, K_SBWD_F16C32_V8}}},
+    [MSDA_BF16] = {{{8, K_SFWD_BF16_V8, K_SBWD_BF16_V8}, {4, K_SFWD_BF16_V4, K_SBWD_BF16_V4}},
+                   {{8, K_SFWD_BF16C32_V8, K_SBWD_BF16C32_V8}}},
     },
 };
 
-/* The backward without the native path, every level buffered: [logits][bf16][vec 1]. */
-static const msda_kernel_id all_buffer_kernels[2][2][2] = {
-    {{K_BWDBUF_F16_V4, K_BWDBUF_F16_V1}, {K_BWDBUF_BF16_V4, K_BWDBUF_BF16_V1}},
-    {{K_SBWDBUF_F16_V4, K_SBWDBUF_F16_V1}, {K_SBWDBUF_BF16_V4, K_SBWDBUF_BF16_V1}},
+/* The backward without the native path, every level buffered, 4 elements a lane, either
+ * coordinate type: [logits][bf16]. */
+static const msda_kernel_id all_buffer_kernels[2][2] = {
+    {K_BWDBUF_F16_V4, K_BWDBUF_BF16_V4},
+    {K_SBWDBUF_F16_V4, K_SBWDBUF_BF16_V4},
 };
+#define ALL_BUFFER_VEC 4
 
 /* bf16's half sums (msda_device.cuh, MSDA_BF16_HALF_SUMS): [logits][coordinates f32][the
- * width's place in dtype_kernels' row: 8, 4, 1 for bf16's own coordinates, 8, 1 for f32]. */
-static const msda_kernel_id half_sum_kernels[2][2][3] = {
-    {{K_BWDHALF_BF16_V8, K_BWDHALF_BF16_V4, K_BWDHALF_BF16_V1}, {K_BWDHALF_BF16C32_V8, K_BWDHALF_BF16_V1}},
-    {{K_SBWDHALF_BF16_V8, K_SBWDHALF_BF16_V4, K_SBWDHALF_BF16_V1}, {K_SBWDHALF_BF16C32_V8, K_SBWDHALF_BF16_V1}},
+ * width's place in dtype_kernels' row: 8, 4 for bf16's own coordinates, 8 for f32]. */
+static const msda_kernel_id half_sum_kernels[2][2][2] = {
+    {{K_BWDHALF_BF16_V8, K_BWDHALF_BF16_V4}, {K_BWDHALF_BF16C32_V8}},
+    {{K_SBWDHALF_BF16_V8, K_SBWDHALF_BF16_V4}, {K_SBWDHALF_BF16C32_V8}},
 };
 
-/* The deterministic backward (exact sums): [logits][dtype][vec: the widest it takes, 1]. Each
- * element's sum is its own 64-bit atomic, which bounds these kernels: a 16-bit value's take
- * vectors of at most EXACT_MAX_VEC elements (msda_kernels.cu, MSDA_EXACT_SET). */
-#define EXACT_MAX_VEC 4
-static const msda_kernel_id exact_kernels[2][4][2] = {
-    {[MSDA_F32] = {K_BWDX_F32_V4, K_BWDX_F32_V1}, [MSDA_F64] = {K_BWDX_F64_V2, K_BWDX_F64_V1},
-     [MSDA_F16] = {K_BWDX_F16_V4, K_BWDX_F16_V1}, [MSDA_BF16] = {K_BWDX_BF16_V4, K_BWDX_BF16_V1}},
-    {[MSDA_F32] = {K_SBWDX_F32_V4, K_SBWDX_F32_V1}, [MSDA_F64] = {K_SBWDX_F64_V2, K_SBWDX_F64_V1},
-     [MSDA_F16] = {K_SBWDX_F16_V4, K_SBWDX_F16_V1}, [MSDA_BF16] = {K_SBWDX_BF16_V4, K_SBWDX_BF16_V1}},
+/* The deterministic backward (exact sums), either coordinate type: [logits][dtype], of
+ * exact_vec elements a lane. Each element's sum is its own 64-bit atomic, which bounds these
+ * kernels: a 16-bit value's take 8 bytes a lane (msda_kernels.cu, MSDA_EXACT_SET). */
+static const msda_kernel_id exact_kernels[2][4] = {
+    {[MSDA_F32] = K_BWDX_F32_V4, [MSDA_F64] = K_BWDX_F64_V2, [MSDA_F16] = K_BWDX_F16_V4, [MSDA_BF16] = K_BWDX_BF16_V4},
+    {[MSDA_F32] = K_SBWDX_F32_V4, [MSDA_F64] = K_SBWDX_F64_V2, [MSDA_F16] = K_SBWDX_F16_V4,
+     [MSDA_BF16] = K_SBWDX_BF16_V4},
 };
+static int exact_vec(msda_dtype dtype) { return dtype == MSDA_F64 ? 2 : 4; }
 /* Their bounds: [dtype][coordinates f32]; and the rounding: [dtype]. */
 static const msda_kernel_id exact_bounds_kernels[4][2] = {
     [MSDA_F32] = {K_XBOUNDS_F32}, [MSDA_F64] = {K_XBOUNDS_F64},
@@ -68,18 +70,28 @@ static const msda_kernel_id exact_finish_kernels[4] = {
 
 static int aligned(const void *p, size_t bytes) { return ((uintptr_t)p % bytes) == 0; }
 
+/* Whether vectors of vec elements fit the problem: vec divides D and every pointer is aligned
+ * to it, so that vectors never straddle a head's row and every access is one aligned load. */
+static int vec_fits(const msda_problem *pb, int vec, const void *const *ptrs, int n) {
+    int ok = pb->D % vec == 0;
+    for (int i = 0; ok && i < n; i++) ok = aligned(ptrs[i], (size_t)vec * msda_dtype_size(pb->dtype));
+    return ok;
+}
+
 /* The widest vector of the row of kernels for coordinates in f32 or not (coord_f32), at most
- * max_vec elements, that divides D and to which every pointer is aligned: vectors never
- * straddle a head's row and every access is one aligned load. */
+ * max_vec elements, that fits; NULL where none does (the call is staged). */
 static const vec_kernels *pick_vec(const msda_problem *pb, int coord_f32, int max_vec, const void *const *ptrs,
                                    int n) {
+    for (const vec_kernels *v = dtype_kernels[pb->logits][pb->dtype][coord_f32]; v->vec; v++)
+        if (v->vec <= max_vec && vec_fits(pb, v->vec, ptrs, n)) return v;
+    return NULL;
+}
+
+/* The narrowest width of a row of kernels: what a staged problem's D is rounded up to. */
+static int narrowest_vec(const msda_problem *pb, int coord_f32) {
     const vec_kernels *v = dtype_kernels[pb->logits][pb->dtype][coord_f32];
-    for (;; v++) {
-        const size_t bytes = (size_t)v->vec * msda_dtype_size(pb->dtype);
-        int ok = v->vec <= max_vec && pb->D % v->vec == 0;
-        for (int i = 0; ok && i < n; i++) ok = aligned(ptrs[i], bytes);
-        if (ok || v->vec == 1) return v;
-    }
+    while (v[1].vec) v++;
+    return v->vec;
 }
 
 static void fill_params(const msda_problem *pb, int vec, const int64_t *shapes, const int64_t *starts,
@@ -174,72 +186,19 @@ msda_status msda_cuda_loaded_fatbin(int *index, msda_error *err) {
     return st;
 }
 
-/* Whether the forward's points kernel (msda_kernels.cu, forward_points) takes the problem:
- * MSDA_FAST_POINTS points on every level, bilinear sampling, one chunk a lane, x and y of a point aligned as a pair,
- * and a batch element's value (S M D elements) under 2^32 bytes, which its 32-bit offsets
- * need. With the widest vectors: 16-bit values in 8-byte vectors (twice the lanes, 40 registers, 6 blocks an SM) took 0.199 ms
- * against 0.161 in 16-byte ones (H200, enc_b2 f16, kernels/PERF.md). */
-static int use_points_kernel(const msda_problem *pb, const msda_forward_args *a, const msda_kparams *kp) {
-    const size_t coord = pb->coord_f32 ? sizeof(float) : msda_dtype_size(pb->dtype);
-    return pb->P == MSDA_FAST_POINTS && pb->uniform && !pb->discrete && kp->chunks == 1 << kp->lanes_log2 &&
-           aligned(a->sampling_locations, 2 * coord) &&
-           (uint64_t)pb->S * pb->M * pb->D * msda_dtype_size(pb->dtype) <= UINT32_MAX;
-}
-
-msda_status msda_forward_cuda(const msda_forward_args *a, void *stream, msda_error *err) {
-    msda_problem pb;
-    const msda_driver *drv;
-    const msda_module *mod;
-    msda_status st = msda_check_forward(a, &pb, err);
-    if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
-    if (st != MSDA_OK) return st;
-
-    const void *const ptrs[] = {a->value, a->output};
-    const vec_kernels *v = pick_vec(&pb, pb.coord_f32, 8, ptrs, 2);
-    msda_kparams kp;
-    fill_params(&pb, v->vec, a->spatial_shapes, a->level_start, a->device_status, &kp);
-    const int points = use_points_kernel(&pb, a, &kp);
-    kp.value = (uint64_t)(uintptr_t)a->value;
-    kp.locations = (uint64_t)(uintptr_t)a->sampling_locations;
-    kp.weights = (uint64_t)(uintptr_t)a->attention_weights;
-    kp.output = (uint64_t)(uintptr_t)a->output;
-    const msda_kernel *k = points ? &mod->points[v->fwd] : &mod->kernels[v->fwd];
-    if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
-    /* Too few groups to fill the device twice over: split the points (the points kernel: the
-     * levels) over more lanes. */
-    const int64_t fill = (int64_t)k->min_grid * k->block, split = points ? pb.L : pb.LP;
-    while (kp.lanes_log2 + kp.parts_log2 < 5 && ((int64_t)2 << kp.parts_log2) <= split &&
-           (kp.groups << (kp.lanes_log2 + kp.parts_log2)) < 2 * fill)
-        kp.parts_log2++;
-    kp.threads = ((kp.groups << (kp.lanes_log2 + kp.parts_log2)) + 31) / 32 * 32;
-    /* The points kernels in one wave of resident blocks looping over the work, on the
-     * architectures where MSDA_POINTS16_WAVES says so (msda_device.cuh): 16-bit values where the
-     * work is more than a wave and at most points16_waves waves; f32 only where its points are
-     * split (a decoder: the split stops past 2 waves, so at most 4) and past 2 waves. H200, f32
-     * forward, graph ms, a block per tile / one wave: dec_b2_q900 (3.4 waves) 0.0183 / 0.0170,
-     * fused 0.0215 / 0.0194, table on the GPU 0.0197 / 0.0174; dec_b1_q900 (1.7 waves) 0.0103 /
-     * 0.0107 (kernels/PERF.md, session 12). On the encoder (unsplit) f32 was 4% slower so. */
-    const int64_t blocks = (kp.threads + k->block - 1) / k->block, wave = k->min_grid;
-    const int32_t most = mod->config.points16_waves;
-    const int one_wave = msda_dtype_size(pb.dtype) == 2 ? blocks > wave && blocks <= most * wave
-                         : pb.dtype == MSDA_F32 && most > 0 && kp.parts_log2 > 0 && blocks > 2 * wave;
-    if (points && one_wave) return launch_threads(drv, k, &kp, wave * k->block, (CUstream)stream, err);
-    return launch(drv, k, &kp, (CUstream)stream, err);
-}
-
-/* The backward's workspace: the caller's (msda_backward_args.workspace), else device memory
- * allocated here, stream-ordered where the driver has it, else a plain allocation (then freed
- * after the stream drains). */
+/* Device memory a call works in: the caller's (msda_backward_args.workspace), else allocated
+ * here, stream-ordered where the driver has it, else a plain allocation (then freed after the
+ * stream drains). */
 typedef struct {
     CUdeviceptr ptr;
     int own;   /* allocated here, and freed by workspace_release */
     int async; /* by MemAllocAsync */
 } workspace;
 
-static msda_status workspace_take(const msda_backward_args *a, const msda_driver *drv, CUstream s, size_t bytes,
-                                  workspace *w, msda_error *err) {
-    w->ptr = (CUdeviceptr)(uintptr_t)a->workspace;
-    w->own = !a->workspace;
+static msda_status workspace_take(void *given, const msda_driver *drv, CUstream s, size_t bytes, workspace *w,
+                                  msda_error *err) {
+    w->ptr = (CUdeviceptr)(uintptr_t)given;
+    w->own = !given;
     w->async = 0;
     if (!w->own) return MSDA_OK;
     CUresult r = CUDA_ERROR_NOT_SUPPORTED;
@@ -250,7 +209,7 @@ static msda_status workspace_take(const msda_backward_args *a, const msda_driver
     if (r == CUDA_ERROR_NOT_SUPPORTED) r = drv->MemAlloc(&w->ptr, bytes);
     if (r == CUDA_SUCCESS) return MSDA_OK;
     w->own = 0; /* nothing to free */
-    return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "allocating the backward's workspace");
+    return msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "allocating the call's workspace");
 }
 
 /* Frees a workspace allocated here; returns st, or the failure to free where st is MSDA_OK (the
@@ -267,7 +226,111 @@ static msda_status workspace_release(const msda_driver *drv, CUstream s, const w
         if (r == CUDA_SUCCESS) r = r2;
     }
     if (st != MSDA_OK) return st;
-    return r == CUDA_SUCCESS ? MSDA_OK : msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "freeing the backward's workspace");
+    return r == CUDA_SUCCESS ? MSDA_OK : msda_cuda_fail(err, drv, MSDA_ERR_CUDA, r, "freeing the call's workspace");
+}
+
+/* Staging. A problem that no kernel's vectors fit (D not a multiple of the narrowest vector of
+ * its row, or value, output, grad_output or grad_value not aligned to it) runs as the problem
+ * of D rounded up to that vector, on copies in device memory of the call's own (the forward) or
+ * in its workspace (the backward): value and grad_output padded with zero channels, output and
+ * grad_value taken back out. A zero channel adds exact zeros to the location and weight
+ * gradients' sums, so the results are the problem's own, up to the order of those sums. It
+ * replaces kernels of one element a lane, a third of one architecture's compile time, and is
+ * faster than they were (kernels/PERF.md, "Staged rows"). */
+#define STAGE_ALIGN 256
+static size_t stage_round(size_t bytes) { return (bytes + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN; }
+static int64_t round_up(int64_t D, int vec) { return (D + vec - 1) / vec * vec; }
+
+static msda_status no_staged_kernel(msda_error *err) {
+    return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no kernel for the staged problem");
+}
+
+/* `rows` rows of `from` elements at src copied to rows of `to` elements at dst, a wider row's
+ * rest zeroed (msda_kernels.cu, restride). */
+static msda_status restride(const msda_driver *drv, const msda_module *mod, const msda_problem *pb, CUdeviceptr dst,
+                            int64_t to, const void *src, int64_t from, int64_t rows, CUstream stream,
+                            msda_error *err) {
+    const msda_kernel *k = &mod->kernels[K_RESTRIDE];
+    if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
+    const int64_t units = (int64_t)msda_dtype_size(pb->dtype) / 2; /* 2-byte units an element */
+    msda_kparams kp;
+    memset(&kp, 0, sizeof kp);
+    kp.value = (uint64_t)(uintptr_t)src;
+    kp.output = (uint64_t)dst;
+    kp.spatial = from * units;
+    kp.queries = to * units;
+    kp.groups = rows;
+    const int64_t total = rows * kp.queries, wave = (int64_t)k->min_grid * k->block;
+    return launch_threads(drv, k, &kp, total < wave ? total : wave, stream, err);
+}
+
+/* The staged copy of a problem: the args with D rounded up to `vec`, validated as the call's. */
+static msda_status stage_problem_forward(const msda_forward_args *a, int vec, msda_forward_args *sa, msda_problem *sp,
+                                         msda_error *err) {
+    *sa = *a;
+    sa->sizes.channels = round_up(a->sizes.channels, vec);
+    return msda_check_forward(sa, sp, err); /* the pointers are the caller's until the copies are made */
+}
+
+/* Whether the forward's points kernel (msda_kernels.cu, forward_points) takes the problem:
+ * MSDA_FAST_POINTS points on every level, bilinear sampling, one chunk a lane, x and y of a point aligned as a pair,
+ * and a batch element's value (S M D elements) under 2^32 bytes, which its 32-bit offsets
+ * need. With the widest vectors: 16-bit values in 8-byte vectors (twice the lanes, 40 registers, 6 blocks an SM) took 0.199 ms
+ * against 0.161 in 16-byte ones (H200, enc_b2 f16, kernels/PERF.md). */
+static int use_points_kernel(const msda_problem *pb, const msda_forward_args *a, const msda_kparams *kp) {
+    const size_t coord = pb->coord_f32 ? sizeof(float) : msda_dtype_size(pb->dtype);
+    return pb->P == MSDA_FAST_POINTS && pb->uniform && !pb->discrete && kp->chunks == 1 << kp->lanes_log2 &&
+           aligned(a->sampling_locations, 2 * coord) &&
+           (uint64_t)pb->S * pb->M * pb->D * msda_dtype_size(pb->dtype) <= UINT32_MAX;
+}
+
+static msda_status forward_staged(const msda_forward_args *a, const msda_problem *pb, const msda_driver *drv,
+                                  const msda_module *mod, CUstream stream, msda_error *err);
+
+/* The forward of a validated problem; `staged`: it is a staged copy (which every kernel row fits). */
+static msda_status forward_run(const msda_forward_args *a, const msda_problem *pb, const msda_driver *drv,
+                               const msda_module *mod, CUstream stream, int staged, msda_error *err) {
+    const void *const ptrs[] = {a->value, a->output};
+    const vec_kernels *v = pick_vec(pb, pb->coord_f32, 8, ptrs, 2);
+    if (!v) return staged ? no_staged_kernel(err) : forward_staged(a, pb, drv, mod, stream, err);
+    msda_kparams kp;
+    fill_params(pb, v->vec, a->spatial_shapes, a->level_start, a->device_status, &kp);
+    const int points = use_points_kernel(pb, a, &kp);
+    kp.value = (uint64_t)(uintptr_t)a->value;
+    kp.locations = (uint64_t)(uintptr_t)a->sampling_locations;
+    kp.weights = (uint64_t)(uintptr_t)a->attention_weights;
+    kp.output = (uint64_t)(uintptr_t)a->output;
+    const msda_kernel *k = points ? &mod->points[v->fwd] : &mod->kernels[v->fwd];
+    if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
+    /* Too few groups to fill the device twice over: split the points (the points kernel: the
+     * levels) over more lanes. */
+    const int64_t fill = (int64_t)k->min_grid * k->block, split = points ? pb->L : pb->LP;
+    while (kp.lanes_log2 + kp.parts_log2 < 5 && ((int64_t)2 << kp.parts_log2) <= split &&
+           (kp.groups << (kp.lanes_log2 + kp.parts_log2)) < 2 * fill)
+        kp.parts_log2++;
+    kp.threads = ((kp.groups << (kp.lanes_log2 + kp.parts_log2)) + 31) / 32 * 32;
+    /* The points kernels in one wave of resident blocks looping over the work, on the
+     * architectures where MSDA_POINTS16_WAVES says so (msda_device.cuh): 16-bit values where the
+     * work is more than a wave and at most points16_waves waves; f32 only where its points are
+     * split (a decoder: the split stops past 2 waves, so at most 4) and past 2 waves. H200, f32
+     * forward, graph ms, a block per tile / one wave: dec_b2_q900 (3.4 waves) 0.0183 / 0.0170,
+     * fused 0.0215 / 0.0194, table on the GPU 0.0197 / 0.0174; dec_b1_q900 (1.7 waves) 0.0103 /
+     * 0.0107 (kernels/PERF.md, session 12). On the encoder (unsplit) f32 was 4% slower so. */
+    const int64_t blocks = (kp.threads + k->block - 1) / k->block, wave = k->min_grid;
+    const int32_t most = mod->config.points16_waves;
+    const int one_wave = msda_dtype_size(pb->dtype) == 2 ? blocks > wave && blocks <= most * wave
+                         : pb->dtype == MSDA_F32 && most > 0 && kp.parts_log2 > 0 && blocks > 2 * wave;
+    if (points && one_wave) return launch_threads(drv, k, &kp, wave * k->block, stream, err);
+    return launch(drv, k, &kp, stream, err);
+}
+
+msda_status msda_forward_cuda(const msda_forward_args *a, void *stream, msda_error *err) {
+    msda_problem pb;
+    const msda_driver *drv;
+    const msda_module *mod;
+    msda_status st = msda_check_forward(a, &pb, err);
+    if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
+    return st == MSDA_OK ? forward_run(a, &pb, drv, mod, (CUstream)stream, 0, err) : st;
 }
 
 static int backward_strategy(const msda_module *mod, msda_dtype dtype) {
@@ -350,6 +413,11 @@ typedef struct buffer_plan {
                           table is on the device): the gather's work */
 } buffer_plan;
 
+/* Every level in the f32 buffer: the all-buffer kernel's plan. */
+static buffer_plan every_level_plan(const msda_problem *pb) {
+    return (buffer_plan){.levels = msda_all_levels(pb->L), .spatial = pb->S, .every_level = 1};
+}
+
 static buffer_plan plan_buffer(const msda_problem *pb, const msda_module *mod) {
     buffer_plan bp = {0, 0, 0, 0, 0, 0, 0};
     const int strategy = backward_strategy(mod, pb->dtype);
@@ -372,7 +440,7 @@ static buffer_plan plan_buffer(const msda_problem *pb, const msda_module *mod) {
         /* Replicas past what a tensor may hold (few positions under a great many points an
          * element): every level in the f32 buffer instead, whose rows are at most S. */
         if (bp.spatial <= MSDA_MAX_ELEMS / (pb->N * pb->M * pb->D)) return bp;
-        return (buffer_plan){.levels = msda_all_levels(pb->L), .spatial = pb->S, .every_level = 1};
+        return every_level_plan(pb);
     }
     const int32_t max_adds = buffer_max_adds(mod, pb->dtype, strategy, half_sums);
     const uint32_t all = msda_all_levels(pb->L);
@@ -417,6 +485,90 @@ static size_t exact_workspace_bytes(const msda_problem *pb) {
  * sampling, which only those kernels compile (msda_kernels.cu, backward's DISCRETE_OK). */
 static int exact_backward(const msda_problem *pb) { return pb->deterministic || pb->discrete; }
 
+/* What the backward runs, for the call and for its workspace query alike. */
+typedef struct backward_choice {
+    int exact;          /* the deterministic kernels (exact_backward) */
+    buffer_plan bp;     /* the others' buffer */
+    int vec;            /* elements a lane; 0: no kernel fits, the call is staged */
+    int64_t stage_D;    /* where staged: D rounded up to the narrowest vector that serves it */
+    msda_kernel_id kid;
+    int pairing;        /* msda_kparams.pair_exchange */
+} backward_choice;
+
+/* ptrs: value, grad_output, grad_value (the deterministic kernels read only the first two
+ * with vectors: their rounding pass takes any grad_value). 16-bit lanes take 8 elements where
+ * some levels add natively (one 16-byte 16-bit `red`; 8-byte ones measured far slower), with
+ * lane pairs swapping halves so that the two f32 `red`s of the buffered levels fill whole
+ * sectors, which needs one chunk per lane. With every level buffered, or no pairing, 4
+ * elements: one f32 `red` beside its neighbours'; f32 coordinates, which have no such mixed
+ * kernel, then take the all-buffer one, every level buffered. */
+static backward_choice choose_backward(const msda_problem *pb, const msda_module *mod, const void *const *ptrs) {
+    backward_choice c;
+    memset(&c, 0, sizeof c);
+    if (exact_backward(pb)) {
+        const int vec = exact_vec(pb->dtype);
+        c.exact = 1;
+        c.kid = exact_kernels[pb->logits][pb->dtype];
+        if (vec_fits(pb, vec, ptrs, 2)) c.vec = vec;
+        else c.stage_D = round_up(pb->D, vec);
+        return c;
+    }
+    c.bp = plan_buffer(pb, mod);
+    /* The all-buffer kernels take either coordinate type: their width from the value's own row. */
+    int coord_row = c.bp.every_level ? 0 : pb->coord_f32;
+    const vec_kernels *v = pick_vec(pb, coord_row, c.bp.every_level ? ALL_BUFFER_VEC : 8, ptrs, 3);
+    if (v && c.bp.spatial && v->vec == 8 && !c.bp.replica_adds) {
+        const int64_t chunks = pb->D / 8;
+        c.pairing = chunks >= 2 && chunks <= 32 && (chunks & (chunks - 1)) == 0;
+        if (!c.pairing) v = pick_vec(pb, coord_row, 4, ptrs, 3);
+        if (!c.pairing && !v && pb->coord_f32) {
+            c.bp = every_level_plan(pb);
+            coord_row = 0;
+            v = pick_vec(pb, 0, ALL_BUFFER_VEC, ptrs, 3);
+        }
+    }
+    if (!v) {
+        c.stage_D = round_up(pb->D, c.bp.every_level ? ALL_BUFFER_VEC : narrowest_vec(pb, coord_row));
+        return c;
+    }
+    c.vec = v->vec;
+    c.kid = v->bwd;
+    if (c.bp.every_level) /* the kernel without the native path (fewer registers) */
+        c.kid = all_buffer_kernels[pb->logits][pb->dtype == MSDA_BF16];
+    else if (c.bp.half_sums)
+        c.kid = half_sum_kernels[pb->logits][pb->coord_f32][v - dtype_kernels[pb->logits][pb->dtype][pb->coord_f32]];
+    return c;
+}
+
+static size_t choice_bytes(const msda_problem *pb, const backward_choice *c) {
+    return c->exact ? exact_workspace_bytes(pb) : workspace_bytes(pb, &c->bp);
+}
+
+/* A staged backward (see staging): the staged args and problem, and its workspace: value,
+ * grad_output and grad_value padded, then the staged call's own workspace. */
+typedef struct staged_backward {
+    msda_backward_args args;
+    msda_problem pb;
+    size_t value_bytes, output_bytes, inner_bytes, bytes;
+} staged_backward;
+
+static msda_status stage_backward(const msda_backward_args *a, const msda_module *mod, int64_t D, staged_backward *sb,
+                                  msda_error *err) {
+    sb->args = *a;
+    sb->args.sizes.channels = D;
+    msda_status st = msda_check_backward(&sb->args, &sb->pb, err); /* the caller's pointers until the copies */
+    if (st != MSDA_OK) return st;
+    const size_t es = msda_dtype_size(sb->pb.dtype);
+    sb->value_bytes = stage_round((size_t)sb->pb.value_elems * es);
+    sb->output_bytes = stage_round((size_t)sb->pb.output_elems * es);
+    const void *const copies[] = {NULL, NULL, NULL}; /* the copies are aligned */
+    const backward_choice inner = choose_backward(&sb->pb, mod, copies);
+    if (!inner.vec) return no_staged_kernel(err);
+    sb->inner_bytes = choice_bytes(&sb->pb, &inner);
+    sb->bytes = 2 * sb->value_bytes + sb->output_bytes + sb->inner_bytes;
+    return MSDA_OK;
+}
+
 msda_status msda_backward_cuda_workspace(const msda_backward_args *a, size_t *bytes, msda_error *err) {
     msda_problem pb;
     const msda_driver *drv;
@@ -425,9 +577,16 @@ msda_status msda_backward_cuda_workspace(const msda_backward_args *a, size_t *by
     msda_status st = msda_check_backward(a, &pb, err);
     if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
     if (st != MSDA_OK) return st;
-    const buffer_plan bp = plan_buffer(&pb, mod);
-    *bytes = exact_backward(&pb) ? exact_workspace_bytes(&pb) : workspace_bytes(&pb, &bp);
-    return MSDA_OK;
+    const void *const ptrs[] = {a->value, a->grad_output, a->grad_value};
+    const backward_choice c = choose_backward(&pb, mod, ptrs);
+    if (c.vec) {
+        *bytes = choice_bytes(&pb, &c);
+        return MSDA_OK;
+    }
+    staged_backward sb;
+    st = stage_backward(a, mod, c.stage_D, &sb, err);
+    if (st == MSDA_OK) *bytes = sb.bytes;
+    return st;
 }
 
 /* A caller's workspace for a call that needs `bytes`: checked before anything is queued. */
@@ -464,11 +623,9 @@ static void set_backward_pointers(const msda_backward_args *a, msda_kparams *kp)
 /* The deterministic backward: the workspace zeroed, the bounds, the backward adding exact
  * integer sums, then each element of grad_value rounded once from its sum (which writes all of
  * it: no zeroing of grad_value). */
-static msda_status backward_exact(const msda_backward_args *a, const msda_problem *pb, const msda_driver *drv,
-                                  const msda_module *mod, CUstream stream, msda_error *err) {
-    const void *const ptrs[] = {a->value, a->grad_output};
-    const vec_kernels *v = pick_vec(pb, 0, EXACT_MAX_VEC, ptrs, 2); /* either coordinate type */
-    const msda_kernel *k = &mod->kernels[exact_kernels[pb->logits][pb->dtype][v->vec == 1]];
+static msda_status backward_exact(const msda_backward_args *a, const msda_problem *pb, const backward_choice *c,
+                                  const msda_driver *drv, const msda_module *mod, CUstream stream, msda_error *err) {
+    const msda_kernel *k = &mod->kernels[c->kid];
     const msda_kernel *bounds = &mod->kernels[exact_bounds_kernels[pb->dtype][pb->coord_f32]];
     const msda_kernel *finish = &mod->kernels[exact_finish_kernels[pb->dtype]];
     const msda_kernel *missing = !k->fn ? k : !bounds->fn ? bounds : !finish->fn ? finish : NULL;
@@ -477,13 +634,13 @@ static msda_status backward_exact(const msda_backward_args *a, const msda_proble
     msda_status st = check_workspace(a, bytes, err);
     if (st != MSDA_OK) return st;
     msda_kparams kp;
-    fill_params(pb, v->vec, a->spatial_shapes, a->level_start, a->device_status, &kp);
+    fill_params(pb, c->vec, a->spatial_shapes, a->level_start, a->device_status, &kp);
     set_backward_pointers(a, &kp);
     backward_layout(pb, mod, k, &kp);
     kp.weights_logits = pb->logits;
 
     workspace ws;
-    st = workspace_take(a, drv, stream, bytes, &ws, err);
+    st = workspace_take(a->workspace, drv, stream, bytes, &ws, err);
     if (st != MSDA_OK) return st;
     const CUdeviceptr buf = ws.ptr;
     kp.buffer = (uint64_t)buf;
@@ -505,45 +662,27 @@ static msda_status backward_exact(const msda_backward_args *a, const msda_proble
     return workspace_release(drv, stream, &ws, st, err);
 }
 
-msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, msda_error *err) {
-    msda_problem pb;
-    const msda_driver *drv;
-    const msda_module *mod;
-    CUstream stream = (CUstream)stream_arg;
-    msda_status st = msda_check_backward(a, &pb, err);
-    if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
-    if (st != MSDA_OK) return st;
-    if (exact_backward(&pb)) return backward_exact(a, &pb, drv, mod, stream, err);
+static msda_status backward_staged(const msda_backward_args *a, const msda_problem *pb, int64_t D,
+                                   const msda_driver *drv, const msda_module *mod, CUstream stream, msda_error *err);
 
-    const buffer_plan bp = plan_buffer(&pb, mod);
-    /* 16-bit lanes take 8 elements where some levels add natively (one 16-byte 16-bit `red`;
-     * 8-byte ones measured far slower), with lane pairs swapping halves so that the two f32
-     * `red`s of the buffered levels fill whole sectors, which needs one chunk per lane. With
-     * every level buffered, or no pairing, 4 elements: one f32 `red` beside its neighbours'. */
+/* The backward of a validated problem; `staged`: it is a staged copy (which every kernel row fits). */
+static msda_status backward_run(const msda_backward_args *a, const msda_problem *problem, const msda_driver *drv,
+                                const msda_module *mod, CUstream stream, int staged, msda_error *err) {
     const void *const ptrs[] = {a->value, a->grad_output, a->grad_value};
-    /* The all-buffer kernels take either coordinate type: their width from the value's own row. */
-    const int coord_row = bp.every_level ? 0 : pb.coord_f32;
-    const vec_kernels *v = pick_vec(&pb, coord_row, bp.every_level ? 4 : 8, ptrs, 3);
-    int pairing = 0;
-    if (bp.spatial && v->vec == 8 && !bp.replica_adds) {
-        const int64_t chunks = pb.D / 8;
-        pairing = chunks >= 2 && chunks <= 32 && (chunks & (chunks - 1)) == 0;
-        if (!pairing) v = pick_vec(&pb, coord_row, 4, ptrs, 3);
-    }
-    msda_kernel_id kid = v->bwd;
-    if (bp.every_level) /* the kernel without the native path (fewer registers) */
-        kid = all_buffer_kernels[pb.logits][pb.dtype == MSDA_BF16][v->vec != 4];
-    else if (bp.half_sums)
-        kid = half_sum_kernels[pb.logits][pb.coord_f32][v - dtype_kernels[pb.logits][pb.dtype][pb.coord_f32]];
-    const msda_kernel *k = &mod->kernels[kid];
+    const backward_choice c = choose_backward(problem, mod, ptrs);
+    if (!c.vec) return staged ? no_staged_kernel(err) : backward_staged(a, problem, c.stage_D, drv, mod, stream, err);
+    if (c.exact) return backward_exact(a, problem, &c, drv, mod, stream, err);
+    const msda_problem pb = *problem;
+    const buffer_plan bp = c.bp;
+    const msda_kernel *k = &mod->kernels[c.kid];
     if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
     msda_kparams kp;
-    fill_params(&pb, v->vec, a->spatial_shapes, a->level_start, a->device_status, &kp);
+    fill_params(&pb, c.vec, a->spatial_shapes, a->level_start, a->device_status, &kp);
     set_backward_pointers(a, &kp);
     backward_layout(&pb, mod, k, &kp);
 
     const size_t bytes = workspace_bytes(&pb, &bp);
-    st = check_workspace(a, bytes, err);
+    msda_status st = check_workspace(a, bytes, err);
     if (st != MSDA_OK) return st;
     /* Under replicas with the table on the device, one kernel zeroes grad_value and what the
      * table's plan fills of the workspace (msda_kernels.cu, zero_backward); else memsets. */
@@ -573,7 +712,7 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
                                                                   : NULL;
     if (missing) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", missing->name);
     workspace ws;
-    st = workspace_take(a, drv, stream, bytes, &ws, err);
+    st = workspace_take(a->workspace, drv, stream, bytes, &ws, err);
     if (st != MSDA_OK) return st;
     const CUdeviceptr buf = ws.ptr;
     kp.buffer = bp.spatial ? (uint64_t)buf : 0;
@@ -581,7 +720,7 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
     kp.buffer_levels = bp.levels;
     kp.buffer_max_adds = bp.max_adds;
     kp.replica_adds = bp.replica_adds;
-    kp.pair_exchange = pairing;
+    kp.pair_exchange = c.pairing;
     kp.half_sums = bp.half_sums ? (uint64_t)(buf + buffer_bytes(&pb, &bp)) : 0;
     const int64_t row = pb.M * pb.D;
     if (zero_kernel) { /* grad_value, the replicas' rows that the table's plan fills, the bounds */
@@ -639,5 +778,59 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream_arg, ms
             st = launch_threads(drv, conv, &cp, (cp.threads + cp.chunks - 1) / cp.chunks, stream, err);
         }
     }
+    return workspace_release(drv, stream, &ws, st, err);
+}
+
+msda_status msda_backward_cuda(const msda_backward_args *a, void *stream, msda_error *err) {
+    msda_problem pb;
+    const msda_driver *drv;
+    const msda_module *mod;
+    msda_status st = msda_check_backward(a, &pb, err);
+    if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
+    return st == MSDA_OK ? backward_run(a, &pb, drv, mod, (CUstream)stream, 0, err) : st;
+}
+
+/* The staged calls (see staging): the copies padded in, the staged problem run, the results
+ * taken back out, all on the call's stream. */
+static msda_status forward_staged(const msda_forward_args *a, const msda_problem *pb, const msda_driver *drv,
+                                  const msda_module *mod, CUstream stream, msda_error *err) {
+    msda_forward_args sa;
+    msda_problem sp;
+    msda_status st = stage_problem_forward(a, narrowest_vec(pb, pb->coord_f32), &sa, &sp, err);
+    if (st != MSDA_OK) return st;
+    const size_t es = msda_dtype_size(pb->dtype), value_bytes = stage_round((size_t)sp.value_elems * es);
+    workspace ws;
+    st = workspace_take(NULL, drv, stream, value_bytes + (size_t)sp.output_elems * es, &ws, err);
+    if (st != MSDA_OK) return st;
+    sa.value = (const void *)(uintptr_t)ws.ptr;
+    sa.output = (void *)(uintptr_t)(ws.ptr + value_bytes);
+    st = restride(drv, mod, pb, ws.ptr, sp.D, a->value, pb->D, pb->N * pb->S * pb->M, stream, err);
+    if (st == MSDA_OK) st = forward_run(&sa, &sp, drv, mod, stream, 1, err);
+    if (st == MSDA_OK)
+        st = restride(drv, mod, pb, (CUdeviceptr)(uintptr_t)a->output, pb->D, sa.output, sp.D, pb->N * pb->Lq * pb->M,
+                      stream, err);
+    return workspace_release(drv, stream, &ws, st, err);
+}
+
+static msda_status backward_staged(const msda_backward_args *a, const msda_problem *pb, int64_t D,
+                                   const msda_driver *drv, const msda_module *mod, CUstream stream, msda_error *err) {
+    staged_backward sb;
+    msda_status st = stage_backward(a, mod, D, &sb, err);
+    if (st == MSDA_OK) st = check_workspace(a, sb.bytes, err);
+    if (st != MSDA_OK) return st;
+    workspace ws;
+    st = workspace_take(a->workspace, drv, stream, sb.bytes, &ws, err);
+    if (st != MSDA_OK) return st;
+    const CUdeviceptr value = ws.ptr, grad_output = value + sb.value_bytes, grad_value = grad_output + sb.output_bytes;
+    sb.args.value = (const void *)(uintptr_t)value;
+    sb.args.grad_output = (const void *)(uintptr_t)grad_output;
+    sb.args.grad_value = (void *)(uintptr_t)grad_value;
+    sb.args.workspace = sb.inner_bytes ? (void *)(uintptr_t)(grad_value + sb.value_bytes) : NULL;
+    sb.args.workspace_bytes = sb.inner_bytes;
+    const int64_t value_rows = pb->N * pb->S * pb->M;
+    st = restride(drv, mod, pb, value, D, a->value, pb->D, value_rows, stream, err);
+    if (st == MSDA_OK) st = restride(drv, mod, pb, grad_output, D, a->grad_output, pb->D, pb->N * pb->Lq * pb->M, stream, err);
+    if (st == MSDA_OK) st = backward_run(&sb.args, &sb.pb, drv, mod, stream, 1, err);
+    if (st == MSDA_OK) st = restride(drv, mod, pb, (CUdeviceptr)(uintptr_t)a->grad_value, pb->D, sb.args.grad_value, D, value_rows, stream, err);
     return workspace_release(drv, stream, &ws, st, err);
 }

@@ -11,58 +11,42 @@
 #define MSDA_MAX_CONTEXTS 64
 
 static const char *const kernel_names[K_COUNT] = {
-    [K_FWD_F32_V4] = "msda_forward_f32_v4",   [K_FWD_F32_V1] = "msda_forward_f32_v1",
-    [K_BWD_F32_V4] = "msda_backward_f32_v4",  [K_BWD_F32_V1] = "msda_backward_f32_v1",
-    [K_FWD_F64_V2] = "msda_forward_f64_v2",   [K_FWD_F64_V1] = "msda_forward_f64_v1",
-    [K_BWD_F64_V2] = "msda_backward_f64_v2",  [K_BWD_F64_V1] = "msda_backward_f64_v1",
+    [K_FWD_F32_V4] = "msda_forward_f32_v4",   [K_BWD_F32_V4] = "msda_backward_f32_v4",
+    [K_FWD_F64_V2] = "msda_forward_f64_v2",   [K_BWD_F64_V2] = "msda_backward_f64_v2",
     [K_FWD_F16_V8] = "msda_forward_f16_v8",   [K_FWD_F16_V4] = "msda_forward_f16_v4",
-    [K_FWD_F16_V1] = "msda_forward_f16_v1",   [K_BWD_F16_V8] = "msda_backward_f16_v8",
-    [K_BWD_F16_V4] = "msda_backward_f16_v4",  [K_BWD_F16_V1] = "msda_backward_f16_v1",
+    [K_BWD_F16_V8] = "msda_backward_f16_v8",  [K_BWD_F16_V4] = "msda_backward_f16_v4",
     [K_FWD_BF16_V8] = "msda_forward_bf16_v8", [K_FWD_BF16_V4] = "msda_forward_bf16_v4",
-    [K_FWD_BF16_V1] = "msda_forward_bf16_v1", [K_BWD_BF16_V8] = "msda_backward_bf16_v8",
-    [K_BWD_BF16_V4] = "msda_backward_bf16_v4", [K_BWD_BF16_V1] = "msda_backward_bf16_v1",
+    [K_BWD_BF16_V8] = "msda_backward_bf16_v8", [K_BWD_BF16_V4] = "msda_backward_bf16_v4",
     [K_CONVERT_F16] = "msda_convert_f16",     [K_CONVERT_BF16] = "msda_convert_bf16",
-    [K_BWDBUF_F16_V4] = "msda_backward_f16_buffer_v4", [K_BWDBUF_F16_V1] = "msda_backward_f16_buffer_v1",
-    [K_BWDBUF_BF16_V4] = "msda_backward_bf16_buffer_v4", [K_BWDBUF_BF16_V1] = "msda_backward_bf16_buffer_v1",
+    [K_BWDBUF_F16_V4] = "msda_backward_f16_buffer_v4",
+    [K_BWDBUF_BF16_V4] = "msda_backward_bf16_buffer_v4",
     [K_FWD_F16C32_V8] = "msda_forward_f16c32_v8",
     [K_BWD_F16C32_V8] = "msda_backward_f16c32_v8",
     [K_FWD_BF16C32_V8] = "msda_forward_bf16c32_v8",
     [K_BWD_BF16C32_V8] = "msda_backward_bf16c32_v8",
     [K_SFWD_F32_V4] = "msda_forward_softmax_f32_v4",
-    [K_SFWD_F32_V1] = "msda_forward_softmax_f32_v1",
     [K_SBWD_F32_V4] = "msda_backward_softmax_f32_v4",
-    [K_SBWD_F32_V1] = "msda_backward_softmax_f32_v1",
     [K_SFWD_F64_V2] = "msda_forward_softmax_f64_v2",
-    [K_SFWD_F64_V1] = "msda_forward_softmax_f64_v1",
     [K_SBWD_F64_V2] = "msda_backward_softmax_f64_v2",
-    [K_SBWD_F64_V1] = "msda_backward_softmax_f64_v1",
     [K_SFWD_F16_V8] = "msda_forward_softmax_f16_v8",
     [K_SFWD_F16_V4] = "msda_forward_softmax_f16_v4",
-    [K_SFWD_F16_V1] = "msda_forward_softmax_f16_v1",
     [K_SBWD_F16_V8] = "msda_backward_softmax_f16_v8",
     [K_SBWD_F16_V4] = "msda_backward_softmax_f16_v4",
-    [K_SBWD_F16_V1] = "msda_backward_softmax_f16_v1",
     [K_SFWD_BF16_V8] = "msda_forward_softmax_bf16_v8",
     [K_SFWD_BF16_V4] = "msda_forward_softmax_bf16_v4",
-    [K_SFWD_BF16_V1] = "msda_forward_softmax_bf16_v1",
     [K_SBWD_BF16_V8] = "msda_backward_softmax_bf16_v8",
     [K_SBWD_BF16_V4] = "msda_backward_softmax_bf16_v4",
-    [K_SBWD_BF16_V1] = "msda_backward_softmax_bf16_v1",
     [K_SBWDBUF_F16_V4] = "msda_backward_softmax_f16_buffer_v4",
-    [K_SBWDBUF_F16_V1] = "msda_backward_softmax_f16_buffer_v1",
     [K_SBWDBUF_BF16_V4] = "msda_backward_softmax_bf16_buffer_v4",
-    [K_SBWDBUF_BF16_V1] = "msda_backward_softmax_bf16_buffer_v1",
     [K_SFWD_F16C32_V8] = "msda_forward_softmax_f16c32_v8",
     [K_SBWD_F16C32_V8] = "msda_backward_softmax_f16c32_v8",
     [K_SFWD_BF16C32_V8] = "msda_forward_softmax_bf16c32_v8",
     [K_SBWD_BF16C32_V8] = "msda_backward_softmax_bf16c32_v8",
     [K_BWDHALF_BF16_V8] = "msda_backward_bf16_half_v8",
     [K_BWDHALF_BF16_V4] = "msda_backward_bf16_half_v4",
-    [K_BWDHALF_BF16_V1] = "msda_backward_bf16_half_v1",
     [K_BWDHALF_BF16C32_V8] = "msda_backward_bf16c32_half_v8",
     [K_SBWDHALF_BF16_V8] = "msda_backward_softmax_bf16_half_v8",
     [K_SBWDHALF_BF16_V4] = "msda_backward_softmax_bf16_half_v4",
-    [K_SBWDHALF_BF16_V1] = "msda_backward_softmax_bf16_half_v1",
     [K_SBWDHALF_BF16C32_V8] = "msda_backward_softmax_bf16c32_half_v8",
     [K_HALF_BOUNDS_BF16] = "msda_half_bounds_bf16",
     [K_HALF_BOUNDS_BF16C32] = "msda_half_bounds_bf16c32",
@@ -71,21 +55,13 @@ static const char *const kernel_names[K_COUNT] = {
     [K_ZERO_F16] = "msda_zero_backward_f16",
     [K_ZERO_BF16] = "msda_zero_backward_bf16",
     [K_BWDX_F32_V4] = "msda_backward_f32_exact_v4",
-    [K_BWDX_F32_V1] = "msda_backward_f32_exact_v1",
     [K_BWDX_F64_V2] = "msda_backward_f64_exact_v2",
-    [K_BWDX_F64_V1] = "msda_backward_f64_exact_v1",
     [K_BWDX_F16_V4] = "msda_backward_f16_exact_v4",
-    [K_BWDX_F16_V1] = "msda_backward_f16_exact_v1",
     [K_BWDX_BF16_V4] = "msda_backward_bf16_exact_v4",
-    [K_BWDX_BF16_V1] = "msda_backward_bf16_exact_v1",
     [K_SBWDX_F32_V4] = "msda_backward_softmax_f32_exact_v4",
-    [K_SBWDX_F32_V1] = "msda_backward_softmax_f32_exact_v1",
     [K_SBWDX_F64_V2] = "msda_backward_softmax_f64_exact_v2",
-    [K_SBWDX_F64_V1] = "msda_backward_softmax_f64_exact_v1",
     [K_SBWDX_F16_V4] = "msda_backward_softmax_f16_exact_v4",
-    [K_SBWDX_F16_V1] = "msda_backward_softmax_f16_exact_v1",
     [K_SBWDX_BF16_V4] = "msda_backward_softmax_bf16_exact_v4",
-    [K_SBWDX_BF16_V1] = "msda_backward_softmax_bf16_exact_v1",
     [K_XBOUNDS_F32] = "msda_exact_bounds_f32",
     [K_XBOUNDS_F64] = "msda_exact_bounds_f64",
     [K_XBOUNDS_F16] = "msda_exact_bounds_f16",
@@ -96,6 +72,7 @@ static const char *const kernel_names[K_COUNT] = {
     [K_XFINISH_F64] = "msda_exact_finish_f64",
     [K_XFINISH_F16] = "msda_exact_finish_f16",
     [K_XFINISH_BF16] = "msda_exact_finish_bf16",
+    [K_RESTRIDE] = "msda_restride",
 };
 
 /* Each forward kernel msda_forward_REST has a points twin, msda_forward_points_REST
@@ -120,36 +97,36 @@ static int buffered(int strategy) { return strategy == MSDA_ATOMIC_F32_BUFFER ||
  * mixed 16-bit backward not for the f32-buffer strategy, where the all-buffer one takes it all). */
 static int kernel_built(const msda_device_config *cfg, msda_kernel_id k) {
     switch (k) {
-    case K_FWD_F16_V8: case K_FWD_F16_V4: case K_FWD_F16_V1: case K_CONVERT_F16:
-    case K_SFWD_F16_V8: case K_SFWD_F16_V4: case K_SFWD_F16_V1:
+    case K_FWD_F16_V8: case K_FWD_F16_V4: case K_CONVERT_F16:
+    case K_SFWD_F16_V8: case K_SFWD_F16_V4:
     case K_FWD_F16C32_V8: case K_SFWD_F16C32_V8:
         return cfg->f16_enabled;
-    case K_BWD_F16_V8: case K_BWD_F16_V4: case K_BWD_F16_V1:
-    case K_SBWD_F16_V8: case K_SBWD_F16_V4: case K_SBWD_F16_V1:
+    case K_BWD_F16_V8: case K_BWD_F16_V4:
+    case K_SBWD_F16_V8: case K_SBWD_F16_V4:
     case K_BWD_F16C32_V8: case K_SBWD_F16C32_V8:
         return cfg->f16_enabled && cfg->f16_atomic != MSDA_ATOMIC_F32_BUFFER; /* else the all-buffer kernel */
-    case K_FWD_BF16_V8: case K_FWD_BF16_V4: case K_FWD_BF16_V1: case K_CONVERT_BF16:
-    case K_SFWD_BF16_V8: case K_SFWD_BF16_V4: case K_SFWD_BF16_V1:
+    case K_FWD_BF16_V8: case K_FWD_BF16_V4: case K_CONVERT_BF16:
+    case K_SFWD_BF16_V8: case K_SFWD_BF16_V4:
     case K_FWD_BF16C32_V8: case K_SFWD_BF16C32_V8:
         return cfg->bf16_enabled;
-    case K_BWD_BF16_V8: case K_BWD_BF16_V4: case K_BWD_BF16_V1:
-    case K_SBWD_BF16_V8: case K_SBWD_BF16_V4: case K_SBWD_BF16_V1:
+    case K_BWD_BF16_V8: case K_BWD_BF16_V4:
+    case K_SBWD_BF16_V8: case K_SBWD_BF16_V4:
     case K_BWD_BF16C32_V8: case K_SBWD_BF16C32_V8:
         /* else half sums or the all-buffer kernel */
         return cfg->bf16_enabled && !cfg->bf16_half_sums && cfg->bf16_atomic != MSDA_ATOMIC_F32_BUFFER;
-    case K_BWDBUF_F16_V4: case K_BWDBUF_F16_V1: case K_SBWDBUF_F16_V4: case K_SBWDBUF_F16_V1:
+    case K_BWDBUF_F16_V4: case K_SBWDBUF_F16_V4:
         return cfg->f16_enabled && buffered(cfg->f16_atomic);
-    case K_BWDBUF_BF16_V4: case K_BWDBUF_BF16_V1: case K_SBWDBUF_BF16_V4: case K_SBWDBUF_BF16_V1:
+    case K_BWDBUF_BF16_V4: case K_SBWDBUF_BF16_V4:
         return cfg->bf16_enabled && buffered(cfg->bf16_atomic);
-    case K_BWDHALF_BF16_V8: case K_BWDHALF_BF16_V4: case K_BWDHALF_BF16_V1:
-    case K_SBWDHALF_BF16_V8: case K_SBWDHALF_BF16_V4: case K_SBWDHALF_BF16_V1:
+    case K_BWDHALF_BF16_V8: case K_BWDHALF_BF16_V4:
+    case K_SBWDHALF_BF16_V8: case K_SBWDHALF_BF16_V4:
     case K_BWDHALF_BF16C32_V8: case K_SBWDHALF_BF16C32_V8:
     case K_HALF_BOUNDS_BF16: case K_HALF_BOUNDS_BF16C32: case K_FINISH_HALF_BF16:
         return cfg->bf16_enabled && cfg->bf16_half_sums;
-    case K_BWDX_F16_V4: case K_BWDX_F16_V1: case K_SBWDX_F16_V4: case K_SBWDX_F16_V1:
+    case K_BWDX_F16_V4: case K_SBWDX_F16_V4:
     case K_XBOUNDS_F16: case K_XBOUNDS_F16C32: case K_XFINISH_F16:
         return cfg->f16_enabled;
-    case K_BWDX_BF16_V4: case K_BWDX_BF16_V1: case K_SBWDX_BF16_V4: case K_SBWDX_BF16_V1:
+    case K_BWDX_BF16_V4: case K_SBWDX_BF16_V4:
     case K_XBOUNDS_BF16: case K_XBOUNDS_BF16C32: case K_XFINISH_BF16:
         return cfg->bf16_enabled;
     case K_GATHER_F16: case K_ZERO_F16:

@@ -8,30 +8,30 @@
 #include "msda_parts.h"
 
 /* Kernels by data type, direction and vector width; see msda_kernels.cu. C32: f32 coordinates
- * beside a 16-bit value, in kernels of their own for 8 elements a lane; the others of a 16-bit
- * value take either type (msda_kparams.coord_f32). */
+ * beside a 16-bit value, in kernels of their own for 8 elements a lane; the all-buffer and
+ * deterministic ones of a 16-bit value take either type (msda_kparams.coord_f32). */
 typedef enum msda_kernel_id {
-    K_FWD_F32_V4, K_FWD_F32_V1, K_BWD_F32_V4, K_BWD_F32_V1,
-    K_FWD_F64_V2, K_FWD_F64_V1, K_BWD_F64_V2, K_BWD_F64_V1,
-    K_FWD_F16_V8, K_FWD_F16_V4, K_FWD_F16_V1, K_BWD_F16_V8, K_BWD_F16_V4, K_BWD_F16_V1,
-    K_FWD_BF16_V8, K_FWD_BF16_V4, K_FWD_BF16_V1, K_BWD_BF16_V8, K_BWD_BF16_V4, K_BWD_BF16_V1,
+    K_FWD_F32_V4, K_BWD_F32_V4,
+    K_FWD_F64_V2, K_BWD_F64_V2,
+    K_FWD_F16_V8, K_FWD_F16_V4, K_BWD_F16_V8, K_BWD_F16_V4,
+    K_FWD_BF16_V8, K_FWD_BF16_V4, K_BWD_BF16_V8, K_BWD_BF16_V4,
     K_CONVERT_F16, K_CONVERT_BF16,
-    K_BWDBUF_F16_V4, K_BWDBUF_F16_V1, K_BWDBUF_BF16_V4, K_BWDBUF_BF16_V1, /* every level buffered */
+    K_BWDBUF_F16_V4, K_BWDBUF_BF16_V4, /* every level buffered */
     K_FWD_F16C32_V8, K_BWD_F16C32_V8,
     K_FWD_BF16C32_V8, K_BWD_BF16C32_V8,
     /* The fused-softmax twins of the above (attention weights as logits): S for softmax. */
-    K_SFWD_F32_V4, K_SFWD_F32_V1, K_SBWD_F32_V4, K_SBWD_F32_V1,
-    K_SFWD_F64_V2, K_SFWD_F64_V1, K_SBWD_F64_V2, K_SBWD_F64_V1,
-    K_SFWD_F16_V8, K_SFWD_F16_V4, K_SFWD_F16_V1, K_SBWD_F16_V8, K_SBWD_F16_V4, K_SBWD_F16_V1,
-    K_SFWD_BF16_V8, K_SFWD_BF16_V4, K_SFWD_BF16_V1, K_SBWD_BF16_V8, K_SBWD_BF16_V4, K_SBWD_BF16_V1,
-    K_SBWDBUF_F16_V4, K_SBWDBUF_F16_V1, K_SBWDBUF_BF16_V4, K_SBWDBUF_BF16_V1,
+    K_SFWD_F32_V4, K_SBWD_F32_V4,
+    K_SFWD_F64_V2, K_SBWD_F64_V2,
+    K_SFWD_F16_V8, K_SFWD_F16_V4, K_SBWD_F16_V8, K_SBWD_F16_V4,
+    K_SFWD_BF16_V8, K_SFWD_BF16_V4, K_SBWD_BF16_V8, K_SBWD_BF16_V4,
+    K_SBWDBUF_F16_V4, K_SBWDBUF_BF16_V4,
     K_SFWD_F16C32_V8, K_SBWD_F16C32_V8,
     K_SFWD_BF16C32_V8, K_SBWD_BF16C32_V8,
     /* bf16's half sums (msda_device.cuh, MSDA_BF16_HALF_SUMS): the backward, plain and fused
      * (S), the bounds that set their scale (by the weights' type), and the rounding in place
      * (with the replicas' gather where there are replicas). */
-    K_BWDHALF_BF16_V8, K_BWDHALF_BF16_V4, K_BWDHALF_BF16_V1, K_BWDHALF_BF16C32_V8,
-    K_SBWDHALF_BF16_V8, K_SBWDHALF_BF16_V4, K_SBWDHALF_BF16_V1, K_SBWDHALF_BF16C32_V8,
+    K_BWDHALF_BF16_V8, K_BWDHALF_BF16_V4, K_BWDHALF_BF16C32_V8,
+    K_SBWDHALF_BF16_V8, K_SBWDHALF_BF16_V4, K_SBWDHALF_BF16C32_V8,
     K_HALF_BOUNDS_BF16, K_HALF_BOUNDS_BF16C32, K_FINISH_HALF_BF16,
     /* f16 replicas (msda_plan.h): their rows zeroed with grad_value before the backward, and
      * f16's added up into grad_value after it (bf16's by K_FINISH_HALF_BF16). */
@@ -39,12 +39,14 @@ typedef enum msda_kernel_id {
     /* The deterministic backward (msda.h, `deterministic`): X for exact sums, plain and fused
      * (S), the bounds that set their scale (by grad_output's type and the weights'), and the
      * rounding into grad_value. */
-    K_BWDX_F32_V4, K_BWDX_F32_V1, K_BWDX_F64_V2, K_BWDX_F64_V1,
-    K_BWDX_F16_V4, K_BWDX_F16_V1, K_BWDX_BF16_V4, K_BWDX_BF16_V1,
-    K_SBWDX_F32_V4, K_SBWDX_F32_V1, K_SBWDX_F64_V2, K_SBWDX_F64_V1,
-    K_SBWDX_F16_V4, K_SBWDX_F16_V1, K_SBWDX_BF16_V4, K_SBWDX_BF16_V1,
+    K_BWDX_F32_V4, K_BWDX_F64_V2,
+    K_BWDX_F16_V4, K_BWDX_BF16_V4,
+    K_SBWDX_F32_V4, K_SBWDX_F64_V2,
+    K_SBWDX_F16_V4, K_SBWDX_BF16_V4,
     K_XBOUNDS_F32, K_XBOUNDS_F64, K_XBOUNDS_F16, K_XBOUNDS_F16C32, K_XBOUNDS_BF16, K_XBOUNDS_BF16C32,
     K_XFINISH_F32, K_XFINISH_F64, K_XFINISH_F16, K_XFINISH_BF16,
+    /* A staged problem's rows padded in and taken back out (msda_launch.c, staging). */
+    K_RESTRIDE,
     K_COUNT
 } msda_kernel_id;
 

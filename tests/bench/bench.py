@@ -24,6 +24,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from step_ratios import count
+
 LEVELS = [(100, 134), (50, 67), (25, 34), (13, 17)]
 S = sum(h * w for h, w in LEVELS)
 CASES = [("enc_b2", 2, S), ("enc_b8", 8, S), ("dec_b2_q900", 2, 900)]
@@ -394,7 +396,12 @@ def main():
                     "beside DCNv4's), and the encoder layer")
     ap.add_argument("--compare-dtypes", default="f32,f16,bf16", help="dtypes of the comparison")
     ap.add_argument("--no-kernel-table", action="store_true", help="only the comparison (--peers)")
+    ap.add_argument("--channels", type=count(1), default=D,
+                    help="D, the kernel table's channels a head (default %(default)s); one no vector "
+                    "divides times the staged calls (kernels/PERF.md, \"Staged rows\")")
     args = ap.parse_args()
+    global D
+    D = args.channels
     wanted = args.dtypes.split(",")
     torch.cuda.init()
     torch.zeros(1, device="cuda")  # makes the primary context current on this thread

@@ -63,8 +63,8 @@ static const gcase small_cases[] = {
 /* ABI 5: a point count per level (msda.h, level_points; P is the largest). RT-DETR v2's and
  * D-FINE's decoders take their num_points_list so, on the three levels of a 640 input (strides
  * 8, 16, 32); {1, 2, 3, 4} on Deformable-DETR's four levels as a decoder, as an encoder (whose
- * 16-bit backward buffers levels, planned from the largest count) and with D = 71 (several chunks
- * a lane, one element a vector). */
+ * 16-bit backward buffers levels, planned from the largest count) and with D = 71 (staged: several
+ * chunks a lane of the padded rows). */
 typedef struct points_case {
     gcase g;
     const int64_t *level_points; /* g.L counts */
@@ -366,8 +366,8 @@ static void run_case_v(const char *label, const gcase *g, msda_dtype t, CUstream
                rel_err(gpu_gv, cpu_gv, x.n_value, t), rel_err(gpu_gl, cpu_gl, 2 * x.n_attn, x.ct),
                rel_err(gpu_ga, cpu_ga, x.n_attn, x.ct),
                device_table ? "  (level table in device memory)"
-               : offset     ? (ws_bytes ? "  (misaligned: 1-element kernels; library-allocated f32 buffer)"
-                                        : "  (misaligned: 1-element kernels)")
+               : offset     ? (ws_bytes ? "  (misaligned: staged; library-allocated workspace)"
+                                        : "  (misaligned: staged)")
                             : (ws_bytes ? "  (caller's f32 buffer workspace)" : ""));
     } else {
         report(label, name, t, &f.sizes, INFINITY, INFINITY, INFINITY, INFINITY, "  (call failed)");
@@ -572,16 +572,16 @@ int main(int argc, char **argv) {
         /* The replicas planned by the kernels from a device table, in the host's bound. */
         if (!small) run_case(label, &cases[ncases - 1], (msda_dtype)t, stream, 0, 1, MSDA_WEIGHTS_SOFTMAXED, 0);
         /* The fused softmax: the encoder (all-buffer bf16 backward), the decoder (points split
-         * over lanes in the forward, mixed bf16 backward), D = 71 (several chunks a lane, one
-         * element a vector), misaligned, and the table on the device. */
+         * over lanes in the forward, mixed bf16 backward), D = 71 (staged to a multiple of the
+         * narrowest vector), misaligned, and the table on the device. */
         static const int softmax_full[] = {0, 2, 5}, softmax_small[] = {0, 1};
         const int *sm = small ? softmax_small : softmax_full;
         for (int c = 0; c < (small ? 2 : 3); c++)
             run_case(label, &cases[sm[c]], (msda_dtype)t, stream, 0, 0, MSDA_WEIGHTS_LOGITS, 0);
         run_case(label, &cases[small ? 0 : 2], (msda_dtype)t, stream, 1, 0, MSDA_WEIGHTS_LOGITS, 0);
         run_case(label, &cases[0], (msda_dtype)t, stream, 0, 1, MSDA_WEIGHTS_LOGITS, 0);
-        /* The deterministic backward: the encoder, the decoder, D = 71, misaligned (one element
-         * a lane, the library's own workspace), the table on the device, the fused softmax. */
+        /* The deterministic backward: the encoder, the decoder, D = 71, misaligned (staged, in
+         * the library's own workspace), the table on the device, the fused softmax. */
         static const int exact_full[] = {0, 2, 5}, exact_small[] = {0, 1};
         for (int c = 0; c < (small ? 2 : 3); c++)
             run_case(label, &cases[(small ? exact_small : exact_full)[c]], (msda_dtype)t, stream, 0, 0,

@@ -238,7 +238,7 @@ START_TEST(each_image_is_its_parts_and_each_kernel_is_in_its_own) {
                    {"msda_backward_bf16_buffer_v4", MSDA_PART_MAIN}, {"msda_backward_bf16_half_v4", MSDA_PART_MAIN},
                    {"msda_forward_points_bf16_v8", MSDA_PART_MAIN}, {"msda_forward_f16_v8", MSDA_PART_F16},
                    {"msda_gather_replicas_f16", MSDA_PART_F16},     {"msda_backward_bf16_exact_v4", MSDA_PART_F16},
-                   {"msda_exact_finish_bf16", MSDA_PART_F16}};
+                   {"msda_exact_finish_bf16", MSDA_PART_F16},       {"msda_restride", MSDA_PART_MAIN}};
     for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++)
         for (int p = 0; p < MSDA_PART_COUNT; p++) {
             CUfunction fn;

@@ -171,17 +171,13 @@ static const fake_launch_op *forward_at(msda_dtype dtype, msda_coord_type coords
 }
 
 /* 8-byte vectors of a 16-bit value are built for its own coordinates only (msda_kernels.cu,
- * MSDA_16BIT_SET): f32 coordinates beside a value whose rows
- * allow 8-byte vectors but not 16-byte ones take the kernel of one element a lane, told the type. */
+ * MSDA_16BIT_SET): f32 coordinates beside a value whose rows allow 8-byte vectors but not
+ * 16-byte ones are staged (a_problem_no_vector_fits_is_staged_in_padded_copies). */
 START_TEST(each_coordinate_type_takes_the_widths_built_for_it) {
     load_fake_driver();
     const fake_launch_op *op = forward_at(MSDA_F16, MSDA_COORD_SAME, 8);
     ck_assert_str_eq(op->name, "msda_forward_points_f16_v4");
     ck_assert_int_eq(op->params.chunks, 8);
-    op = forward_at(MSDA_F16, MSDA_COORD_F32, 8);
-    ck_assert_str_eq(op->name, "msda_forward_points_f16_v1");
-    ck_assert_int_eq(op->params.chunks, 32);
-    ck_assert_int_eq(op->params.coord_f32, 1);
     op = forward_at(MSDA_BF16, MSDA_COORD_F32, 0);
     ck_assert_str_eq(op->name, "msda_forward_points_bf16c32_v8");
 }
@@ -193,6 +189,14 @@ static msda_backward_args backward_args(msda_dtype dtype, int64_t N, int64_t Lq,
         .value = NOWHERE(1), .sampling_locations = NOWHERE(2), .attention_weights = NOWHERE(3),
         .grad_output = NOWHERE(4), .grad_value = NOWHERE(5), .grad_sampling_locations = NOWHERE(6),
         .grad_attention_weights = NOWHERE(7), .level_table = table};
+}
+
+/* The first launch of a kernel whose name starts with `prefix`, of the n recorded. */
+static const fake_launch_op *launch_of(const fake_launch_op *ops, int n, const char *prefix) {
+    for (int i = 0; i < n; i++)
+        if (ops[i].kind == FAKE_LAUNCH && strncmp(ops[i].name, prefix, strlen(prefix)) == 0) return &ops[i];
+    ck_abort_msg("no launch of %s*", prefix);
+    return NULL;
 }
 
 /* A backward call's recorded operations. */
@@ -380,21 +384,25 @@ START_TEST(the_bf16_backward_adds_its_native_levels_as_scaled_halves) {
     ck_assert_str_eq(ops[3].name, "msda_half_bounds_bf16c32");
     ck_assert_str_eq(ops[4].name, "msda_backward_bf16c32_half_v8");
     /* A value 8 bytes off 16: bf16's own coordinates have a kernel of 4 elements a lane, f32 ones
-     * take the kernel of one, told the type; 2 bytes off: one element a lane, either type. */
+     * none, so the call is staged into aligned copies, where both take 8; 2 bytes off: staged,
+     * either type. */
     static const struct {
         size_t offset;
         msda_coord_type coords;
         const char *kernel;
-    } narrower[] = {{8, MSDA_COORD_F32, "msda_backward_bf16_half_v1"},
-                    {8, MSDA_COORD_SAME, "msda_backward_bf16_half_v4"},
-                    {2, MSDA_COORD_F32, "msda_backward_bf16_half_v1"},
-                    {2, MSDA_COORD_SAME, "msda_backward_bf16_half_v1"}};
+        int staged;
+    } narrower[] = {{8, MSDA_COORD_F32, "msda_backward_bf16c32_half_v8", 1},
+                    {8, MSDA_COORD_SAME, "msda_backward_bf16_half_v4", 0},
+                    {2, MSDA_COORD_F32, "msda_backward_bf16c32_half_v8", 1},
+                    {2, MSDA_COORD_SAME, "msda_backward_bf16_half_v8", 1}};
     for (size_t i = 0; i < sizeof narrower / sizeof narrower[0]; i++) {
         a.value = (const char *)NOWHERE(1) + narrower[i].offset;
         a.coord_type = narrower[i].coords;
         n = backward_of(&a, &ops);
-        ck_assert_str_eq(ops[4].name, narrower[i].kernel);
-        ck_assert_int_eq(ops[4].params.coord_f32, narrower[i].coords == MSDA_COORD_F32);
+        const fake_launch_op *k = launch_of(ops, n, "msda_backward_");
+        ck_assert_str_eq(k->name, narrower[i].kernel);
+        ck_assert_int_eq(k->params.coord_f32, narrower[i].coords == MSDA_COORD_F32);
+        ck_assert_int_eq(ops[1].kind == FAKE_LAUNCH && strcmp(ops[1].name, "msda_restride") == 0, narrower[i].staged);
     }
     /* The workspace the caller is told to bring is what the call takes. */
     a = backward_args(MSDA_BF16, 2, DETR_S, MSDA_HOST);
@@ -520,9 +528,9 @@ START_TEST(the_16bit_backward_sums_its_coarse_levels_in_f16_replicas) {
      * workspace having room for any table of the sizes. */
     n = backward(MSDA_BF16, 2, 300, MSDA_DEVICE, &ops);
     assert_replicas(ops, n, "msda_backward_bf16_half_v8", 2, msda_replica_rows_bound(4, DETR_S, 300, 4, 32), 32, 1, 1);
-    /* A row of 3 elements (M * D = 1 * 3): one element a thread in the zeroing and the rounding. */
+    /* A row of 4 elements (M * D = 1 * 4): one element a thread in the zeroing and the rounding. */
     msda_backward_args odd = backward_args(MSDA_BF16, 2, 900, MSDA_DEVICE);
-    odd.sizes.heads = 1, odd.sizes.channels = 3;
+    odd.sizes.heads = 1, odd.sizes.channels = 4;
     n = backward_of(&odd, &ops);
     ck_assert_int_eq(n, 5);
     ck_assert_str_eq(ops[1].name, "msda_zero_backward_bf16");
@@ -723,11 +731,12 @@ START_TEST(the_deterministic_backward_sums_grad_value_exactly_then_rounds_it) {
     a = exact_args(MSDA_F64, 1, 900, MSDA_HOST);
     n = backward_of(&a, &ops);
     assert_exact(ops, n, "msda_exact_bounds_f64", "msda_backward_f64_exact_v2", "msda_exact_finish_f64", 1, 900, 0);
-    /* A value off its 16-byte alignment: one element a lane. */
+    /* A value off its 16-byte alignment: staged into an aligned copy. */
     a = exact_args(MSDA_F32, 1, 900, MSDA_HOST);
     a.value = (const char *)NOWHERE(1) + 4;
     n = backward_of(&a, &ops);
-    ck_assert_str_eq(ops[3].name, "msda_backward_f32_exact_v1");
+    ck_assert_str_eq(ops[1].name, "msda_restride");
+    ck_assert_str_eq(launch_of(ops, n, "msda_backward_")->name, "msda_backward_f32_exact_v4");
     /* The workspace the caller is told to bring is what the call takes; too small is refused
      * before anything is queued. */
     a = exact_args(MSDA_BF16, 2, DETR_S, MSDA_HOST);
@@ -752,6 +761,141 @@ START_TEST(the_deterministic_backward_sums_grad_value_exactly_then_rounds_it) {
     ck_assert_ptr_nonnull(strstr(err.message, "deterministic is 2"));
     ck_assert_int_eq(msda_validate_backward(&a, &err), MSDA_ERR_BAD_ARGUMENT);
     ck_assert_int_eq(recorded(&ops), 0);
+}
+END_TEST
+
+/* A launch of msda_restride: `rows` rows of `from` elements of `elem` bytes at src into rows of
+ * `to` at dst (2-byte units), in a wave at most. */
+static void assert_restride(const fake_launch_op *op, uintptr_t src, int64_t from, uintptr_t dst, int64_t to,
+                            int64_t rows, int64_t elem) {
+    ck_assert_int_eq(op->kind, FAKE_LAUNCH);
+    ck_assert_str_eq(op->name, "msda_restride");
+    ck_assert_uint_eq(op->params.value, src);
+    ck_assert_uint_eq(op->params.output, dst);
+    ck_assert_int_eq(op->params.spatial, from * elem / 2);
+    ck_assert_int_eq(op->params.queries, to * elem / 2);
+    ck_assert_int_eq(op->params.groups, rows);
+    ck_assert_uint_le(op->grid, WAVE);
+}
+
+static size_t round256(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+/* No kernel takes one element a lane: a D that no vector of the row divides, or a pointer none
+ * is aligned to, runs as the problem of D rounded up, on zero-padded copies, and the results are
+ * taken back out (msda_launch.c, staging). */
+START_TEST(a_problem_no_vector_fits_is_staged_in_padded_copies) {
+    load_fake_driver();
+    const fake_launch_op *ops;
+    msda_error err;
+    /* f32 forward, D = 33: value and output in rows of 36 (f32's only vectors are 4 wide). */
+    msda_forward_args f = {.dtype = MSDA_F32, .sizes = detr_sizes(2, 900), .spatial_shapes = detr_shapes,
+                           .level_start = detr_starts, .value = NOWHERE(1), .sampling_locations = NOWHERE(2),
+                           .attention_weights = NOWHERE(3), .output = NOWHERE(4)};
+    f.sizes.channels = 33;
+    ck_assert_msg(msda_forward_cuda(&f, NULL, &err) == MSDA_OK, "forward: %s", err.message);
+    int n = recorded(&ops);
+    ck_assert_int_eq(n, 4);
+    const int64_t value_rows = 2 * DETR_S * 8, output_rows = 2 * 900 * 8;
+    const size_t value_bytes = round256((size_t)value_rows * 36 * 4);
+    ck_assert_int_eq(ops[0].kind, FAKE_ALLOC);
+    ck_assert_uint_eq(ops[0].bytes, value_bytes + (size_t)output_rows * 36 * 4);
+    const uintptr_t ws = ops[0].address;
+    assert_restride(&ops[1], (uintptr_t)NOWHERE(1), 33, ws, 36, value_rows, 4);
+    ck_assert_str_eq(ops[2].name, "msda_forward_f32_v4"); /* 9 chunks: not the points kernel's */
+    ck_assert_int_eq(ops[2].params.channels, 36);
+    ck_assert_uint_eq(ops[2].params.value, ws);
+    ck_assert_uint_eq(ops[2].params.output, ws + value_bytes);
+    assert_restride(&ops[3], ws + value_bytes, 36, (uintptr_t)NOWHERE(4), 33, output_rows, 4);
+    /* A 16-bit value with f32 coordinates, D = 12: only 8 elements a lane take f32 ones, so 16. */
+    f.dtype = MSDA_F16;
+    f.coord_type = MSDA_COORD_F32;
+    f.sizes.channels = 12;
+    ck_assert_msg(msda_forward_cuda(&f, NULL, &err) == MSDA_OK, "forward: %s", err.message);
+    n = recorded(&ops);
+    ck_assert_int_eq(n, 4);
+    assert_restride(&ops[1], (uintptr_t)NOWHERE(1), 12, ops[0].address, 16, value_rows, 2);
+    ck_assert_str_eq(ops[2].name, "msda_forward_points_f16c32_v8");
+    ck_assert_int_eq(ops[2].params.coord_f32, 1);
+    /* Its own coordinates have 4 elements a lane: D = 12 fits, nothing staged. */
+    f.coord_type = MSDA_COORD_SAME;
+    ck_assert_msg(msda_forward_cuda(&f, NULL, &err) == MSDA_OK, "forward: %s", err.message);
+    ck_assert_int_eq(recorded(&ops), 1);
+    ck_assert_str_eq(ops[0].name, "msda_forward_f16_v4");
+
+    /* f32 backward, D = 33: value, grad_output and grad_value in rows of 36 in one workspace
+     * (no buffer: the staged call needs none of its own), grad_value zeroed there, taken out. */
+    msda_backward_args b = backward_args(MSDA_F32, 2, 900, MSDA_HOST);
+    b.sizes.channels = 33;
+    size_t bytes = 0;
+    ck_assert_int_eq(msda_backward_cuda_workspace(&b, &bytes, &err), MSDA_OK);
+    const size_t output_bytes = round256((size_t)output_rows * 36 * 4);
+    ck_assert_uint_eq(bytes, 2 * value_bytes + output_bytes);
+    n = backward_of(&b, &ops);
+    ck_assert_int_eq(n, 6);
+    ck_assert_int_eq(ops[0].kind, FAKE_ALLOC);
+    ck_assert_uint_eq(ops[0].bytes, bytes);
+    const uintptr_t bws = ops[0].address, grad_value = bws + value_bytes + output_bytes;
+    assert_restride(&ops[1], (uintptr_t)NOWHERE(1), 33, bws, 36, value_rows, 4);
+    assert_restride(&ops[2], (uintptr_t)NOWHERE(4), 33, bws + value_bytes, 36, output_rows, 4);
+    ck_assert_int_eq(ops[3].kind, FAKE_MEMSET);
+    ck_assert_uint_eq(ops[3].address, grad_value);
+    ck_assert_uint_eq(ops[3].bytes, (size_t)value_rows * 36 * 4);
+    ck_assert_str_eq(ops[4].name, "msda_backward_f32_v4");
+    ck_assert_int_eq(ops[4].params.channels, 36);
+    ck_assert_uint_eq(ops[4].params.grad_output, bws + value_bytes);
+    ck_assert_uint_eq(ops[4].params.output, grad_value);
+    ck_assert_uint_eq(ops[4].params.grad_locations, (uintptr_t)NOWHERE(6)); /* written in place */
+    ck_assert_uint_eq(ops[4].params.grad_weights, (uintptr_t)NOWHERE(7));
+    assert_restride(&ops[5], grad_value, 36, (uintptr_t)NOWHERE(5), 33, value_rows, 4);
+    /* The caller's workspace of that size: nothing allocated; one byte less is refused before
+     * anything is queued. */
+    b.workspace = NOWHERE(9);
+    b.workspace_bytes = bytes;
+    n = backward_of(&b, &ops);
+    ck_assert_int_eq(n, 5);
+    assert_restride(&ops[0], (uintptr_t)NOWHERE(1), 33, (uintptr_t)NOWHERE(9), 36, value_rows, 4);
+    b.workspace_bytes = bytes - 1;
+    ck_assert_int_eq(msda_backward_cuda(&b, NULL, &err), MSDA_ERR_BAD_ARGUMENT);
+    ck_assert_int_eq(recorded(&ops), 0);
+    /* The deterministic backward, D = 33: its own workspace for the staged rows after the copies. */
+    b = exact_args(MSDA_F32, 2, 900, MSDA_HOST);
+    b.sizes.channels = 33;
+    ck_assert_int_eq(msda_backward_cuda_workspace(&b, &bytes, &err), MSDA_OK);
+    const size_t elems = (size_t)value_rows * 36;
+    ck_assert_uint_eq(bytes, 2 * value_bytes + output_bytes + elems * 8 + (elems + 31) / 32 * 16 + 32);
+    n = backward_of(&b, &ops);
+    ck_assert_uint_eq(ops[0].bytes, bytes);
+    const fake_launch_op *k = launch_of(ops, n, "msda_backward_");
+    ck_assert_str_eq(k->name, "msda_backward_f32_exact_v4");
+    ck_assert_uint_eq(k->params.buffer, ops[0].address + 2 * value_bytes + output_bytes);
+    assert_restride(&ops[n - 1], ops[0].address + value_bytes + output_bytes, 36, (uintptr_t)NOWHERE(5), 33,
+                    value_rows, 4);
+}
+END_TEST
+
+/* f32 coordinates beside a 16-bit value have mixed kernels of 8 elements a lane only, whose
+ * buffered levels need lane pairs (D / 8 a power of two up to 32): past that, every level goes
+ * through the buffer, in the all-buffer kernel that takes either coordinate type. */
+START_TEST(f32_coordinates_without_lane_pairs_take_the_all_buffer_backward) {
+    load_fake_driver(); /* no replicas: the f16 encoder buffers its coarse levels */
+    const fake_launch_op *ops;
+    msda_backward_args a = backward_args(MSDA_F16, 2, DETR_S, MSDA_HOST);
+    a.coord_type = MSDA_COORD_F32;
+    a.sizes.channels = 48;
+    size_t bytes = 0;
+    msda_error err;
+    ck_assert_int_eq(msda_backward_cuda_workspace(&a, &bytes, &err), MSDA_OK);
+    ck_assert_uint_eq(bytes, (size_t)2 * DETR_S * 8 * 48 * 4);
+    int n = backward_of(&a, &ops);
+    ck_assert_int_eq(n, 4);
+    ck_assert_uint_eq(ops[0].bytes, bytes);
+    ck_assert_str_eq(ops[2].name, "msda_backward_f16_buffer_v4");
+    ck_assert_int_eq(ops[2].params.coord_f32, 1);
+    ck_assert_uint_eq(ops[2].params.buffer_levels, 0xfu);
+    /* Its own coordinates keep the mixed backward at 4 elements a lane. */
+    a.coord_type = MSDA_COORD_SAME;
+    n = backward_of(&a, &ops);
+    ck_assert_str_eq(launch_of(ops, n, "msda_backward_")->name, "msda_backward_f16_v4");
 }
 END_TEST
 
@@ -915,5 +1059,7 @@ TCase *kt_tcase_launch(void) {
     tcase_add_test(tc, only_four_bilinear_points_on_every_level_take_the_points_forward);
     tcase_add_test(tc, per_level_forwards_of_other_coordinates_and_logits_are_told_too);
     tcase_add_test(tc, every_backward_launch_is_told_each_levels_points_and_the_sampling);
+    tcase_add_test(tc, a_problem_no_vector_fits_is_staged_in_padded_copies);
+    tcase_add_test(tc, f32_coordinates_without_lane_pairs_take_the_all_buffer_backward);
     return tc;
 }

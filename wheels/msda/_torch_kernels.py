@@ -49,11 +49,10 @@ _CPU = torch.device("cpu")
 def aligned(t: torch.Tensor) -> torch.Tensor:
     """t, or a copy of it where t is a CUDA tensor whose data does not start on a 16-byte boundary.
     libmsda's kernels take 16 bytes a lane where value, grad_output and the results start on
-    one, else one element a lane, and its forward's fast path needs each point's x and y
-    aligned as a pair (msda.h); a contiguous view can start anywhere in its storage (a flat
-    buffer's x[1:]), and a copy starts where the allocator puts it. H100, enc_b2 backward,
-    graph ms, value 4 bytes off against aligned: f32 2.62 against 0.65, f16 7.99 against 0.46;
-    dec_b2_q900 f32 0.174 against 0.067 (kernels/PERF.md, session 22)."""
+    one; elsewhere it stages the call into padded copies of its own, in memory outside torch's
+    allocator, and its forward's fast path needs each point's x and y aligned as a pair
+    (msda.h). A contiguous view can start anywhere in its storage (a flat buffer's x[1:]), and
+    a copy starts where the allocator puts it."""
     return t.clone() if t.is_cuda and t.data_ptr() % 16 else t
 
 

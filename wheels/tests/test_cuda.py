@@ -232,8 +232,8 @@ def _off_alignment(t):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_tensors_off_their_alignment_get_the_aligned_calls_kernels(dtype):
-    # libmsda takes one element a lane where value or grad_output starts off a 16-byte boundary,
-    # several times slower, and its forward's fast path needs the locations' pairs aligned
+    # libmsda stages a call whose value or grad_output starts off a 16-byte boundary into
+    # padded copies of its own, and its forward's fast path needs the locations' pairs aligned
     # (msda.h); a contiguous view can start anywhere in its storage, so the package copies such
     # a tensor first. The output and the location and weight gradients are sums in an order
     # that follows the kernel (how many lanes a head takes, the forward's path): equal bit for

@@ -87,6 +87,18 @@ image_kernels() {
   grep -qx msda_backward_softmax_bf16c32_v8 <<<"$sm86"
 }
 
+@test "no image carries a kernel of one element a lane: such problems are staged through msda_restride" {
+  for image in "sm_61 11.8" "sm_75 13.0" "sm_86 13.0"; do
+    # shellcheck disable=SC2086 # arch and toolkit, two words
+    kernels=$(image_kernels $image)
+    [ -n "$kernels" ]
+    grep -qx msda_restride <<<"$kernels"
+    grep -qx msda_forward_f32_v4 <<<"$kernels"
+    run grep -cE '_v1$' <<<"$kernels"
+    [ "$output" = 0 ]
+  done
+}
+
 @test "an architecture the table lacks is built with the safe defaults and a note" {
   grep -q 'not in recipes/architectures.json, built with the safe defaults' "$BATS_FILE_TMPDIR/build1.log"
 }
