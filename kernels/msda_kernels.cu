@@ -996,20 +996,37 @@ __device__ __forceinline__ void convert_vec(const msda_kparams &p, const level_t
     }
 }
 
-// A staged problem's rows (msda_launch.c, staging): p.groups rows of p.spatial 2-byte units
-// at p.value copied to rows of p.queries units at p.output, the rest of a wider row zeroed. Every
-// element type is whole units and every pointer of the op element-aligned, so one kernel pads
-// value and grad_output into the staged copies and takes output and grad_value back out.
-__device__ __forceinline__ void restride(const msda_kparams &p) {
-    const unsigned short *src = reinterpret_cast<const unsigned short *>(p.value);
-    unsigned short *dst = reinterpret_cast<unsigned short *>(p.output);
+// A staged problem's rows (msda_launch.c, staging): p.groups rows of p.spatial units of
+// p.chunks bytes (2, 4 or 8: what both rows and both pointers are whole units of) at p.value
+// copied to rows of p.queries units at p.output, the rest of a wider row zeroed. One kernel pads
+// value and grad_output into the staged copies and takes output and grad_value back out. Where
+// the count fits, the index arithmetic is 32-bit: a 64-bit division a unit held the copy to a
+// third of the bandwidth (kernels/PERF.md, "Staged rows").
+template <class U> __device__ __forceinline__ void restride_units(const msda_kparams &p) {
+    const U *src = reinterpret_cast<const U *>(p.value);
+    U *dst = reinterpret_cast<U *>(p.output);
     const int64_t from = p.spatial, to = p.queries, total = p.groups * to;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    #pragma unroll 1
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
-        const int64_t r = i / to, c = i - r * to;
-        dst[i] = c < from ? src[r * from + c] : (unsigned short)0;
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride = (int64_t)gridDim.x * blockDim.x;
+    if (total < ((int64_t)1 << 31)) { // i + stride stays under 2^32
+        const uint32_t to32 = (uint32_t)to, from32 = (uint32_t)from;
+        #pragma unroll 1
+        for (uint32_t i = (uint32_t)first; i < (uint32_t)total; i += (uint32_t)stride) {
+            const uint32_t r = i / to32, c = i - r * to32;
+            dst[i] = c < from32 ? src[(size_t)r * from32 + c] : U(0);
+        }
+        return;
     }
+    #pragma unroll 1
+    for (int64_t i = first; i < total; i += stride) {
+        const int64_t r = i / to, c = i - r * to;
+        dst[i] = c < from ? src[r * from + c] : U(0);
+    }
+}
+
+__device__ __forceinline__ void restride(const msda_kparams &p) {
+    if (p.chunks == 8) restride_units<unsigned long long>(p);
+    else if (p.chunks == 4) restride_units<unsigned>(p);
+    else restride_units<unsigned short>(p);
 }
 
 // The plan once, outside the three widths' loops: its code (the level table's checks and the

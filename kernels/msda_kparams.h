@@ -16,8 +16,8 @@ typedef struct msda_kparams {
     uint64_t output;           /* forward: T* output; backward: grad_value (T* or f32 buffer) */
     uint64_t grad_locations;   /* C*; backward only */
     uint64_t grad_weights;     /* C*; backward only */
-    int64_t spatial;           /* S; msda_restride: a source row's 2-byte units */
-    int64_t queries;           /* Lq; msda_restride: a destination row's 2-byte units */
+    int64_t spatial;           /* S; msda_restride: a source row's units */
+    int64_t queries;           /* Lq; msda_restride: a destination row's units */
     int64_t groups;            /* N * Lq * M: one group of lanes per (n, q, m); msda_restride:
                                   the rows (value from, output to) */
     int64_t threads;           /* groups times a group's threads, rounded up to whole warps;
@@ -26,7 +26,8 @@ typedef struct msda_kparams {
     int32_t channels;          /* D */
     int32_t levels;            /* L */
     int32_t points;            /* P */
-    int32_t chunks;            /* D / VEC: vectors per head; conversion: elements a thread */
+    int32_t chunks;            /* D / VEC: vectors per head; conversion: elements a thread;
+                                  msda_restride: the bytes of a unit (2, 4 or 8) */
     int32_t lanes_log2;        /* lanes over a head's chunks: 1 << lanes_log2 */
     int32_t parts_log2;        /* forward: the L*P points split over 1 << parts_log2 lanes; a
                                   group is 1 << (lanes_log2 + parts_log2) <= 32 threads */

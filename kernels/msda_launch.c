@@ -252,13 +252,20 @@ static msda_status restride(const msda_driver *drv, const msda_module *mod, cons
                             msda_error *err) {
     const msda_kernel *k = &mod->kernels[K_RESTRIDE];
     if (!k->fn) return msda_fail(err, MSDA_ERR_DTYPE_NOT_BUILT, "the device code has no %s", k->name);
-    const int64_t units = (int64_t)msda_dtype_size(pb->dtype) / 2; /* 2-byte units an element */
+    /* The widest unit of 8, 4 or 2 bytes that both rows and both pointers are whole units of
+     * (every element type is whole 2-byte units, every pointer of the op element-aligned). */
+    const size_t es = msda_dtype_size(pb->dtype);
+    int unit = 8;
+    while (unit > 2 && ((size_t)from * es % (size_t)unit || (size_t)to * es % (size_t)unit || !aligned(src, (size_t)unit) ||
+                        !aligned((const void *)(uintptr_t)dst, (size_t)unit)))
+        unit /= 2;
     msda_kparams kp;
     memset(&kp, 0, sizeof kp);
     kp.value = (uint64_t)(uintptr_t)src;
     kp.output = (uint64_t)dst;
-    kp.spatial = from * units;
-    kp.queries = to * units;
+    kp.chunks = unit;
+    kp.spatial = from * (int64_t)es / unit;
+    kp.queries = to * (int64_t)es / unit;
     kp.groups = rows;
     const int64_t total = rows * kp.queries, wave = (int64_t)k->min_grid * k->block;
     return launch_threads(drv, k, &kp, total < wave ? total : wave, stream, err);

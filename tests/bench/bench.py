@@ -382,6 +382,7 @@ def kernel_table(lib, args, wanted, bw):
 
 
 def main():
+    global D
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
     ap.add_argument("--reps", type=int, default=50)
@@ -400,7 +401,6 @@ def main():
                     help="D, the kernel table's channels a head (default %(default)s); one no vector "
                     "divides times the staged calls (kernels/PERF.md, \"Staged rows\")")
     args = ap.parse_args()
-    global D
     D = args.channels
     wanted = args.dtypes.split(",")
     torch.cuda.init()

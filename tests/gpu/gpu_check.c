@@ -368,7 +368,7 @@ static void run_case_v(const char *label, const gcase *g, msda_dtype t, CUstream
                device_table ? "  (level table in device memory)"
                : offset     ? (ws_bytes ? "  (misaligned: staged; library-allocated workspace)"
                                         : "  (misaligned: staged)")
-                            : (ws_bytes ? "  (caller's f32 buffer workspace)" : ""));
+                            : (ws_bytes ? "  (caller's workspace)" : ""));
     } else {
         report(label, name, t, &f.sizes, INFINITY, INFINITY, INFINITY, INFINITY, "  (call failed)");
     }

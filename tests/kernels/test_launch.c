@@ -765,15 +765,16 @@ START_TEST(the_deterministic_backward_sums_grad_value_exactly_then_rounds_it) {
 END_TEST
 
 /* A launch of msda_restride: `rows` rows of `from` elements of `elem` bytes at src into rows of
- * `to` at dst (2-byte units), in a wave at most. */
+ * `to` at dst, in units of `unit` bytes, in a wave at most. */
 static void assert_restride(const fake_launch_op *op, uintptr_t src, int64_t from, uintptr_t dst, int64_t to,
-                            int64_t rows, int64_t elem) {
+                            int64_t rows, int64_t elem, int unit) {
     ck_assert_int_eq(op->kind, FAKE_LAUNCH);
     ck_assert_str_eq(op->name, "msda_restride");
     ck_assert_uint_eq(op->params.value, src);
     ck_assert_uint_eq(op->params.output, dst);
-    ck_assert_int_eq(op->params.spatial, from * elem / 2);
-    ck_assert_int_eq(op->params.queries, to * elem / 2);
+    ck_assert_int_eq(op->params.chunks, unit);
+    ck_assert_int_eq(op->params.spatial, from * elem / unit);
+    ck_assert_int_eq(op->params.queries, to * elem / unit);
     ck_assert_int_eq(op->params.groups, rows);
     ck_assert_uint_le(op->grid, WAVE);
 }
@@ -800,12 +801,12 @@ START_TEST(a_problem_no_vector_fits_is_staged_in_padded_copies) {
     ck_assert_int_eq(ops[0].kind, FAKE_ALLOC);
     ck_assert_uint_eq(ops[0].bytes, value_bytes + (size_t)output_rows * 36 * 4);
     const uintptr_t ws = ops[0].address;
-    assert_restride(&ops[1], (uintptr_t)NOWHERE(1), 33, ws, 36, value_rows, 4);
+    assert_restride(&ops[1], (uintptr_t)NOWHERE(1), 33, ws, 36, value_rows, 4, 4);
     ck_assert_str_eq(ops[2].name, "msda_forward_f32_v4"); /* 9 chunks: not the points kernel's */
     ck_assert_int_eq(ops[2].params.channels, 36);
     ck_assert_uint_eq(ops[2].params.value, ws);
     ck_assert_uint_eq(ops[2].params.output, ws + value_bytes);
-    assert_restride(&ops[3], ws + value_bytes, 36, (uintptr_t)NOWHERE(4), 33, output_rows, 4);
+    assert_restride(&ops[3], ws + value_bytes, 36, (uintptr_t)NOWHERE(4), 33, output_rows, 4, 4);
     /* A 16-bit value with f32 coordinates, D = 12: only 8 elements a lane take f32 ones, so 16. */
     f.dtype = MSDA_F16;
     f.coord_type = MSDA_COORD_F32;
@@ -813,9 +814,20 @@ START_TEST(a_problem_no_vector_fits_is_staged_in_padded_copies) {
     ck_assert_msg(msda_forward_cuda(&f, NULL, &err) == MSDA_OK, "forward: %s", err.message);
     n = recorded(&ops);
     ck_assert_int_eq(n, 4);
-    assert_restride(&ops[1], (uintptr_t)NOWHERE(1), 12, ops[0].address, 16, value_rows, 2);
+    assert_restride(&ops[1], (uintptr_t)NOWHERE(1), 12, ops[0].address, 16, value_rows, 2, 8);
     ck_assert_str_eq(ops[2].name, "msda_forward_points_f16c32_v8");
     ck_assert_int_eq(ops[2].params.coord_f32, 1);
+    /* D = 32 but a value 2 bytes off its boundary: staged as it is, copied in 2-byte units. */
+    f.sizes.channels = 32;
+    f.value = (const char *)NOWHERE(1) + 2;
+    ck_assert_msg(msda_forward_cuda(&f, NULL, &err) == MSDA_OK, "forward: %s", err.message);
+    n = recorded(&ops);
+    ck_assert_int_eq(n, 4);
+    assert_restride(&ops[1], (uintptr_t)NOWHERE(1) + 2, 32, ops[0].address, 32, value_rows, 2, 2);
+    assert_restride(&ops[3], ops[0].address + round256((size_t)value_rows * 32 * 2), 32, (uintptr_t)NOWHERE(4), 32,
+                    output_rows, 2, 8);
+    f.value = NOWHERE(1);
+    f.sizes.channels = 12;
     /* Its own coordinates have 4 elements a lane: D = 12 fits, nothing staged. */
     f.coord_type = MSDA_COORD_SAME;
     ck_assert_msg(msda_forward_cuda(&f, NULL, &err) == MSDA_OK, "forward: %s", err.message);
@@ -835,8 +847,8 @@ START_TEST(a_problem_no_vector_fits_is_staged_in_padded_copies) {
     ck_assert_int_eq(ops[0].kind, FAKE_ALLOC);
     ck_assert_uint_eq(ops[0].bytes, bytes);
     const uintptr_t bws = ops[0].address, grad_value = bws + value_bytes + output_bytes;
-    assert_restride(&ops[1], (uintptr_t)NOWHERE(1), 33, bws, 36, value_rows, 4);
-    assert_restride(&ops[2], (uintptr_t)NOWHERE(4), 33, bws + value_bytes, 36, output_rows, 4);
+    assert_restride(&ops[1], (uintptr_t)NOWHERE(1), 33, bws, 36, value_rows, 4, 4);
+    assert_restride(&ops[2], (uintptr_t)NOWHERE(4), 33, bws + value_bytes, 36, output_rows, 4, 4);
     ck_assert_int_eq(ops[3].kind, FAKE_MEMSET);
     ck_assert_uint_eq(ops[3].address, grad_value);
     ck_assert_uint_eq(ops[3].bytes, (size_t)value_rows * 36 * 4);
@@ -846,14 +858,14 @@ START_TEST(a_problem_no_vector_fits_is_staged_in_padded_copies) {
     ck_assert_uint_eq(ops[4].params.output, grad_value);
     ck_assert_uint_eq(ops[4].params.grad_locations, (uintptr_t)NOWHERE(6)); /* written in place */
     ck_assert_uint_eq(ops[4].params.grad_weights, (uintptr_t)NOWHERE(7));
-    assert_restride(&ops[5], grad_value, 36, (uintptr_t)NOWHERE(5), 33, value_rows, 4);
+    assert_restride(&ops[5], grad_value, 36, (uintptr_t)NOWHERE(5), 33, value_rows, 4, 4);
     /* The caller's workspace of that size: nothing allocated; one byte less is refused before
      * anything is queued. */
     b.workspace = NOWHERE(9);
     b.workspace_bytes = bytes;
     n = backward_of(&b, &ops);
     ck_assert_int_eq(n, 5);
-    assert_restride(&ops[0], (uintptr_t)NOWHERE(1), 33, (uintptr_t)NOWHERE(9), 36, value_rows, 4);
+    assert_restride(&ops[0], (uintptr_t)NOWHERE(1), 33, (uintptr_t)NOWHERE(9), 36, value_rows, 4, 4);
     b.workspace_bytes = bytes - 1;
     ck_assert_int_eq(msda_backward_cuda(&b, NULL, &err), MSDA_ERR_BAD_ARGUMENT);
     ck_assert_int_eq(recorded(&ops), 0);
@@ -869,7 +881,7 @@ START_TEST(a_problem_no_vector_fits_is_staged_in_padded_copies) {
     ck_assert_str_eq(k->name, "msda_backward_f32_exact_v4");
     ck_assert_uint_eq(k->params.buffer, ops[0].address + 2 * value_bytes + output_bytes);
     assert_restride(&ops[n - 1], ops[0].address + value_bytes + output_bytes, 36, (uintptr_t)NOWHERE(5), 33,
-                    value_rows, 4);
+                    value_rows, 4, 4);
 }
 END_TEST
 
