@@ -306,7 +306,10 @@ MSDA_API msda_status msda_backward_cuda(const msda_backward_args *args, void *st
  * msda_plan.h), with the table on the device what any table of these sizes can need, and 16
  * bytes more under bf16's half sums; else 0. With `deterministic`, N*S*M*D*8.5 bytes and 32 more
  * (the integer sums, a 4-bit flag an element for inf and NaN adds, their bounds), rounded to
- * 16. Validates and loads like the call. */
+ * 16. Where the call is staged (D or a pointer no vector fits, above), the padded copies of
+ * value, grad_output and grad_value first, each rounded up to 256 bytes, then what the staged
+ * problem needs. The pointers count: ask with the ones the call will pass. Validates and loads
+ * like the call. */
 MSDA_API msda_status msda_backward_cuda_workspace(const msda_backward_args *args, size_t *bytes,
                                                   msda_error *err);
 
