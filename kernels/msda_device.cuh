@@ -318,8 +318,8 @@ template <> struct raw_of<8> { typedef uint2 type; };
 template <> struct raw_of<4> { typedef unsigned int type; };
 template <> struct raw_of<2> { typedef unsigned short type; };
 
-// A vector of VEC elements as raw bytes: one access of VEC*sizeof(S) bytes (the launcher only
-// picks VEC > 1 when D and every pointer allow that alignment).
+// A vector of VEC elements as raw bytes: one access of VEC*sizeof(S) bytes (the launcher picks
+// a width only where D and every pointer allow its alignment, and stages the other calls).
 template <class Tr, int VEC> struct vec_of {
     typedef typename raw_of<VEC * sizeof(typename Tr::S)>::type raw;
 };
@@ -454,17 +454,7 @@ template <class Tr> __device__ __forceinline__ void cas_add_pair(unsigned *word,
     } while (old != seen);
 }
 
-template <class Tr> __device__ __forceinline__ void cas_add_one(unsigned short *p, float v) {
-    uintptr_t addr = reinterpret_cast<uintptr_t>(p);
-    unsigned *word = reinterpret_cast<unsigned *>(addr & ~(uintptr_t)3);
-    if (addr & 2)
-        cas_add_pair<Tr>(word, 0.0f, v);
-    else
-        cas_add_pair<Tr>(word, v, 0.0f);
-}
-
 template <class Tr> __device__ __forceinline__ void native_add_pair(unsigned short *p, float lo, float hi);
-template <class Tr> __device__ __forceinline__ void native_add_one(unsigned short *p, float v);
 
 template <> __device__ __forceinline__ void native_add_pair<f16_t>(unsigned short *p, float lo, float hi) {
 #if __CUDA_ARCH__ >= 600
@@ -473,25 +463,11 @@ template <> __device__ __forceinline__ void native_add_pair<f16_t>(unsigned shor
     cas_add_pair<f16_t>(reinterpret_cast<unsigned *>(p), lo, hi);
 #endif
 }
-template <> __device__ __forceinline__ void native_add_one<f16_t>(unsigned short *p, float v) {
-#if __CUDA_ARCH__ >= 700
-    atomicAdd(reinterpret_cast<__half *>(p), __float2half_rn(v));
-#else
-    cas_add_one<f16_t>(p, v);
-#endif
-}
 template <> __device__ __forceinline__ void native_add_pair<bf16_t>(unsigned short *p, float lo, float hi) {
 #if __CUDA_ARCH__ >= 800
     atomicAdd(reinterpret_cast<__nv_bfloat162 *>(p), __floats2bfloat162_rn(lo, hi));
 #else
     cas_add_pair<bf16_t>(reinterpret_cast<unsigned *>(p), lo, hi);
-#endif
-}
-template <> __device__ __forceinline__ void native_add_one<bf16_t>(unsigned short *p, float v) {
-#if __CUDA_ARCH__ >= 800
-    atomicAdd(reinterpret_cast<__nv_bfloat16 *>(p), __float2bfloat16_rn(v));
-#else
-    cas_add_one<bf16_t>(p, v);
 #endif
 }
 
@@ -538,36 +514,28 @@ template <> __device__ __forceinline__ void red_v4<bf16_t>(unsigned short *p, co
 }
 
 // Adds VEC floats to VEC 16-bit elements of type Tr: CAS for that strategy, else native (also
-// for the levels that the f32-buffer and mixed strategies leave out of the buffer).
+// for the levels that the f32-buffer and mixed strategies leave out of the buffer). A 16-bit
+// value's kernels take 4 or 8 elements a lane (odd rows are staged), so pairs of elements.
 template <class Tr, int VEC>
 __device__ __forceinline__ void atomic_add_half(unsigned short *p, const float (&v)[VEC]) {
+    static_assert(VEC % 2 == 0, "16-bit gradients are added in pairs");
     if constexpr (Tr::strategy != MSDA_ATOMIC_CAS) {
 #if MSDA_VECTOR_RED && __CUDA_ARCH__ >= 900
         if constexpr (VEC % 8 == 0) {
 #pragma unroll
             for (int i = 0; i < VEC; i += 8) red_v8<Tr>(p + i, v + i);
-            return;
         } else if constexpr (VEC % 4 == 0) {
 #pragma unroll
             for (int i = 0; i < VEC; i += 4) red_v4<Tr>(p + i, v + i);
-            return;
-        }
+        } else
 #endif
-        if constexpr (VEC % 2 == 0) {
+        {
 #pragma unroll
             for (int i = 0; i < VEC; i += 2) native_add_pair<Tr>(p + i, v[i], v[i + 1]);
-        } else {
-#pragma unroll
-            for (int i = 0; i < VEC; i++) native_add_one<Tr>(p + i, v[i]);
         }
     } else {
-        if constexpr (VEC % 2 == 0) {
 #pragma unroll
-            for (int i = 0; i < VEC; i += 2) cas_add_pair<Tr>(reinterpret_cast<unsigned *>(p + i), v[i], v[i + 1]);
-        } else {
-#pragma unroll
-            for (int i = 0; i < VEC; i++) cas_add_one<Tr>(p + i, v[i]);
-        }
+        for (int i = 0; i < VEC; i += 2) cas_add_pair<Tr>(reinterpret_cast<unsigned *>(p + i), v[i], v[i + 1]);
     }
 }
 
