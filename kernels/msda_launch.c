@@ -556,6 +556,7 @@ static size_t choice_bytes(const msda_problem *pb, const backward_choice *c) {
 typedef struct staged_backward {
     msda_backward_args args;
     msda_problem pb;
+    backward_choice inner; /* what the staged problem runs */
     size_t value_bytes, output_bytes, inner_bytes, bytes;
 } staged_backward;
 
@@ -569,9 +570,9 @@ static msda_status stage_backward(const msda_backward_args *a, const msda_module
     sb->value_bytes = stage_round((size_t)sb->pb.value_elems * es);
     sb->output_bytes = stage_round((size_t)sb->pb.output_elems * es);
     const void *const copies[] = {NULL, NULL, NULL}; /* the copies are aligned */
-    const backward_choice inner = choose_backward(&sb->pb, mod, copies);
-    if (!inner.vec) return no_staged_kernel(err);
-    sb->inner_bytes = choice_bytes(&sb->pb, &inner);
+    sb->inner = choose_backward(&sb->pb, mod, copies);
+    if (!sb->inner.vec) return no_staged_kernel(err);
+    sb->inner_bytes = choice_bytes(&sb->pb, &sb->inner);
     sb->bytes = 2 * sb->value_bytes + sb->output_bytes + sb->inner_bytes;
     return MSDA_OK;
 }
@@ -672,12 +673,14 @@ static msda_status backward_exact(const msda_backward_args *a, const msda_proble
 static msda_status backward_staged(const msda_backward_args *a, const msda_problem *pb, int64_t D,
                                    const msda_driver *drv, const msda_module *mod, CUstream stream, msda_error *err);
 
-/* The backward of a validated problem; `staged`: it is a staged copy (which every kernel row fits). */
+/* The backward of a validated problem: the caller's, or a staged copy with the choice staging
+ * made for it (`staged`, which a kernel fits). */
 static msda_status backward_run(const msda_backward_args *a, const msda_problem *problem, const msda_driver *drv,
-                                const msda_module *mod, CUstream stream, int staged, msda_error *err) {
+                                const msda_module *mod, CUstream stream, const backward_choice *staged,
+                                msda_error *err) {
     const void *const ptrs[] = {a->value, a->grad_output, a->grad_value};
-    const backward_choice c = choose_backward(problem, mod, ptrs);
-    if (!c.vec) return staged ? no_staged_kernel(err) : backward_staged(a, problem, c.stage_D, drv, mod, stream, err);
+    const backward_choice c = staged ? *staged : choose_backward(problem, mod, ptrs);
+    if (!c.vec) return backward_staged(a, problem, c.stage_D, drv, mod, stream, err);
     if (c.exact) return backward_exact(a, problem, &c, drv, mod, stream, err);
     const msda_problem pb = *problem;
     const buffer_plan bp = c.bp;
@@ -794,7 +797,7 @@ msda_status msda_backward_cuda(const msda_backward_args *a, void *stream, msda_e
     const msda_module *mod;
     msda_status st = msda_check_backward(a, &pb, err);
     if (st == MSDA_OK) st = prepare(&pb, &drv, &mod, err);
-    return st == MSDA_OK ? backward_run(a, &pb, drv, mod, (CUstream)stream, 0, err) : st;
+    return st == MSDA_OK ? backward_run(a, &pb, drv, mod, (CUstream)stream, NULL, err) : st;
 }
 
 /* The staged calls (see staging): the copies padded in, the staged problem run, the results
@@ -837,7 +840,7 @@ static msda_status backward_staged(const msda_backward_args *a, const msda_probl
     const int64_t value_rows = pb->N * pb->S * pb->M;
     st = restride(drv, mod, pb, value, D, a->value, pb->D, value_rows, stream, err);
     if (st == MSDA_OK) st = restride(drv, mod, pb, grad_output, D, a->grad_output, pb->D, pb->N * pb->Lq * pb->M, stream, err);
-    if (st == MSDA_OK) st = backward_run(&sb.args, &sb.pb, drv, mod, stream, 1, err);
+    if (st == MSDA_OK) st = backward_run(&sb.args, &sb.pb, drv, mod, stream, &sb.inner, err);
     if (st == MSDA_OK) st = restride(drv, mod, pb, (CUdeviceptr)(uintptr_t)a->grad_value, pb->D, sb.args.grad_value, D, value_rows, stream, err);
     return workspace_release(drv, stream, &ws, st, err);
 }
